@@ -1,0 +1,15 @@
+"""gymenvs: in-process, Gymnasium-compatible text environments for LLM agents.
+
+`import gymenvs` registers every environment under the `gymenvs/` namespace:
+
+    import gymnasium, gymenvs
+    env = gymnasium.make("gymenvs/Wordle-v0")
+"""
+
+from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool
+from gymenvs.registry import describe_envs, list_envs, register_envs
+
+__version__ = "0.1.0"
+__all__ = ["ActionError", "Outcome", "TextEnv", "ToolCall", "describe_envs", "list_envs", "tool"]
+
+register_envs()

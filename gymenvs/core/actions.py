@@ -1,0 +1,83 @@
+"""Reading an action: a tool-call mapping, the same as JSON text, or an env's own free text."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+# Hermes / Qwen style, as chat templates emit tool calls: <tool_call>{"name": ..., "arguments": ...}</tool_call>
+_TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+class ActionError(Exception):
+    """An action the env cannot carry out. Its message is shown to the agent, so make it say how to fix it."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_action(action: Any, parse_text: Callable[[str], ToolCall]) -> ToolCall:
+    """The tool call an action asks for, or `ActionError` saying why there is none.
+
+    Accepted forms, in order: a mapping (`{"name": ..., "arguments": {...}}` or OpenAI's
+    `{"type": "function", "function": {...}}`); text holding one `<tool_call>` block; text
+    that is a JSON tool call; any other text, read by the env's `parse_text`.
+    """
+    if isinstance(action, Mapping):
+        return tool_call_from_mapping(action)
+    if not isinstance(action, str):
+        raise ActionError(f"an action is text or a tool-call mapping, not {type(action).__name__}")
+    tagged = _TOOL_CALL_TAG.findall(action)
+    if len(tagged) > 1:
+        raise ActionError(f"one tool call per turn, got {len(tagged)} <tool_call> blocks")
+    if tagged:
+        return tool_call_from_mapping(_decode_json_object(tagged[0]))
+    stripped = action.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        try:
+            decoded = _decode_json_object(stripped)
+        except ActionError as json_error:
+            return _parse_free_text(action, parse_text, json_error)
+        if "name" in decoded or "function" in decoded:
+            return tool_call_from_mapping(decoded)
+    return parse_text(action)
+
+
+def tool_call_from_mapping(mapping: Mapping) -> ToolCall:
+    if isinstance(mapping.get("function"), Mapping):
+        mapping = mapping["function"]
+    name = mapping.get("name")
+    if not isinstance(name, str) or not name:
+        raise ActionError('a tool call needs a "name" (a string) and "arguments" (an object)')
+    arguments = mapping.get("arguments", {})
+    if isinstance(arguments, str):
+        arguments = _decode_json_object(arguments) if arguments.strip() else {}
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, Mapping):
+        raise ActionError(f'the "arguments" of tool call {name!r} must be an object, not {type(arguments).__name__}')
+    return ToolCall(name, dict(arguments))
+
+
+def _decode_json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ActionError(f"malformed JSON in tool call: {exc}") from None
+    if not isinstance(value, dict):
+        raise ActionError(f"a JSON tool call must be an object, not {type(value).__name__}")
+    return value
+
+
+def _parse_free_text(text: str, parse_text: Callable[[str], ToolCall], json_error: ActionError) -> ToolCall:
+    """Text that looked like JSON but was not: the env may still read it (an answer like `{1, 2}`)."""
+    try:
+        return parse_text(text)
+    except ActionError as text_error:
+        raise ActionError(f"{json_error}; read as free text instead: {text_error}") from None

@@ -1,0 +1,156 @@
+"""`TextEnv`: the base class of every gymenvs environment."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import gymnasium as gym
+from gymnasium.error import ResetNeeded
+from pydantic import PositiveInt
+
+from gymenvs.core.actions import ActionError, ToolCall, parse_action
+from gymenvs.core.config import validate_config
+from gymenvs.core.spaces import UnicodeText, clip_text, to_valid_text
+from gymenvs.core.tools import ToolSpec, tool_spec
+
+
+@dataclass
+class Outcome:
+    """What a tool call did: the observation the agent reads, and what it means for the episode."""
+
+    observation: str
+    reward: float = 0.0
+    terminated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class TextEnv(gym.Env[str, str]):
+    """A `gymnasium.Env` whose observations and actions are text.
+
+    Subclasses declare actions as `@tool` methods returning a `str` or an `Outcome`, and implement
+    `_start_episode` (the first observation, drawing any randomness from `self.np_random`). They
+    may override `_parse_text` (how free text maps to a tool call), `_episode_state` and
+    `_render_ansi`. Invalid actions raise `ActionError` inside a tool; the agent then reads the
+    message as its observation and `info["error"]` holds it. Exceptions escape only on API misuse.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    #: Turns allowed per episode when the constructor is not given `max_turns`.
+    default_max_turns: ClassVar[int] = 32
+    #: Observations longer than this are cut in the middle.
+    max_observation_length: ClassVar[int] = 16_384
+    #: Keys `reset(options=...)` accepts; any other key is a `ValueError`.
+    reset_option_keys: ClassVar[frozenset[str]] = frozenset()
+    tools: ClassVar[dict[str, ToolSpec]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.tools = {spec.name: spec for spec in map(tool_spec, vars(cls).values()) if spec is not None}
+        for base in cls.__mro__[1:]:
+            for name, spec in getattr(base, "tools", {}).items():
+                cls.tools.setdefault(name, spec)
+
+    @validate_config
+    def __init__(self, *, max_turns: PositiveInt | None = None, render_mode: str | None = None):
+        self.max_turns = self.default_max_turns if max_turns is None else max_turns
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode={render_mode!r}: allowed are {self.metadata['render_modes']} or None")
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText(self.max_observation_length)
+        self.action_space = UnicodeText(self.max_observation_length)
+        self._tool_schemas = [spec.schema for spec in self.tools.values()]
+        self._episode_id: str | None = None
+        self._step_count = 0
+        self._done = False
+        self._last_observation = ""
+
+    # -- the gymnasium API ---------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        options = dict(options or {})
+        unknown = set(options) - self.reset_option_keys
+        if unknown:
+            allowed = sorted(self.reset_option_keys) or "none"
+            raise ValueError(f"unknown reset option(s) {sorted(unknown)} for {self._name()}: allowed are {allowed}")
+        super().reset(seed=seed)
+        self._episode_id = uuid.uuid4().hex
+        self._step_count = 0
+        self._done = False
+        observation = self._finish_observation(self._start_episode(options))
+        return observation, {"tools": list(self._tool_schemas)}
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        if self._episode_id is None:
+            raise ResetNeeded(f"{self._name()}: call reset() before step()")
+        if self._done:
+            raise ResetNeeded(f"{self._name()}: the episode has ended; call reset() before stepping again")
+        self._step_count += 1
+        try:
+            outcome = self._run(parse_action(action, self._parse_text))
+        except ActionError as error:
+            outcome = Outcome(f"Invalid action: {error}", info={"error": str(error)})
+        truncated = not outcome.terminated and self._step_count >= self.max_turns
+        if truncated:
+            outcome.observation += f"\nTurn limit reached ({self.max_turns} turns)."
+            outcome.info["truncated_reason"] = "turn_limit"
+        self._done = outcome.terminated or truncated
+        observation = self._finish_observation(outcome.observation)
+        return observation, float(outcome.reward), bool(outcome.terminated), truncated, outcome.info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._render_ansi()
+        return None
+
+    def state(self) -> dict[str, Any]:
+        """A JSON-serializable snapshot of the episode."""
+        return {
+            "env": self._name(),
+            "episode_id": self._episode_id,
+            "step_count": self._step_count,
+            "max_turns": self.max_turns,
+            "done": self._done,
+            **(self._episode_state() if self._episode_id is not None else {}),
+        }
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The tools in the OpenAI function-calling format, as `info["tools"]` carries them on reset."""
+        return list(self._tool_schemas)
+
+    # -- for subclasses ------------------------------------------------------------------
+
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        """Set up a new episode and return its first observation."""
+        raise NotImplementedError
+
+    def _parse_text(self, text: str) -> ToolCall:
+        """The tool call that free text stands for. By default free text is not understood."""
+        raise ActionError(f"free text is not understood here; call a tool: {self._tool_list()}")
+
+    def _episode_state(self) -> dict[str, Any]:
+        """Env-specific, JSON-serializable part of `state()`."""
+        return {}
+
+    def _render_ansi(self) -> str:
+        return self._last_observation
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _run(self, call: ToolCall) -> Outcome:
+        spec = self.tools.get(call.name)
+        if spec is None:
+            raise ActionError(f"unknown tool {call.name!r}; available: {self._tool_list()}")
+        result = getattr(self, call.name)(**spec.validate(call.arguments))
+        return result if isinstance(result, Outcome) else Outcome(result)
+
+    def _finish_observation(self, text: str) -> str:
+        self._last_observation = clip_text(to_valid_text(text), self.max_observation_length)
+        return self._last_observation
+
+    def _tool_list(self) -> str:
+        return ", ".join(spec.signature() for spec in self.tools.values())
+
+    def _name(self) -> str:
+        return self.spec.id if self.spec is not None else type(self).__name__

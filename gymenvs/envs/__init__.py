@@ -1,0 +1,1 @@
+"""The built-in environments, one module each. Registration lives in `gymenvs.registry`."""

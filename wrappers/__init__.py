@@ -1,0 +1,1 @@
+"""What wraps gymenvs environments for their consumers: vectorisation and the TRL bridge."""
