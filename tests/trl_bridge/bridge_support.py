@@ -13,7 +13,9 @@ def tool_call(name: str, **arguments: Any) -> str:
 
 def render_prompt(tokenizer, messages, tools):
     """The token ids of a chat prompt, ready for the assistant's turn."""
-    return tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+    return tokenizer.apply_chat_template(
+        messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=True
+    )["input_ids"]
 
 
 def teach_tool_calls(model, tokenizer, prompt_messages, calls, tools):
@@ -21,7 +23,9 @@ def teach_tool_calls(model, tokenizer, prompt_messages, calls, tools):
     well-formed tool call, and TRL's tool loop only goes on while the model calls tools."""
     from wrappers.trl.tiny_model import imitate
 
-    return imitate(model, tokenizer, [render_prompt(tokenizer, prompt_messages, tools)], calls, steps=100, learning_rate=1e-2)
+    return imitate(
+        model, tokenizer, [render_prompt(tokenizer, prompt_messages, tools)], calls, steps=100, learning_rate=1e-2
+    )
 
 
 def teacher_forced_logprobs(model, prompt_ids, completion_ids, temperature=1.0):
@@ -86,7 +90,11 @@ class CompletionsServer:
         prompts = body.get("prompt")
         if body.get("model") != self.model_name:
             return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist.", "code": 404}}
-        if not (isinstance(prompts, list) and prompts and all(isinstance(p, list) and all(isinstance(t, int) for t in p) for p in prompts)):
+        if not (
+            isinstance(prompts, list)
+            and prompts
+            and all(isinstance(p, list) and all(isinstance(t, int) for t in p) for p in prompts)
+        ):
             return 400, {"error": {"message": "prompt must be a list of token-id lists", "code": 400}}
         if body.get("n", 1) != 1:
             return 400, {"error": {"message": "this server only samples n=1", "code": 400}}
@@ -98,7 +106,9 @@ class CompletionsServer:
                 choice["token_ids"] = completion.token_ids
                 choice["prompt_token_ids"] = prompt
             if body.get("logprobs") is not None:
-                tokens = [f"token_id:{t}" if body.get("return_tokens_as_token_ids") else str(t) for t in completion.token_ids]
+                tokens = [
+                    f"token_id:{t}" if body.get("return_tokens_as_token_ids") else str(t) for t in completion.token_ids
+                ]
                 choice["logprobs"] = {
                     "tokens": tokens,
                     "token_logprobs": completion.logprobs,

@@ -44,7 +44,11 @@ def test_reset_seeds_the_episode_from_the_seed_column():
     other.reset(prompt=PROMPT, seed=8)
     reference = gym.make("gymenvs/Wordle-v0")
     reference.reset(seed=7)
-    assert first.env.unwrapped.state()["secret"] == second.env.unwrapped.state()["secret"] == reference.unwrapped.state()["secret"]
+    assert (
+        first.env.unwrapped.state()["secret"]
+        == second.env.unwrapped.state()["secret"]
+        == reference.unwrapped.state()["secret"]
+    )
     assert other.env.unwrapped.state()["secret"] != first.env.unwrapped.state()["secret"]
 
 

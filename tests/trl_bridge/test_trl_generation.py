@@ -54,7 +54,9 @@ def test_bad_batches_are_rejected(model_and_tokenizer):
 @pytest.fixture
 def completions_server(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
-    server = CompletionsServer(TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=0.9)))
+    server = CompletionsServer(
+        TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=0.9))
+    )
     yield server
     server.close()
 
@@ -62,7 +64,9 @@ def completions_server(model_and_tokenizer):
 def test_server_backend_speaks_vllm_completions_with_token_ids_and_logprobs(model_and_tokenizer, completions_server):
     model, tokenizer = model_and_tokenizer
     generator = VLLMServerGenerator(
-        completions_server.base_url, sampling=Sampling(temperature=0.9, top_k=5), stop_token_ids=[tokenizer.eos_token_id]
+        completions_server.base_url,
+        sampling=Sampling(temperature=0.9, top_k=5),
+        stop_token_ids=[tokenizer.eos_token_id],
     )
     assert generator.model == "tiny-qwen2"  # read from /v1/models
     prompts = prompts_for(tokenizer)
@@ -121,19 +125,30 @@ def test_in_process_vllm_backend_sends_one_sampling_params_per_prompt_with_logpr
     completions = generator.generate(prompts, [2, 5, 3])
     ((requests, params),) = fake.calls
     assert requests == [{"prompt_token_ids": prompt} for prompt in prompts]
-    assert [(p.n, p.logprobs, p.max_tokens, p.top_p, p.min_p, p.seed) for p in params] == [(1, 0, m, 0.95, 0.0, 3) for m in (2, 5, 3)]
+    assert [(p.n, p.logprobs, p.max_tokens, p.top_p, p.min_p, p.seed) for p in params] == [
+        (1, 0, m, 0.95, 0.0, 3) for m in (2, 5, 3)
+    ]
     assert [len(c.token_ids) for c in completions] == [2, 5, 3]
     assert_logprobs_match_the_model(model, prompts, completions, temperature=1.0)
 
 
 def test_the_trainer_backend_follows_use_vllm_and_vllm_mode(completions_server):
     server_args = SimpleNamespace(
-        use_vllm=True, vllm_mode="server", vllm_server_base_url=completions_server.base_url, temperature=0.8, top_p=1.0,
-        top_k=0, min_p=None, repetition_penalty=1.0, generation_kwargs=None,
+        use_vllm=True,
+        vllm_mode="server",
+        vllm_server_base_url=completions_server.base_url,
+        temperature=0.8,
+        top_p=1.0,
+        top_k=0,
+        min_p=None,
+        repetition_penalty=1.0,
+        generation_kwargs=None,
     )
     generator = generator_from_trainer(SimpleNamespace(args=server_args, eos_token_ids=[2]))
     assert isinstance(generator, VLLMServerGenerator) and generator.base_url == completions_server.base_url
     assert generator.sampling.temperature == 0.8
-    colocate_args = SimpleNamespace(**{**vars(server_args), "vllm_mode": "colocate", "vllm_enable_sleep_mode": True, "vllm_tensor_parallel_size": 1})
+    colocate_args = SimpleNamespace(
+        **{**vars(server_args), "vllm_mode": "colocate", "vllm_enable_sleep_mode": True, "vllm_tensor_parallel_size": 1}
+    )
     with pytest.raises(ValueError, match="sleep mode"):
         generator_from_trainer(SimpleNamespace(args=colocate_args))

@@ -23,7 +23,10 @@ def test_logprobs_of_a_multi_turn_episode_equal_a_teacher_forced_forward_pass(mo
     rollout = make_rollout_func("gymenvs/Echo-v0", env_kwargs={"max_turns": 3}, max_tokens_per_turn=6)
     torch.manual_seed(0)
     episodes = rollout.run(
-        [[{"role": "user", "content": "Go."}]] * 3, generator_for(model, tokenizer, 0.8), tokenizer, max_completion_length=200
+        [[{"role": "user", "content": "Go."}]] * 3,
+        generator_for(model, tokenizer, 0.8),
+        tokenizer,
+        max_completion_length=200,
     )
     rollout.close()
     for episode in episodes:
@@ -40,7 +43,9 @@ def test_logprobs_of_a_multi_turn_episode_equal_a_teacher_forced_forward_pass(mo
 def test_env_tokens_are_exactly_the_rendered_env_replies_and_carry_env_mask_0(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
     rollout = make_rollout_func("gymenvs/Echo-v0", env_kwargs={"max_turns": 3}, max_tokens_per_turn=6)
-    (episode,) = rollout.run([[{"role": "user", "content": "Go."}]], generator_for(model, tokenizer), tokenizer, max_completion_length=200)
+    (episode,) = rollout.run(
+        [[{"role": "user", "content": "Go."}]], generator_for(model, tokenizer), tokenizer, max_completion_length=200
+    )
     rollout.close()
     renderer = ChatRenderer(tokenizer, rollout.tools)
     runs, current = [], []  # maximal runs of env-written tokens
@@ -56,7 +61,10 @@ def test_env_tokens_are_exactly_the_rendered_env_replies_and_carry_env_mask_0(mo
     for run, reply, said in zip(runs, replies, assistant):
         expected = renderer.reply_ids(reply, said)
         assert run[-len(expected) :] == expected
-        assert run[: len(run) - len(expected)] in ([], [tokenizer.eos_token_id])  # a turn cut at its cap is closed by the env
+        assert run[: len(run) - len(expected)] in (
+            [],
+            [tokenizer.eos_token_id],
+        )  # a turn cut at its cap is closed by the env
     assert replies[:2] == assistant[:2]  # Echo's replies are the model's own words
 
 
@@ -84,7 +92,9 @@ def test_every_episode_respects_max_completion_length_and_ends_cleanly(model_and
 
 def test_group_members_start_from_the_same_state_and_groups_differ(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
-    prompts = [[{"role": "user", "content": f"Episode {i}."}] for i in range(4) for _ in range(3)]  # as TRL repeats them
+    prompts = [
+        [{"role": "user", "content": f"Episode {i}."}] for i in range(4) for _ in range(3)
+    ]  # as TRL repeats them
     rollout = make_rollout_func("gymenvs/Catch-v0", env_kwargs={"columns": 50}, max_tokens_per_turn=4)
     episodes = rollout.run(prompts, generator_for(model, tokenizer), tokenizer, max_completion_length=30)
     rollout.close()
@@ -128,8 +138,12 @@ def flaky_echo():
 @pytest.mark.parametrize("failure", ["crash", "hang"])
 def test_an_env_that_fails_mid_rollout_ends_only_its_own_episode(model_and_tokenizer, flaky_echo, failure):
     model, tokenizer = model_and_tokenizer
-    rollout = make_rollout_func(flaky_echo, env_kwargs={"max_turns": 3, "failure": failure}, max_tokens_per_turn=4, step_timeout_s=0.5)
-    episodes = rollout.run(["Go."] * 4, generator_for(model, tokenizer), tokenizer, seeds=[10, 11, 12, 13], max_completion_length=100)
+    rollout = make_rollout_func(
+        flaky_echo, env_kwargs={"max_turns": 3, "failure": failure}, max_tokens_per_turn=4, step_timeout_s=0.5
+    )
+    episodes = rollout.run(
+        ["Go."] * 4, generator_for(model, tokenizer), tokenizer, seeds=[10, 11, 12, 13], max_completion_length=100
+    )
     rollout.close()
     for episode in episodes[::2]:  # even seeds: untouched
         assert (episode.end_reason, episode.turns, episode.reward, episode.error) == ("truncated", 3, 3.0, None)
@@ -141,8 +155,14 @@ def test_an_env_that_fails_mid_rollout_ends_only_its_own_episode(model_and_token
 def test_evaluate_returns_transcripts_and_rewards_without_a_trainer(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
     episodes = evaluate(
-        "gymenvs/Echo-v0", generator_for(model, tokenizer), tokenizer,
-        num_episodes=3, seed=5, env_kwargs={"max_turns": 2}, max_tokens_per_turn=4, max_completion_length=60,
+        "gymenvs/Echo-v0",
+        generator_for(model, tokenizer),
+        tokenizer,
+        num_episodes=3,
+        seed=5,
+        env_kwargs={"max_turns": 2},
+        max_tokens_per_turn=4,
+        max_completion_length=60,
     )
     assert [episode.seed for episode in episodes] == [5, 6, 7]
     for episode in episodes:
@@ -179,7 +199,9 @@ def button_env():
 
 def test_a_max_completion_length_too_small_for_one_turn_is_rejected_at_construction(model_and_tokenizer, button_env):
     _, tokenizer = model_and_tokenizer
-    with pytest.raises(ValueError, match=r"max_completion_length=8 is too small for one turn of gymenvs_tests/Button-v0.*press"):
+    with pytest.raises(
+        ValueError, match=r"max_completion_length=8 is too small for one turn of gymenvs_tests/Button-v0.*press"
+    ):
         make_rollout_func(button_env, tokenizer=tokenizer, max_completion_length=8)
     with pytest.raises(ValueError, match=r"max_completion_length=1 is too small for one turn of gymenvs/Wordle-v0"):
         make_rollout_func("gymenvs/Wordle-v0", tokenizer=tokenizer, max_completion_length=1)

@@ -4,7 +4,12 @@ import torch
 from bridge_support import tool_call
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trl.chat_template_utils import add_response_schema, is_chat_template_prefix_preserving, parse_response, supports_tool_calling
+from trl.chat_template_utils import (
+    add_response_schema,
+    is_chat_template_prefix_preserving,
+    parse_response,
+    supports_tool_calling,
+)
 
 from wrappers.trl import tiny_model, tiny_tokenizer
 
@@ -23,7 +28,9 @@ def test_trl_recognises_the_chat_template_and_parses_tool_calls(model_and_tokeni
     _, tokenizer = model_and_tokenizer
     assert supports_tool_calling(tokenizer) and is_chat_template_prefix_preserving(tokenizer)
     add_response_schema(tokenizer)  # raises "Unrecognized chat template" for any template trl does not ship
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Guess."}], add_generation_prompt=True, tokenize=True, return_dict=True)["input_ids"]
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Guess."}], add_generation_prompt=True, tokenize=True, return_dict=True
+    )["input_ids"]
     answer = tokenizer(tool_call("guess", word="crane") + tokenizer.eos_token, add_special_tokens=False)["input_ids"]
     parsed = parse_response(tokenizer, answer, prefix=prompt)
     assert parsed["tool_calls"] == [{"type": "function", "function": {"name": "guess", "arguments": {"word": "crane"}}}]

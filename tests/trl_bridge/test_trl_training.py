@@ -2,6 +2,7 @@
 
 import statistics
 
+import gymnasium as gym
 import pytest
 import torch
 from bridge_support import teach_tool_calls, tool_call
@@ -16,9 +17,20 @@ GROUP = 2  # num_generations
 
 def config(tmp_path, **overrides):
     settings = dict(
-        output_dir=str(tmp_path), bf16=False, use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True,
-        per_device_train_batch_size=4, num_generations=GROUP, max_completion_length=96, max_steps=2,
-        max_tool_calling_iterations=2, logging_steps=1, learning_rate=1e-3, seed=0,
+        output_dir=str(tmp_path),
+        bf16=False,
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        per_device_train_batch_size=4,
+        num_generations=GROUP,
+        max_completion_length=96,
+        max_steps=2,
+        max_tool_calling_iterations=2,
+        logging_steps=1,
+        learning_rate=1e-3,
+        seed=0,
     )
     return GRPOConfig(**{**settings, **overrides})
 
@@ -46,14 +58,28 @@ def reward_logs(trainer, column):
         ("gymenvs/Catch-v0", {"rows": 2, "columns": 3}, "move", [{"direction": d} for d in ("left", "stay", "right")]),
     ],
 )
-def test_environment_factory_trains_and_the_env_reward_reaches_the_trainer(model_and_tokenizer, tmp_path, env_id, env_kwargs, tool, choices):
+def test_environment_factory_trains_and_the_env_reward_reaches_the_trainer(
+    model_and_tokenizer, tmp_path, env_id, env_kwargs, tool, choices
+):
     model, tokenizer = model_and_tokenizer
     Environment = environment_factory(env_id, **env_kwargs)
     probe = Environment()
     observation = probe.reset(prompt=[{"role": "user", "content": ""}], seed=0)
-    teach_tool_calls(model, tokenizer, first_prompt(observation), [tool_call(tool, **c) for c in choices], tools=[getattr(probe, tool)])
+    teach_tool_calls(
+        model,
+        tokenizer,
+        first_prompt(observation),
+        [tool_call(tool, **c) for c in choices],
+        tools=[getattr(probe, tool)],
+    )
     before = snapshot(model)
-    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config(tmp_path), train_dataset=episode_dataset(16), environment_factory=Environment)
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        args=config(tmp_path),
+        train_dataset=episode_dataset(16),
+        environment_factory=Environment,
+    )
     trainer.train()
 
     assert changed(before, model)
@@ -70,8 +96,11 @@ def test_environment_factory_group_members_start_from_the_same_state(model_and_t
     model, tokenizer = model_and_tokenizer
     Wordle = environment_factory("gymenvs/Wordle-v0")
     trainer = GRPOTrainer(
-        model=model, processing_class=tokenizer, args=config(tmp_path, max_steps=1, per_device_train_batch_size=8),
-        train_dataset=episode_dataset(16), environment_factory=Wordle,
+        model=model,
+        processing_class=tokenizer,
+        args=config(tmp_path, max_steps=1, per_device_train_batch_size=8),
+        train_dataset=episode_dataset(16),
+        environment_factory=Wordle,
     )
     trainer.train()
     secrets = [environment.env.unwrapped.state()["secret"] for environment in trainer.environments]
@@ -83,8 +112,14 @@ def test_environment_factory_group_members_start_from_the_same_state(model_and_t
 def test_rollout_func_trains_on_wordle_and_the_env_reward_reaches_the_trainer(model_and_tokenizer, tmp_path):
     model, tokenizer = model_and_tokenizer
     rollout = make_rollout_func("gymenvs/Wordle-v0", env_kwargs={"words": ["crane", "slate"]}, max_tokens_per_turn=32)
-    observation = "Guess the hidden 5-letter word in 6 tries. After each guess every letter is marked G (right letter, right place), Y (in the word, elsewhere) or - (not in the word)."
-    teach_tool_calls(model, tokenizer, first_prompt(observation), [tool_call("guess", word=w) for w in ("crane", "slate")], tools=rollout.tools)
+    observation, _ = gym.make("gymenvs/Wordle-v0").reset(seed=0)
+    teach_tool_calls(
+        model,
+        tokenizer,
+        first_prompt(observation),
+        [tool_call("guess", word=w) for w in ("crane", "slate")],
+        tools=rollout.tools,
+    )
     outputs = []
 
     def recording_rollout(prompts, trainer):
@@ -93,8 +128,12 @@ def test_rollout_func_trains_on_wordle_and_the_env_reward_reaches_the_trainer(mo
 
     before = snapshot(model)
     trainer = GRPOTrainer(
-        model=model, processing_class=tokenizer, args=config(tmp_path, per_device_train_batch_size=8),
-        train_dataset=episode_dataset(16), rollout_func=recording_rollout, reward_funcs=rollout.reward_func,
+        model=model,
+        processing_class=tokenizer,
+        args=config(tmp_path, per_device_train_batch_size=8),
+        train_dataset=episode_dataset(16),
+        rollout_func=recording_rollout,
+        reward_funcs=rollout.reward_func,
     )
     trainer.train()
     rollout.close()
@@ -104,8 +143,16 @@ def test_rollout_func_trains_on_wordle_and_the_env_reward_reaches_the_trainer(mo
     assert len(logs) == len(outputs) == 2
     for entry, output in zip(logs, outputs):
         assert entry["rewards/env_reward/mean"] == pytest.approx(statistics.mean(output["env_reward"]))
-        assert [len(ids) for ids in output["completion_ids"]] == [len(m) for m in output["env_mask"]] == [len(lp) for lp in output["logprobs"]]
+        assert (
+            [len(ids) for ids in output["completion_ids"]]
+            == [len(m) for m in output["env_mask"]]
+            == [len(lp) for lp in output["logprobs"]]
+        )
         prompt_ids = output["prompt_ids"]
-        assert all(prompt_ids[i] == prompt_ids[i + 1] for i in range(0, len(prompt_ids), GROUP))  # one start state per group
+        assert all(
+            prompt_ids[i] == prompt_ids[i + 1] for i in range(0, len(prompt_ids), GROUP)
+        )  # one start state per group
     assert any(entry["rewards/env_reward/std"] > 0 for entry in logs)
-    assert any(0 in mask for output in outputs for mask in output["env_mask"])  # multi-turn: env replies in the completions
+    assert any(
+        0 in mask for output in outputs for mask in output["env_mask"]
+    )  # multi-turn: env replies in the completions

@@ -35,8 +35,14 @@ class ConcurrentVectorEnv:
         self._pool = futures.ThreadPoolExecutor(max_workers or self.num_envs)
         self._observations = [""] * self.num_envs
 
-    def reset(self, *, seed: int | Sequence[int] | None = None, options: dict | None = None) -> tuple[tuple[str, ...], dict]:
-        seeds = list(seed) if isinstance(seed, Sequence) else [None if seed is None else seed + i for i in range(self.num_envs)]
+    def reset(
+        self, *, seed: int | Sequence[int] | None = None, options: dict | None = None
+    ) -> tuple[tuple[str, ...], dict]:
+        seeds = (
+            list(seed)
+            if isinstance(seed, Sequence)
+            else [None if seed is None else seed + i for i in range(self.num_envs)]
+        )
         results = list(self._pool.map(lambda pair: pair[0].reset(seed=pair[1]), zip(self.envs, seeds)))
         self._observations = [observation for observation, _ in results]
         return tuple(self._observations), _merge_infos([info for _, info in results])
@@ -45,7 +51,9 @@ class ConcurrentVectorEnv:
         n = self.num_envs
         rewards, terminated, truncated = np.zeros(n), np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
         infos: list[dict] = [{} for _ in range(n)]
-        pending = {i: self._pool.submit(self.envs[i].step, action) for i, action in enumerate(actions) if action is not None}
+        pending = {
+            i: self._pool.submit(self.envs[i].step, action) for i, action in enumerate(actions) if action is not None
+        }
         done, _ = futures.wait(pending.values(), timeout=self._step_timeout_s)
         for i, future in pending.items():
             if future in done and future.exception() is None:

@@ -91,7 +91,9 @@ def environment_factory(env_id: str, **env_kwargs: Any) -> type[GymnasiumEnviron
     namespace: dict[str, Any] = {"env_id": env_id, "env_kwargs": dict(env_kwargs), "__module__": __name__}
     for name in env_class.tools:
         if name in _RESERVED_NAMES or name.startswith("_"):
-            raise ValueError(f"{env_id}: a tool cannot be named {name!r} (TRL reserves reset, get_reward and private names)")
+            raise ValueError(
+                f"{env_id}: a tool cannot be named {name!r} (TRL reserves reset, get_reward and private names)"
+            )
         method = _tool_method(name, getattr(env_class, name))
         try:
             get_json_schema(method)
@@ -114,7 +116,10 @@ def _env_class(env_id: str, env_kwargs: Mapping[str, Any]) -> type:
     finally:
         probe.close()
     if not getattr(env_class, "tools", None):
-        raise ValueError(f"{env_id}: {env_class.__name__} declares no tools; environment_factory needs a gymenvs TextEnv with @tool methods")
+        raise ValueError(
+            f"{env_id}: {env_class.__name__} declares no tools; "
+            "environment_factory needs a gymenvs TextEnv with @tool methods"
+        )
     return env_class
 
 

@@ -136,7 +136,9 @@ class TransformersGenerator:
         import torch
 
         _check_batch(prompts, max_tokens)
-        config = _with(self.generation_config, max_new_tokens=max(max_tokens), output_scores=True, return_dict_in_generate=True)
+        config = _with(
+            self.generation_config, max_new_tokens=max(max_tokens), output_scores=True, return_dict_in_generate=True
+        )
         with self.model_context() as model, torch.no_grad():
             input_ids, attention_mask = _left_pad(prompts, self.pad_token_id, model.device)
             output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
@@ -210,7 +212,13 @@ class VLLMGenerator:
         return [_from_vllm_output(output.outputs[0]) for output in outputs]
 
     def _params(self, max_tokens: int) -> dict[str, Any]:
-        return {**_vllm_sampling(self.sampling), "n": 1, "max_tokens": max_tokens, "logprobs": 0, **self.extra_sampling_params}
+        return {
+            **_vllm_sampling(self.sampling),
+            "n": 1,
+            "max_tokens": max_tokens,
+            "logprobs": 0,
+            **self.extra_sampling_params,
+        }
 
 
 def _vllm_sampling(sampling: Sampling) -> dict[str, Any]:
@@ -290,7 +298,9 @@ class VLLMServerGenerator:
         }
         response = self._client.post("/v1/completions", json=request)
         if response.status_code != 200:
-            raise RuntimeError(f"vLLM server {self.base_url}/v1/completions answered {response.status_code}: {response.text[:500]}")
+            raise RuntimeError(
+                f"vLLM server {self.base_url}/v1/completions answered {response.status_code}: {response.text[:500]}"
+            )
         choices = sorted(response.json()["choices"], key=lambda choice: choice["index"])
         if len(choices) != len(prompts):
             raise RuntimeError(f"vLLM server returned {len(choices)} choices for {len(prompts)} prompts")
@@ -299,7 +309,9 @@ class VLLMServerGenerator:
     def _completion(self, choice: dict[str, Any], max_tokens: int) -> Completion:
         token_ids = choice.get("token_ids")
         if token_ids is None or choice.get("logprobs") is None:
-            raise RuntimeError("the vLLM server returned no token_ids or logprobs (vLLM >= 0.10.2 is needed for return_token_ids)")
+            raise RuntimeError(
+                "the vLLM server returned no token_ids or logprobs (vLLM >= 0.10.2 is needed for return_token_ids)"
+            )
         logprobs = [float("nan") if value is None else value for value in choice["logprobs"]["token_logprobs"]]
         finished = "stop" if choice.get("finish_reason") == "stop" else "length"
         if len(token_ids) <= max_tokens:
@@ -330,7 +342,9 @@ def generator_from_trainer(trainer: Any) -> Generator:
             )
         return VLLMGenerator(trainer.vllm_generation.llm, sampling=sampling, extra_sampling_params=extra)
     base_url = args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}"
-    return VLLMServerGenerator(base_url, sampling=sampling, stop_token_ids=trainer.eos_token_ids, extra_request_fields=extra)
+    return VLLMServerGenerator(
+        base_url, sampling=sampling, stop_token_ids=trainer.eos_token_ids, extra_request_fields=extra
+    )
 
 
 def _transformers_for_trainer(trainer: Any) -> TransformersGenerator:

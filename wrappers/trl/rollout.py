@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 Prompt = list[dict[str, Any]] | str
 
 
-def env_reward(completions: Sequence[Any] | None = None, env_reward: Sequence[float] | None = None, **kwargs: Any) -> list[float]:
+def env_reward(
+    completions: Sequence[Any] | None = None, env_reward: Sequence[float] | None = None, **kwargs: Any
+) -> list[float]:
     """Reward function for `GRPOTrainer(reward_funcs=...)`: each episode's total env reward, as the
     rollout function returned it in its `env_reward` field."""
     if env_reward is None:
@@ -122,10 +124,15 @@ class EnvRollout:
         seeds = list(seeds) if seeds is not None else [episode_seed(prompt) for prompt in prompts]
         return self._play(list(prompts), seeds, generator, renderer, max_completion_length)
 
-    def _play(self, prompts: list[Prompt], seeds: list[int], generator: Generator, renderer: ChatRenderer, max_length: int) -> list[Episode]:
+    def _play(
+        self, prompts: list[Prompt], seeds: list[int], generator: Generator, renderer: ChatRenderer, max_length: int
+    ) -> list[Episode]:
         vector_env = self._vector_env_for(len(prompts))
         observations, _ = vector_env.reset(seed=seeds)
-        episodes = [_start(prompt, observation, seed, renderer) for prompt, observation, seed in zip(prompts, observations, seeds)]
+        episodes = [
+            _start(prompt, observation, seed, renderer)
+            for prompt, observation, seed in zip(prompts, observations, seeds)
+        ]
         while live := [index for index, episode in enumerate(episodes) if not episode.finished]:
             budgets = [self._turn_budget(episodes[index], max_length) for index in live]
             completions = generator.generate([episodes[index].input_ids for index in live], budgets)
@@ -138,8 +145,13 @@ class EnvRollout:
             for index, action in enumerate(actions):
                 if action is not None:
                     episodes[index].add_env_turn(
-                        observations[index], rewards[index], terminated[index], truncated[index],
-                        _slot_info(infos, index), renderer, max_length,
+                        observations[index],
+                        rewards[index],
+                        terminated[index],
+                        truncated[index],
+                        _slot_info(infos, index),
+                        renderer,
+                        max_length,
                     )
         return episodes
 
@@ -152,7 +164,9 @@ class EnvRollout:
             self.close()
         if self._vector_env is None:
             make = functools.partial(gym.make, self.env_id, **self.env_kwargs)
-            self._vector_env = _vector_env_class()([make] * num_envs, autoreset_mode=gym.vector.AutoresetMode.DISABLED, **self.vector_options)
+            self._vector_env = _vector_env_class()(
+                [make] * num_envs, autoreset_mode=gym.vector.AutoresetMode.DISABLED, **self.vector_options
+            )
             self._finalizer = weakref.finalize(self, _close_quietly, self._vector_env)
         return self._vector_env
 
@@ -239,7 +253,9 @@ def evaluate(
     rollout = make_rollout_func(env_id, **options)
     try:
         seeds = list(range(seed, seed + num_episodes))
-        return rollout.run([prompt] * num_episodes, generator, tokenizer, seeds=seeds, max_completion_length=max_completion_length)
+        return rollout.run(
+            [prompt] * num_episodes, generator, tokenizer, seeds=seeds, max_completion_length=max_completion_length
+        )
     finally:
         rollout.close()
 
@@ -273,7 +289,10 @@ def _describe_env(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[list[dict
     try:
         env = probe.unwrapped
         if not isinstance(env, TextEnv):
-            raise ValueError(f"{env_id}: {type(env).__name__} is not a gymenvs TextEnv; make_rollout_func needs text observations and actions")
+            raise ValueError(
+                f"{env_id}: {type(env).__name__} is not a gymenvs TextEnv; "
+                "make_rollout_func needs text observations and actions"
+            )
         return env.tool_schemas(), type(env)._parse_text is not TextEnv._parse_text
     finally:
         probe.close()
@@ -281,7 +300,9 @@ def _describe_env(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[list[dict
 
 def _shortest_action(tokenizer: PreTrainedTokenizerBase, tools: list[dict], accepts_free_text: bool) -> tuple[int, str]:
     """Tokens of the shortest action the env can read, end-of-turn token included."""
-    candidates = [f'<tool_call>\n{{"name": "{tool["function"]["name"]}", "arguments": {{}}}}\n</tool_call>' for tool in tools]
+    candidates = [
+        f'<tool_call>\n{{"name": "{tool["function"]["name"]}", "arguments": {{}}}}\n</tool_call>' for tool in tools
+    ]
     if accepts_free_text:
         candidates.append("x")
     lengths = {text: len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1 for text in candidates}

@@ -127,7 +127,11 @@ def imitate(
     """
     import torch
 
-    pairs = [(list(prompt), tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]) for prompt in prompts for text in completions]
+    pairs = [
+        (list(prompt), tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])
+        for prompt in prompts
+        for text in completions
+    ]
     width = max(len(prompt) + len(answer) for prompt, answer in pairs)
     input_ids = torch.full((len(pairs), width), tokenizer.pad_token_id)
     labels = torch.full((len(pairs), width), -100)

@@ -47,7 +47,11 @@ class ChatRenderer:
             previous = {"role": "assistant", "content": "x"}
             reply = {"role": "user", "content": text}
         else:
-            previous = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": tool_name, "arguments": {}}}]}
+            previous = {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"type": "function", "function": {"name": tool_name, "arguments": {}}}],
+            }
             reply = {"role": "tool", "name": tool_name, "content": text}
         head = [{"role": "user", "content": "x"}, previous]
         # Tool schemas only change the system block, which the slicing below drops: leave them out.
@@ -62,7 +66,9 @@ class ChatRenderer:
     def decode(self, token_ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
 
-    def _render(self, messages: list[dict[str, Any]], add_generation_prompt: bool, tools: list[dict] | None = None) -> list[int]:
+    def _render(
+        self, messages: list[dict[str, Any]], add_generation_prompt: bool, tools: list[dict] | None = None
+    ) -> list[int]:
         rendered = self.tokenizer.apply_chat_template(
             messages, tools=tools, add_generation_prompt=add_generation_prompt, tokenize=True, return_dict=True
         )
