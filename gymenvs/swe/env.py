@@ -170,8 +170,7 @@ class SWEEnv(TextEnv):
             status = "[no exit code: the shell was restarted]"
         else:
             status = f"[exit code: {result.exit_code}]"
-        info = {"exit_code": result.exit_code, "timed_out": result.timed_out, "shell_restarted": result.restarted,
-                "seconds": result.seconds}
+        info = {"exit_code": result.exit_code, "timed_out": result.timed_out, "shell_restarted": result.restarted}
         output = result.output or "(no output)\n"
         return Outcome(output + ("" if output.endswith("\n") else "\n") + status, info=info)
 

@@ -121,7 +121,7 @@ def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 120) -> st
     return result.output.raw().decode("utf-8", "surrogateescape")
 
 
-def test_command(task: Task) -> tuple[str, str]:
+def tests_command(task: Task) -> tuple[str, str]:
     """The command that runs the task's tests and the log parser that reads its output.
 
     A row's own `test_cmd` / `log_parser` win; otherwise Django and sympy use their runners as
@@ -143,7 +143,7 @@ def test_command(task: Task) -> tuple[str, str]:
 
 def eval_script(task: Task, nonce: str) -> str:
     """The bash script graded in the fresh container; each step reports through a nonce marker."""
-    command, _ = test_command(task)
+    command, _ = tests_command(task)
     base = shlex.quote(task.base_commit)
     files = " ".join(map(shlex.quote, task.test_files))
     return f"""#!/bin/bash
@@ -184,7 +184,7 @@ def _read_log(report: GradeReport, task: Task, log: str, nonce: str, *, timed_ou
     section = log.split(start, 1)[1].rsplit(end, 1)[0]
     exit_line = section.rsplit(marker + "Test Exit Code: ", 1)
     report.test_exit_code = int(exit_line[1].split()[0]) if len(exit_line) == 2 else None
-    statuses = PARSERS[test_command(task)[1]](exit_line[0])
+    statuses = PARSERS[tests_command(task)[1]](exit_line[0])
     report.fail_to_pass = {name: statuses.get(name, MISSING) for name in task.fail_to_pass}
     report.pass_to_pass = {name: statuses.get(name, MISSING) for name in task.pass_to_pass}
     resolved = all(map(_f2p_passed, report.fail_to_pass.values())) and all(map(_p2p_passed, report.pass_to_pass.values()))

@@ -20,6 +20,7 @@ PASSING = frozenset({PASSED, XFAIL, XPASS})
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PYTEST_SUMMARY = re.compile(r"^=+ short test summary info =+\s*$", re.MULTILINE)
+_PYTEST_SECTION = re.compile(r"^=+ (?!test session starts)[^=\n]+ =+\s*$", re.MULTILINE)  # FAILURES, PASSES...
 _PYTEST_RA_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED) (\S.*)$")
 _PYTEST_VERBOSE_LINE = re.compile(r"^(\S+::\S.*?) (PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\b")
 _DJANGO_RESULT = {"ok": PASSED, "OK": PASSED, "FAIL": FAILED, "ERROR": ERROR, "expected failure": XFAIL,
@@ -31,24 +32,24 @@ _SYMPY_FILE_RESULT = re.compile(r"\s+\[(?:OK|FAIL)\]$")
 
 
 def parse_pytest(log: str) -> dict[str, str]:
-    """Statuses from pytest's `-rA` short summary, or from `-v` lines when the log has no summary.
+    """Statuses from pytest's `-v` progress lines and its `-rA` short summary (which wins).
 
-    Only the last summary section is read: output a test prints (shown in the PASSES section
-    under `-rA`) cannot pose as a result line there.
+    Each is read only where pytest writes it: progress lines before the first report section,
+    summary lines after the last summary header. So output a test prints (shown in the FAILURES
+    or PASSES sections) cannot pose as a result.
     """
     log = _ANSI.sub("", log)
-    summaries = list(_PYTEST_SUMMARY.finditer(log))
     statuses: dict[str, str] = {}
-    if summaries:
-        for line in log[summaries[-1].end() :].splitlines():
-            match = _PYTEST_RA_LINE.match(line.strip())
-            if match and not (match[1] == SKIPPED and match[2].startswith("[")):  # "SKIPPED [1] file:line: why"
-                statuses[_pytest_node_id(match[2])] = match[1]
-        return statuses
-    for line in log.splitlines():
+    sections = _PYTEST_SECTION.search(log)
+    for line in log[: sections.start() if sections else len(log)].splitlines():
         match = _PYTEST_VERBOSE_LINE.match(line.strip())
         if match:
             statuses[match[1]] = match[2]
+    summaries = list(_PYTEST_SUMMARY.finditer(log))
+    for line in log[summaries[-1].end() :].splitlines() if summaries else ():
+        match = _PYTEST_RA_LINE.match(line.strip())
+        if match and not (match[1] == SKIPPED and match[2].startswith("[")):  # "SKIPPED [1] file:line: why"
+            statuses[_pytest_node_id(match[2])] = match[1]
     return statuses
 
 

@@ -66,14 +66,14 @@ def task_from_row(row: Mapping[str, Any], where: str = "row") -> Task:
         values["version"] = str(values["version"])  # some exports store "0.1" as a number
     return Task(
         **values,
-        fail_to_pass=test_list(row["FAIL_TO_PASS"], "FAIL_TO_PASS", where),
-        pass_to_pass=test_list(row["PASS_TO_PASS"], "PASS_TO_PASS", where),
+        fail_to_pass=parse_test_list(row["FAIL_TO_PASS"], "FAIL_TO_PASS", where),
+        pass_to_pass=parse_test_list(row["PASS_TO_PASS"], "PASS_TO_PASS", where),
         extra={k: v for k, v in row.items() if k not in known and k not in _TEST_LISTS},
     )
 
 
 
-def test_list(value: Any, name: str = "tests", where: str = "row") -> tuple[str, ...]:
+def parse_test_list(value: Any, name: str = "tests", where: str = "row") -> tuple[str, ...]:
     """A test list as SWE-bench (a JSON string), SWE-Gym (a list) or a null cell gives it."""
     if value is None:
         return ()
