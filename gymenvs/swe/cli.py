@@ -33,6 +33,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     grade.add_argument("--workers", type=int, default=2, help="tasks graded at once (default 2)")
     grade.add_argument("--timeout", type=float, default=1800, help="seconds the tests of one task may take")
     grade.add_argument("--output", type=Path, help="write every report to this JSON file")
+    grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=_grade)
 
     reap = commands.add_parser("reap", help="remove SWE containers whose owning process is gone")
@@ -55,22 +56,21 @@ def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--image-template", help="image name template, e.g. 'myorg/{swebench_id}:latest'")
 
 
-def _build_base_image(args: argparse.Namespace) -> int:
+def _build_base_image(args: argparse.Namespace, force: bool | None = None) -> int:
     from gymenvs.swe.images import build_base_image
     from gymenvs.swe.sandbox import docker_client
 
-    built = build_base_image(docker_client(), tag=args.tag, suite=args.suite, mirror=args.mirror, force=args.force,
-                             progress=not args.quiet)
+    built = build_base_image(docker_client(), tag=args.tag, suite=args.suite, mirror=args.mirror,
+                             force=args.force if force is None else force, progress=not args.quiet)
     print(f"{args.tag}: {'built' if built else 'already present (use --force to rebuild)'}")
     return 0
 
 
 def _build_images(args: argparse.Namespace) -> int:
     from gymenvs.swe.images import build_fixture_images
-
-    _build_base_image(argparse.Namespace(**{**vars(args), "force": False}))
     from gymenvs.swe.sandbox import docker_client
 
+    _build_base_image(args, force=False)  # --force rebuilds the fixture images, not the slow base
     built = build_fixture_images(docker_client(), base=args.tag, force=args.force, progress=not args.quiet)
     print(f"fixture images: {len(built)} built" + (f" ({', '.join(built)})" if built else ", all present"))
     return 0
@@ -110,7 +110,7 @@ def _grade(args: argparse.Namespace) -> int:
         return grade(client, task, patches.get(instance_id, ""), image=image, timeout=args.timeout).to_dict()
 
     with ThreadPoolExecutor(max(1, args.workers)) as pool:
-        reports = list(tqdm(pool.map(grade_one, wanted), total=len(wanted), desc="grading", unit="task"))
+        reports = list(tqdm(pool.map(grade_one, wanted), total=len(wanted), desc="grading", unit="task", disable=args.quiet))
     for report in reports:
         print(f"{report['instance_id']}\t{report['status']}\t{report['seconds']:.1f}s" + (f"\t{report['error']}" if report["error"] else ""))
     counts = Counter(report["status"] for report in reports)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -204,3 +209,28 @@ def test_env_passes_gymnasiums_checker(make_env):
     from gymnasium.utils.env_checker import check_env
 
     check_env(make_env(command_timeout=5.0).unwrapped, skip_render_check=True)
+
+
+def test_the_readme_swe_example_runs(swe_images, capsys):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.DOTALL) if "gymenvs/SWE-v0" in b]
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+    assert "1.0 resolved" in capsys.readouterr().out
+
+
+def test_cli_lists_tasks_grades_gold_patches_and_reaps(swe_images, tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "gymenvs.cli", "swe", *args], capture_output=True, text=True,
+                              timeout=300, cwd=Path(__file__).resolve().parents[2])
+
+    listing = cli("tasks")
+    assert listing.returncode == 0 and [line.split("\t")[0] for line in listing.stdout.splitlines()] == FIXTURE_IDS
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text("".join(json.dumps({"instance_id": i, "model_patch": TASKS[i].patch if n else ""}) + "\n"
+                                   for n, i in enumerate(FIXTURE_IDS[:2])))
+    graded = cli("grade", "--predictions", str(predictions), "--output", str(tmp_path / "reports.json"), "--quiet")
+    assert graded.returncode == 1, graded.stderr  # one of the two is not resolved
+    assert f"{FIXTURE_IDS[0]}\tunresolved" in graded.stdout and f"{FIXTURE_IDS[1]}\tresolved" in graded.stdout
+    reports = json.loads((tmp_path / "reports.json").read_text())
+    assert [r["status"] for r in reports] == ["unresolved", "resolved"]
+    assert cli("reap").stdout.startswith("removed ")
