@@ -13,14 +13,13 @@ import os
 import re
 import shutil
 import subprocess
-import tarfile
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from string import Formatter
 from typing import Any
 
-from gymenvs.swe.sandbox import LABEL, SandboxError
+from gymenvs.swe.sandbox import LABEL, SandboxError, tar_archive
 from gymenvs.swe.tasks import FIXTURES, Task, fixtures_path, load_tasks
 
 BASE_IMAGE = "gymenvs/swe-base:bookworm"
@@ -238,21 +237,12 @@ RUN git init -q && git add -A && {env} git commit -q -m "Initial commit" \\
  || {{ echo "the fixture repo does not hash to base_commit {task.base_commit}" >&2; exit 1; }}
 LABEL {LABEL}.instance="{task.instance_id}"
 """
-    context = io.BytesIO()
-    with tarfile.open(fileobj=context, mode="w") as tar:
-        _add_file(tar, "Dockerfile", dockerfile.encode())
-        for path in sorted(repo_dir.rglob("*")):
-            relative = path.relative_to(repo_dir)
-            if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".pyc":
-                _add_file(tar, f"repo/{relative.as_posix()}", path.read_bytes())
-    context.seek(0)
-    return context
-
-
-def _add_file(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size, info.mode, info.mtime = len(data), 0o644, 0
-    tar.addfile(info, io.BytesIO(data))
+    files = {"Dockerfile": dockerfile.encode()}
+    for path in sorted(repo_dir.rglob("*")):
+        relative = path.relative_to(repo_dir)
+        if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".pyc":
+            files[f"repo/{relative.as_posix()}"] = path.read_bytes()
+    return io.BytesIO(tar_archive(files))
 
 
 def _build(client: Any, context: io.BytesIO, tag: str) -> None:

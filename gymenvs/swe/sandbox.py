@@ -138,7 +138,7 @@ class ExecStream:
                 return None
         try:
             return self._sock.recv(1 << 16)
-        except (ConnectionError, OSError):
+        except OSError:  # reset by the engine: the stream is over
             return b""
 
     def _take_payload(self) -> bytes:
@@ -223,15 +223,9 @@ class Sandbox:
         return ExecResult(exit_code, output, timed_out, seconds)
 
     def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None:
-        """Write each {name: content} into `directory` of the container (the directory must exist)."""
-        archive = io.BytesIO()
-        with tarfile.open(fileobj=archive, mode="w") as tar:
-            for name, data in files.items():
-                info = tarfile.TarInfo(name)
-                info.size, info.mode, info.mtime = len(data), mode, int(time.time())
-                tar.addfile(info, io.BytesIO(data))
+        """Write each {relative path: content} under `directory` of the container (which must exist)."""
         try:
-            ok = self.client.api.put_archive(self.id, directory, archive.getvalue())
+            ok = self.client.api.put_archive(self.id, directory, tar_archive(files, mode))
         except Exception as exc:
             raise self._failure(f"could not write to {directory}", exc) from None
         if not ok:
@@ -282,6 +276,17 @@ class Sandbox:
         except ContainerGone as gone:
             return gone
         return SandboxError(f"{what} in container {self.name}: {exc}")
+
+
+def tar_archive(files: dict[str, bytes], mode: int = 0o644) -> bytes:
+    """An uncompressed tar of {path: content}, stamped now (a stale mtime could keep stale .pyc files)."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return archive.getvalue()
 
 
 def describe_stopped(state: dict[str, Any]) -> str:

@@ -182,6 +182,7 @@ def test_a_patch_that_does_not_apply_is_reported(docker_client, swe_images):
     assert own_containers(docker_client) == []
 
 
+@pytest.mark.slow
 def test_eight_episodes_at_once_in_threads_without_cross_talk(make_env, docker_client):
     def episode(slot: int):
         task = FIXTURE_TASKS[slot % len(FIXTURE_TASKS)]
@@ -205,6 +206,7 @@ def test_eight_episodes_at_once_in_threads_without_cross_talk(make_env, docker_c
     assert own_containers(docker_client) == []
 
 
+@pytest.mark.slow
 def test_env_passes_gymnasiums_checker(make_env):
     from gymnasium.utils.env_checker import check_env
 
@@ -218,6 +220,7 @@ def test_the_readme_swe_example_runs(swe_images, capsys):
     assert "1.0 resolved" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_cli_lists_tasks_grades_gold_patches_and_reaps(swe_images, tmp_path):
     def cli(*args):
         return subprocess.run([sys.executable, "-m", "gymenvs.cli", "swe", *args], capture_output=True, text=True,
