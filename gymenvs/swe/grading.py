@@ -25,8 +25,6 @@ from gymenvs.swe.sandbox import Limits, Sandbox, SandboxError
 from gymenvs.swe.tasks import Task
 
 MISSING = "MISSING"
-#: Grading outcomes: the first two are the agent's result, the rest say why no result exists.
-STATUSES = ("resolved", "unresolved", "patch_failed", "timeout", "error")
 _LOG_LIMIT = 8 << 20
 _DIFF_LIMIT = 16 << 20
 _DJANGO_TEST_CMD = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
@@ -35,7 +33,11 @@ _SYMPY_TEST_CMD = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bi
 
 @dataclass
 class GradeReport:
-    """What grading found. `fail_to_pass` / `pass_to_pass` map every listed test to its status."""
+    """What grading found. `fail_to_pass` / `pass_to_pass` map every listed test to its status.
+
+    `status` is "resolved" or "unresolved" (the agent's result), "patch_failed" (its diff does not
+    apply), "timeout" (the tests ran out of time) or "error" (infrastructure or a broken task).
+    """
 
     instance_id: str
     status: str

@@ -36,11 +36,6 @@ def split_diff(diff: str) -> list[FilePatch]:
     return [FilePatch(_section_paths(section), section) for section in sections]
 
 
-def diff_paths(diff: str) -> list[str]:
-    """Every path a diff touches, in order."""
-    return list(dict.fromkeys(path for section in split_diff(diff) for path in section.paths))
-
-
 def protected_reason(path: str, task_test_files: frozenset[str] = frozenset()) -> str | None:
     """Why grading ignores the agent's change to `path`, or None if it applies it."""
     parts = PurePosixPath(path).parts

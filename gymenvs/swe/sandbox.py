@@ -65,7 +65,6 @@ class ExecResult:
     exit_code: int | None
     output: OutputCapture
     timed_out: bool
-    seconds: float
 
 
 def docker_client(timeout: int = 600):
@@ -220,7 +219,7 @@ class Sandbox:
         if exit_code is None and not watchdog_fired:
             self.ensure_running()  # the stream ended without an exit code: was the container killed?
         timed_out = watchdog_fired or (exit_code in TIMEOUT_EXIT_CODES and seconds >= timeout)
-        return ExecResult(exit_code, output, timed_out, seconds)
+        return ExecResult(exit_code, output, timed_out)
 
     def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None:
         """Write each {relative path: content} under `directory` of the container (which must exist)."""

@@ -52,7 +52,6 @@ class ShellResult:
     timed_out: bool
     #: The shell died or had to be killed and a new one started: cwd and variables are back to the start.
     restarted: bool
-    seconds: float
 
 
 def ansi_c_quote(text: str) -> str:
@@ -79,24 +78,23 @@ class PersistentShell:
 
     def run(self, command: str, timeout: float) -> ShellResult:
         """Run `command` in the shell; stop it and everything it started after `timeout` seconds."""
-        started = time.monotonic()
         marker = f"__gymenvs_done_{uuid.uuid4().hex}__"
         self._send(f"eval {ansi_c_quote(command)} </dev/null; printf '\\n%s %d\\n' {marker} \"$?\"\n")
         capture = OutputCapture(self.output_limit)
-        deadline = started + timeout
+        deadline = time.monotonic() + timeout
         escalation = iter(("TERM", "KILL"))
         timed_out = False
         while True:
             exit_code = self._read_until_marker(marker, capture, deadline)
             if exit_code is not None:
-                return ShellResult(capture.text(), exit_code, timed_out, False, time.monotonic() - started)
+                return ShellResult(capture.text(), exit_code, timed_out, False)
             if self._stream.eof:  # the shell exited (`exit`, `exec ...`) or the container died
                 self.sandbox.ensure_running()
-                return self._restart(capture, started, timed_out, "the shell exited")
+                return self._restart(capture, timed_out, "the shell exited")
             timed_out = True
             signal = next(escalation, None)
             if signal is None:
-                return self._restart(capture, started, timed_out, "the shell did not answer after the timeout")
+                return self._restart(capture, timed_out, "the shell did not answer after the timeout")
             self._kill_tree(signal)
             deadline = time.monotonic() + self.kill_grace
 
@@ -119,13 +117,13 @@ class PersistentShell:
         self.pid = pid
         self._pending.clear()
 
-    def _restart(self, capture: OutputCapture, started: float, timed_out: bool, why: str) -> ShellResult:
+    def _restart(self, capture: OutputCapture, timed_out: bool, why: str) -> ShellResult:
         if self.pid:
             self.sandbox.run(f"kill -9 {self.pid} 2>/dev/null; true", timeout=10)
         self.close()
         self._start()
         note = f"\n[{why}; a new shell was started in {self.sandbox.workdir}: the working directory and variables were reset]"
-        return ShellResult(capture.text() + note, None, timed_out, True, time.monotonic() - started)
+        return ShellResult(capture.text() + note, None, timed_out, True)
 
     def _send(self, line: str) -> None:
         self._stream.send(line.encode("utf-8", "replace"))
