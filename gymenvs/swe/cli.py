@@ -88,9 +88,9 @@ def _list_tasks(args: argparse.Namespace) -> int:
 def _grade(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from gymenvs.swe.grading import grade
+    from gymenvs.swe.grading import GradeReport, grade
     from gymenvs.swe.images import ensure_image, image_for
-    from gymenvs.swe.sandbox import docker_client, reap_orphans
+    from gymenvs.swe.sandbox import SandboxError, docker_client, reap_orphans
     from gymenvs.swe.tasks import load_tasks
 
     tasks = {task.instance_id: task for task in load_tasks(args.dataset, split=args.split)}
@@ -106,7 +106,10 @@ def _grade(args: argparse.Namespace) -> int:
     def grade_one(instance_id: str) -> dict[str, Any]:
         task = tasks[instance_id]
         image = image_for(task, args.image_template)
-        ensure_image(client, image)
+        try:
+            ensure_image(client, image)
+        except SandboxError as exc:
+            return GradeReport(instance_id, "error", error=str(exc)).to_dict()
         return grade(client, task, patches.get(instance_id, ""), image=image, timeout=args.timeout).to_dict()
 
     with ThreadPoolExecutor(max(1, args.workers)) as pool:
