@@ -3,8 +3,9 @@ DockerEnvironment (its SWE-bench config), plus reset and grading times.
 
     python examples/benchmarks/swe_latency.py [--repeats 200] [--resets 5] [--gradings 3]
 
-Needs a Docker engine and the fixture images (`gymenvs swe build-images`). Prints a table of
-medians; nothing is asserted. Other work on the machine disturbs the figures: run it twice.
+Needs a Docker engine, the fixture images (`gymenvs swe build-images`) and mini-swe-agent
+(`pip install 'gymenvs[bench]'`). Prints a table of medians; nothing is asserted. Other work
+on the machine disturbs the figures: run it twice.
 """
 
 from __future__ import annotations
