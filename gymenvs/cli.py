@@ -34,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="constructor argument; VALUE is read as JSON when it parses, else as a string (repeatable)",
     )
     play.set_defaults(run=run_play)
+
+    from gymenvs.swe.cli import add_commands as add_swe_commands
+
+    add_swe_commands(commands.add_parser("swe", help="the SWE environment: build images, list tasks, grade patches"))
     return parser
 
 
