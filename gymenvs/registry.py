@@ -28,6 +28,11 @@ ENVS: tuple[EnvEntry, ...] = (
     EnvEntry("gymenvs/Wordle-v0", "gymenvs.envs.wordle:WordleEnv", "Find the hidden five-letter word in six guesses."),
     EnvEntry("gymenvs/Sudoku-v0", "gymenvs.envs.sudoku:SudokuEnv", "Solve a generated 9x9 Sudoku with a unique solution."),
     EnvEntry("gymenvs/Catch-v0", "gymenvs.envs.catch:CatchEnv", "Move a paddle left, stay or right to catch a falling ball."),
+    EnvEntry(
+        "gymenvs/SWE-v0",
+        "gymenvs.swe.env:SWEEnv",
+        "Fix a repository's issue in a Docker container; graded host-side by its FAIL_TO_PASS / PASS_TO_PASS tests.",
+    ),
 )
 
 

@@ -24,6 +24,8 @@ class Outcome:
     reward: float = 0.0
     terminated: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+    #: The episode must stop for a reason outside the task (a sandbox died); say why in `info["error"]`.
+    truncated: bool = False
 
 
 class TextEnv(gym.Env[str, str]):
@@ -31,8 +33,8 @@ class TextEnv(gym.Env[str, str]):
 
     Subclasses declare actions as `@tool` methods returning a `str` or an `Outcome`, and implement
     `_start_episode` (the first observation, drawing any randomness from `self.np_random`). They
-    may override `_parse_text` (how free text maps to a tool call), `_episode_state` and
-    `_render_ansi`. Invalid actions raise `ActionError` inside a tool; the agent then reads the
+    may override `_parse_text` (how free text maps to a tool call), `_at_turn_limit`, `_episode_state`
+    and `_render_ansi`. Invalid actions raise `ActionError` inside a tool; the agent then reads the
     message as its observation and `info["error"]` holds it. Exceptions escape only on API misuse.
     """
 
@@ -78,7 +80,11 @@ class TextEnv(gym.Env[str, str]):
         self._episode_id = uuid.uuid4().hex
         self._step_count = 0
         self._done = False
-        observation = self._finish_observation(self._start_episode(options))
+        try:
+            observation = self._finish_observation(self._start_episode(options))
+        except BaseException:
+            self._episode_id = None  # a failed reset leaves no episode to step
+            raise
         return observation, {"tools": list(self._tool_schemas)}
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -91,10 +97,11 @@ class TextEnv(gym.Env[str, str]):
             outcome = self._run(parse_action(action, self._parse_text))
         except ActionError as error:
             outcome = Outcome(f"Invalid action: {error}", info={"error": str(error)})
-        truncated = not outcome.terminated and self._step_count >= self.max_turns
-        if truncated:
+        truncated = not outcome.terminated and (outcome.truncated or self._step_count >= self.max_turns)
+        if truncated and not outcome.truncated:
             outcome.observation += f"\nTurn limit reached ({self.max_turns} turns)."
             outcome.info["truncated_reason"] = "turn_limit"
+            outcome = self._at_turn_limit(outcome)
         self._done = outcome.terminated or truncated
         observation = self._finish_observation(outcome.observation)
         return observation, float(outcome.reward), bool(outcome.terminated), truncated, outcome.info
@@ -128,6 +135,10 @@ class TextEnv(gym.Env[str, str]):
     def _parse_text(self, text: str) -> ToolCall:
         """The tool call that free text stands for. By default free text is not understood."""
         raise ActionError(f"free text is not understood here; call a tool: {self._tool_list()}")
+
+    def _at_turn_limit(self, outcome: Outcome) -> Outcome:
+        """The last step's outcome when the turn limit ends the episode; an env may score the episode here."""
+        return outcome
 
     def _episode_state(self) -> dict[str, Any]:
         """Env-specific, JSON-serializable part of `state()`."""

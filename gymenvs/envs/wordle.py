@@ -79,7 +79,10 @@ class WordleEnv(TextEnv):
         self._guesses: list[tuple[str, list[str]]] = []
 
     def _start_episode(self, options: dict[str, Any]) -> str:
-        self._secret = _checked_word(options["secret"]) if "secret" in options else str(self.np_random.choice(self.answers))
+        if "secret" in options:
+            self._secret = _checked_word(options["secret"])
+        else:
+            self._secret = self.answers[int(self.np_random.integers(len(self.answers)))]
         self._guesses = []
         return (
             f"Guess the hidden {WORD_LENGTH}-letter word in {self.max_guesses} tries. After each guess every letter is "

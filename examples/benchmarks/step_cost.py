@@ -1,0 +1,87 @@
+"""Per-step cost of each gymenvs environment: median microseconds per `step` (and per `reset`).
+
+Each env is driven with valid tool calls (the common case in training) through
+`gymnasium.make(...).unwrapped`, so the figures are the env's own cost without gymnasium's
+checking wrappers. Run:  python examples/benchmarks/step_cost.py [--steps 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any, Callable
+
+import gymnasium as gym
+
+import gymenvs  # noqa: F401
+
+
+def echo_action(env) -> Any:
+    return {"name": "echo", "arguments": {"message": "hello world"}}
+
+
+def wordle_action(env) -> Any:
+    return {"name": "guess", "arguments": {"word": ["crane", "slate", "pious", "mound", "light", "dwarf"][env.state()["step_count"] % 6]}}
+
+
+def sudoku_action(env) -> Any:
+    state = env.state()
+    r, c = next((r, c) for r in range(9) for c in range(9) if not state["board"][r][c])
+    return {"name": "place", "arguments": {"row": r + 1, "col": c + 1, "digit": state["solution"][r][c]}}
+
+
+def catch_action(env) -> Any:
+    return {"name": "move", "arguments": {"direction": "stay"}}
+
+
+def reasoning_action(env) -> Any:
+    return {"name": "answer", "arguments": {"answer": "42"}}
+
+
+CASES: dict[str, tuple[dict, Callable]] = {
+    "gymenvs/Echo-v0": ({}, echo_action),
+    "gymenvs/Wordle-v0": ({}, wordle_action),
+    "gymenvs/Sudoku-v0": ({}, sudoku_action),
+    "gymenvs/Catch-v0": ({}, catch_action),
+    "gymenvs/ReasoningGym-v0": ({"dataset": "basic_arithmetic"}, reasoning_action),
+}
+
+
+def measure(env_id: str, kwargs: dict, choose: Callable, steps: int) -> tuple[list[float], list[float]]:
+    env = gym.make(env_id, **kwargs).unwrapped
+    step_us, reset_us = [], []
+    seed = 0
+    done = True
+    while len(step_us) < steps:
+        if done:
+            start = time.perf_counter()
+            env.reset(seed=seed)
+            reset_us.append((time.perf_counter() - start) * 1e6)
+            seed += 1
+        action = choose(env)  # chosen outside the timed region
+        start = time.perf_counter()
+        _, _, terminated, truncated, _ = env.step(action)
+        step_us.append((time.perf_counter() - start) * 1e6)
+        done = terminated or truncated
+    env.close()
+    return step_us, reset_us
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=5000, help="steps timed per env")
+    args = parser.parse_args()
+    print(f"{'env':<26} {'median step µs':>15} {'p90 step µs':>12} {'median reset µs':>16} {'steps':>7}")
+    for env_id, (kwargs, choose) in CASES.items():
+        try:
+            step_us, reset_us = measure(env_id, kwargs, choose, args.steps)
+        except ImportError as exc:
+            print(f"{env_id:<26} skipped: {exc}")
+            continue
+        p90 = statistics.quantiles(step_us, n=10)[-1]
+        print(f"{env_id:<26} {statistics.median(step_us):>15.1f} {p90:>12.1f} {statistics.median(reset_us):>16.1f} {len(step_us):>7}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""A tour of gymenvs: every environment made with `gymnasium.make` and played by a scripted agent.
+
+The agent uses the three action forms an LLM may produce (a tool-call mapping, the same as JSON
+text, plain text) and one invalid action, to show that a bad action is an observation, not a crash.
+Run:  python examples/demo.py
+"""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+
+import gymenvs
+
+
+def wordle_agent(env):
+    secret = env.unwrapped.state()["secret"]  # a scripted agent may peek; an LLM may not
+    yield "my guess is crane"  # invalid: free text must be one word or [bracketed]
+    yield {"name": "guess", "arguments": {"word": "slate" if secret != "slate" else "crane"}}
+    yield f"[{secret}]"
+
+
+def sudoku_agent(env):
+    while True:
+        state = env.unwrapped.state()
+        r, c = next((r, c) for r in range(9) for c in range(9) if not state["board"][r][c])
+        yield json.dumps({"name": "place", "arguments": {"row": r + 1, "col": c + 1, "digit": state["solution"][r][c]}})
+
+
+def catch_agent(env):
+    yield "jump"
+    while True:
+        state = env.unwrapped.state()
+        gap = state["ball"][1] - state["paddle"]
+        yield {"name": "move", "arguments": {"direction": "right" if gap > 0 else "left" if gap < 0 else "stay"}}
+
+
+def echo_agent(env):
+    while True:
+        yield "hello, gymenvs"
+
+
+def reasoning_agent(env):
+    yield "<answer>42</answer>"
+
+
+AGENTS = {
+    "gymenvs/Echo-v0": ({"max_turns": 2}, echo_agent),
+    "gymenvs/ReasoningGym-v0": ({"dataset": "basic_arithmetic"}, reasoning_agent),
+    "gymenvs/Wordle-v0": ({}, wordle_agent),
+    "gymenvs/Sudoku-v0": ({}, sudoku_agent),
+    "gymenvs/Catch-v0": ({}, catch_agent),
+}
+
+
+def play(env_id: str, kwargs: dict, agent, verbose_steps: int = 3) -> None:
+    env = gym.make(env_id, **kwargs)
+    observation, info = env.reset(seed=0)
+    tools = ", ".join(schema["function"]["name"] for schema in info["tools"])
+    print(f"=== {env_id}  (tools: {tools})\n{observation.strip()}\n")
+    total, steps = 0.0, 0
+    for action in agent(env):
+        observation, reward, terminated, truncated, info = env.step(action)
+        total, steps = total + reward, steps + 1
+        if steps <= verbose_steps or terminated or truncated:
+            print(f"--> {action!r}"[:120])
+            print(observation.strip()[-400:] + ("\n" if "error" not in info else f"\n(info['error'] = {info['error']!r})\n"))
+        if terminated or truncated:
+            break
+    print(f"episode over after {steps} steps: return {total:g}, {'terminated' if terminated else 'truncated'}\n")
+    env.close()
+
+
+def main() -> None:
+    print(f"gymenvs {gymenvs.__version__}: {len(gymenvs.list_envs())} environments registered\n")
+    for env_id, (kwargs, agent) in AGENTS.items():
+        try:
+            play(env_id, kwargs, agent)
+        except ImportError as exc:
+            print(f"=== {env_id} skipped: {exc}\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,356 @@
+"""Docker sandboxes: one labelled, resource-limited container per episode (or per grading run).
+
+Built on the `docker` SDK. Every container carries labels naming gymenvs, its role, its episode
+and the process that owns it (host, pid, process start time), so that:
+
+- `Sandbox.remove()` (called by `close()`), a `weakref.finalize` and therefore `atexit` remove it;
+- `reap_orphans()` removes, at the next start, containers whose owning process is gone (killed by
+  SIGKILL, say) and never one that a live process still uses.
+
+The docker SDK's `exec_run` has no timeout, so commands go through `ExecStream`: the raw exec
+socket read with a deadline (the host-side watchdog), while an in-container `timeout -k` stops
+the process itself.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import select
+import socket
+import struct
+import tarfile
+import time
+import uuid
+import weakref
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from gymenvs.swe.output import OutputCapture
+
+LABEL = "gymenvs.swe"
+LABEL_ROLE = "gymenvs.swe.role"
+LABEL_EPISODE = "gymenvs.swe.episode"
+LABEL_HOST = "gymenvs.swe.owner.host"
+LABEL_PID = "gymenvs.swe.owner.pid"
+LABEL_START = "gymenvs.swe.owner.start"
+#: Exit codes that mean `timeout` stopped the command (124) or had to SIGKILL it (137).
+TIMEOUT_EXIT_CODES = (124, 137)
+_FRAME_HEADER = struct.Struct(">BxxxL")
+
+
+class SandboxError(RuntimeError):
+    """The sandbox cannot do what was asked (no engine, no image, a failed Docker call)."""
+
+
+class ContainerGone(SandboxError):
+    """The container stopped or vanished while in use (killed from outside, out of memory...)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resources one container may use."""
+
+    mem_limit: str = "2g"
+    cpus: float = 1.0
+    pids_limit: int = 512
+    network: bool = False
+    #: The container's main process is `sleep <lifetime>`: a leaked container dies by itself.
+    lifetime_seconds: int = 24 * 3600
+
+
+@dataclass
+class ExecResult:
+    exit_code: int | None
+    output: OutputCapture
+    timed_out: bool
+
+
+def docker_client(timeout: int = 600):
+    """A docker SDK client for the engine the environment points at (DOCKER_HOST or the local socket)."""
+    try:
+        import docker
+    except ImportError as exc:
+        raise ImportError("the SWE environment needs the docker SDK: pip install 'gymenvs[swe]'") from exc
+    try:
+        client = docker.from_env(timeout=timeout, max_pool_size=32)
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise SandboxError(f"no Docker engine answers ({exc}); start one (e.g. `dockerd`) or set DOCKER_HOST") from None
+    return client
+
+
+class ExecStream:
+    """A process started with `docker exec`: write its stdin, read its merged stdout/stderr with a deadline."""
+
+    def __init__(self, api: Any, container_id: str, command: list[str], *, stdin: bool = False,
+                 environment: dict[str, str] | None = None, workdir: str | None = None):
+        self._api = api
+        self.exec_id = api.exec_create(container_id, command, stdin=stdin, stdout=True, stderr=True,
+                                       environment=environment, workdir=workdir)["Id"]
+        self._raw = api.exec_start(self.exec_id, socket=True)  # holds the HTTP response alive
+        self._sock: socket.socket = getattr(self._raw, "_sock", self._raw)
+        self._buffer = bytearray()
+        self._frame_left = 0
+        self.eof = False
+
+    def send(self, data: bytes) -> None:
+        try:
+            self._sock.sendall(data)
+        except OSError:
+            self.eof = True
+
+    def read(self, deadline: float) -> bytes | None:
+        """The next output bytes; `b""` once the process has closed its output; `None` at the deadline."""
+        while True:
+            data = self._take_payload()
+            if data or self.eof:
+                return data
+            chunk = self._recv(deadline)
+            if chunk is None:
+                return None
+            if chunk:
+                self._buffer += chunk
+            else:
+                self.eof = True
+
+    def exit_code(self) -> int | None:
+        """The process's exit code, or None while it runs."""
+        try:
+            return self._api.exec_inspect(self.exec_id)["ExitCode"]
+        except Exception:  # the container is gone: there is no exit code to read
+            return None
+
+    def close(self) -> None:
+        for closable in (self._sock, self._raw):
+            try:
+                closable.close()
+            except OSError:
+                pass
+
+    def _recv(self, deadline: float) -> bytes | None:
+        pending = getattr(self._sock, "pending", None)  # TLS sockets buffer data select() cannot see
+        if not (pending and pending()):
+            ready, _, _ = select.select([self._sock], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return None
+        try:
+            return self._sock.recv(1 << 16)
+        except OSError:  # reset by the engine: the stream is over
+            return b""
+
+    def _take_payload(self) -> bytes:
+        """Strip Docker's 8-byte stream headers (the exec runs without a TTY) from the buffered bytes."""
+        payload = bytearray()
+        while self._buffer:
+            if self._frame_left == 0:
+                if len(self._buffer) < _FRAME_HEADER.size:
+                    break
+                _, self._frame_left = _FRAME_HEADER.unpack_from(self._buffer)
+                del self._buffer[: _FRAME_HEADER.size]
+                continue
+            size = min(self._frame_left, len(self._buffer))
+            payload += self._buffer[:size]
+            del self._buffer[:size]
+            self._frame_left -= size
+        return bytes(payload)
+
+
+class Sandbox:
+    """One running container from `image`, labelled with its owner and removed when no longer needed."""
+
+    def __init__(self, client: Any, image: str, *, role: str, episode_id: str, limits: Limits = Limits(),
+                 workdir: str = "/testbed"):
+        import docker
+
+        self.client = client
+        self.image = image
+        self.workdir = workdir
+        labels = {LABEL: "1", LABEL_ROLE: role, LABEL_EPISODE: episode_id, **owner_labels()}
+        try:
+            container = client.containers.create(
+                image,
+                command=["sleep", str(limits.lifetime_seconds)],
+                name=f"gymenvs-swe-{role}-{uuid.uuid4().hex[:12]}",
+                labels=labels,
+                working_dir=workdir,
+                init=True,
+                network_mode="none" if not limits.network else None,
+                mem_limit=limits.mem_limit,
+                memswap_limit=limits.mem_limit,
+                nano_cpus=int(limits.cpus * 1e9),
+                pids_limit=limits.pids_limit,
+            )
+        except docker.errors.ImageNotFound:
+            raise SandboxError(f"image {image!r} is not present locally") from None
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"could not create a container from {image!r}: {exc.explanation or exc}") from None
+        self.id: str = container.id
+        self.name: str = container.name
+        self._finalizer = weakref.finalize(self, _remove_container, client.api, self.id)
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            self.remove()
+            raise SandboxError(f"could not start a container from {image!r}: {exc.explanation or exc}") from None
+
+    def open_exec(self, command: list[str], *, stdin: bool = False, environment: dict[str, str] | None = None) -> ExecStream:
+        try:
+            return ExecStream(self.client.api, self.id, command, stdin=stdin, environment=environment, workdir=self.workdir)
+        except Exception as exc:
+            raise self._failure("could not start a process", exc) from None
+
+    def run(self, command: str, *, timeout: float, output_limit: int = 1 << 20, kill_after: float = 5.0) -> ExecResult:
+        """Run `command` with bash, stopped by `timeout -k` inside the container and by a host watchdog."""
+        argv = ["timeout", "-k", f"{kill_after:g}", f"{timeout:g}", "bash", "-c", command]
+        started = time.monotonic()
+        stream = self.open_exec(argv)
+        output = OutputCapture(output_limit)
+        deadline = started + timeout + kill_after + 10
+        try:
+            while data := stream.read(deadline):  # b"" at the end of the output, None at the deadline
+                output.feed(data)
+            watchdog_fired = data is None
+            exit_code = None if watchdog_fired else stream.exit_code()
+        finally:
+            stream.close()
+        seconds = time.monotonic() - started
+        if exit_code is None and not watchdog_fired:
+            self.ensure_running()  # the stream ended without an exit code: was the container killed?
+        timed_out = watchdog_fired or (exit_code in TIMEOUT_EXIT_CODES and seconds >= timeout)
+        return ExecResult(exit_code, output, timed_out)
+
+    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None:
+        """Write each {relative path: content} under `directory` of the container (which must exist)."""
+        try:
+            ok = self.client.api.put_archive(self.id, directory, tar_archive(files, mode))
+        except Exception as exc:
+            raise self._failure(f"could not write to {directory}", exc) from None
+        if not ok:
+            raise SandboxError(f"could not write to {directory}")
+
+    def read_file(self, path: str, max_bytes: int) -> tuple[bytes, int]:
+        """The content and mode of the regular file at `path`; `FileNotFoundError` or `ValueError` otherwise."""
+        import docker
+
+        try:
+            chunks, stat = self.client.api.get_archive(self.id, path)
+        except docker.errors.NotFound:
+            self.ensure_running()
+            raise FileNotFoundError(path) from None
+        except Exception as exc:
+            raise self._failure(f"could not read {path}", exc) from None
+        if stat.get("size", 0) > max_bytes:
+            raise ValueError(f"{path} has {stat['size']} bytes, more than the {max_bytes} this tool reads")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                raise ValueError(f"{path} is not a regular file")
+            return tar.extractfile(member).read(), member.mode
+
+    def ensure_running(self) -> None:
+        """`ContainerGone` unless the container is running."""
+        state = self._state()
+        if state.get("Status") != "running":
+            raise ContainerGone(describe_stopped(state))
+
+    def remove(self) -> None:
+        """Remove the container (and everything running in it). Safe to call twice."""
+        self._finalizer()
+
+    def _state(self) -> dict[str, Any]:
+        import docker
+
+        try:
+            return self.client.api.inspect_container(self.id)["State"]
+        except docker.errors.NotFound:
+            return {"Status": "removed"}
+        except Exception as exc:
+            return {"Status": f"unreachable ({exc})"}
+
+    def _failure(self, what: str, exc: Exception) -> SandboxError:
+        try:
+            self.ensure_running()
+        except ContainerGone as gone:
+            return gone
+        return SandboxError(f"{what} in container {self.name}: {exc}")
+
+
+def tar_archive(files: dict[str, bytes], mode: int = 0o644) -> bytes:
+    """An uncompressed tar of {path: content}, stamped now (a stale mtime could keep stale .pyc files)."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return archive.getvalue()
+
+
+def describe_stopped(state: dict[str, Any]) -> str:
+    status = state.get("Status", "unknown")
+    if status == "removed":
+        return "the container was removed from outside the environment"
+    reason = " (out of memory)" if state.get("OOMKilled") else ""
+    return f"the container is {status}{reason}, exit code {state.get('ExitCode')}: it was stopped or killed from outside"
+
+
+def _remove_container(api: Any, container_id: str) -> None:
+    try:
+        api.remove_container(container_id, force=True)
+    except Exception:  # already gone, or the engine is unreachable at exit: the reaper will find it
+        pass
+
+
+# -- ownership and orphan reaping ---------------------------------------------------------------
+
+
+def owner_labels() -> dict[str, str]:
+    """Labels naming the current process, so a later process can tell whether it is still alive."""
+    pid = os.getpid()
+    return {LABEL_HOST: _hostname(), LABEL_PID: str(pid), LABEL_START: process_start_time(pid) or ""}
+
+
+def process_start_time(pid: int) -> str | None:
+    """When `pid` started (clock ticks since boot, from /proc), to tell it from a later process with the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19].decode()  # field 22 of stat(5); fields[0] here is field 3
+
+
+def owner_alive(pid: int, start: str) -> bool:
+    """Whether the process that labelled a container still runs (a reused pid does not count)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's live process
+    current = process_start_time(pid)
+    return not start or current is None or current == start
+
+
+def reap_orphans(client: Any) -> list[str]:
+    """Remove this host's gymenvs containers whose owning process is gone; return their names."""
+    reaped = []
+    for container in client.containers.list(all=True, sparse=True, filters={"label": [LABEL, f"{LABEL_HOST}={_hostname()}"]}):
+        labels = container.attrs.get("Labels") or {}
+        try:
+            pid = int(labels.get(LABEL_PID, ""))
+        except ValueError:
+            continue
+        if not owner_alive(pid, labels.get(LABEL_START, "")):
+            _remove_container(client.api, container.id)
+            reaped.append(container.attrs.get("Names", [container.id])[0].lstrip("/"))
+    return reaped
+
+
+@cache
+def _hostname() -> str:
+    return socket.gethostname()

@@ -1,0 +1,239 @@
+"""gymenvs/SWE-v0 end to end against the real Docker engine, on every shipped fixture task."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from gymenvs.swe.grading import grade
+from gymenvs.swe.images import image_for
+
+from .conftest import FIXTURE_IDS, FIXTURE_TASKS, own_containers
+
+pytestmark = pytest.mark.docker
+TASKS = {task.instance_id: task for task in FIXTURE_TASKS}
+FORCE_PASS_CONFTEST = '''import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    report.outcome = "passed"
+    report.longrepr = None
+'''
+
+
+def bash(command: str) -> dict:
+    return {"name": "bash", "arguments": {"command": command}}
+
+
+SUBMIT = {"name": "submit", "arguments": {}}
+
+
+def write_and_apply(patch: str, name: str) -> dict:
+    """A bash tool call that writes `patch` with a heredoc and applies it, as an agent would."""
+    return bash(f"cat > /tmp/{name} <<'GYMENVS_PATCH_END'\n{patch}GYMENVS_PATCH_END\ngit apply /tmp/{name} && git status --short")
+
+
+def start(make_env, instance_id: str, **kwargs):
+    env = make_env(**kwargs)
+    observation, info = env.reset(options={"instance_id": instance_id})
+    assert info["instance_id"] == instance_id and TASKS[instance_id].problem_statement.split("\n")[0] in observation
+    return env
+
+
+def submit(env) -> tuple[float, dict]:
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert terminated and not truncated, info.get("error")
+    assert observation.startswith("Grading: ")
+    return reward, info["report"]
+
+
+@pytest.mark.parametrize("instance_id", FIXTURE_IDS)
+def test_gold_patch_applied_through_bash_grades_one(make_env, instance_id):
+    task = TASKS[instance_id]
+    env = start(make_env, instance_id)
+    observation, reward, terminated, truncated, info = env.step(write_and_apply(task.patch, "gold.patch"))
+    assert info["exit_code"] == 0 and reward == 0.0 and not terminated and "report" not in info
+    reward, report = submit(env)
+    assert reward == 1.0 and report["status"] == "resolved"
+    assert report["fail_to_pass"] == dict.fromkeys(task.fail_to_pass, "PASSED")
+    assert report["pass_to_pass"] == dict.fromkeys(task.pass_to_pass, "PASSED")
+    assert report["tests_status"]["FAIL_TO_PASS"] == {"success": list(task.fail_to_pass), "failure": []}
+
+
+@pytest.mark.parametrize("instance_id", FIXTURE_IDS)
+def test_empty_submission_grades_zero_with_the_failing_tests_reported(make_env, instance_id):
+    task = TASKS[instance_id]
+    reward, report = submit(start(make_env, instance_id))
+    assert reward == 0.0 and report["status"] == "unresolved" and report["patch_is_empty"]
+    assert report["fail_to_pass"] == dict.fromkeys(task.fail_to_pass, "FAILED")
+    assert report["pass_to_pass"] == dict.fromkeys(task.pass_to_pass, "PASSED")
+
+
+@pytest.mark.parametrize("instance_id", FIXTURE_IDS)
+def test_editing_the_failing_tests_to_pass_grades_zero(make_env, instance_id):
+    task = TASKS[instance_id]
+    env = start(make_env, instance_id)
+    env.step(write_and_apply(task.test_patch, "tests.patch"))
+    files = " ".join(task.test_files)
+    env.step(bash(f"sed -i 's/^\\( *\\)assert .*/\\1assert True/' {files}"))
+    local = env.step(bash(f"python3 -m pytest -rA -p no:cacheprovider {files}"))[0]
+    assert all(f"PASSED {name}" in local for name in task.fail_to_pass)  # the cheat works in the agent's container
+    reward, report = submit(env)
+    assert reward == 0.0 and report["status"] == "unresolved"
+    assert set(report["ignored_files"]) == set(task.test_files)
+    assert report["fail_to_pass"] == dict.fromkeys(task.fail_to_pass, "FAILED")
+
+
+@pytest.mark.parametrize("instance_id", FIXTURE_IDS)
+def test_a_conftest_that_forces_passes_grades_zero(make_env, instance_id):
+    task = TASKS[instance_id]
+    env = start(make_env, instance_id)
+    env.step({"name": "create_file", "arguments": {"path": "conftest.py", "content": FORCE_PASS_CONFTEST}})
+    env.step(write_and_apply(task.test_patch, "tests.patch"))
+    local = env.step(bash(f"python3 -m pytest -rA -p no:cacheprovider {' '.join(task.test_files)}"))[0]
+    assert all(f"PASSED {name}" in local for name in task.fail_to_pass)  # the cheat works in the agent's container
+    env.step(bash("git checkout -q -- . && git clean -fdq tests && git status --short"))
+    reward, report = submit(env)
+    assert reward == 0.0 and report["ignored_files"] == {"conftest.py": "pytest configuration"}
+    assert report["fail_to_pass"] == dict.fromkeys(task.fail_to_pass, "FAILED")
+
+
+def test_the_agent_never_sees_the_hidden_tests_or_a_grade(make_env):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = start(make_env, task.instance_id)
+    test_name = task.fail_to_pass[0].split("::")[1]
+    observation, reward, terminated, truncated, info = env.step(bash(f"grep -rn {test_name} / --include=*.py 2>/dev/null; true"))
+    assert test_name not in observation.replace(f"grep -rn {test_name}", "")
+    assert reward == 0.0 and not (terminated or truncated) and set(info) == {"exit_code", "timed_out", "shell_restarted"}
+
+
+def test_file_tools_view_edit_and_create(make_env):
+    env = start(make_env, "gymenvs-fixtures__intervals-1")
+    view = env.step({"name": "view_file", "arguments": {"path": "intervals/ops.py", "start_line": 11, "end_line": 12}})[0]
+    assert view == "    11\t            merged[-1] = (merged[-1][0], end)\n    12\t        else:"
+    edit = {"path": "intervals/ops.py", "old_text": "(merged[-1][0], end)", "new_text": "(merged[-1][0], max(merged[-1][1], end))"}
+    assert env.step({"name": "edit_file", "arguments": edit})[0] == "Edited /testbed/intervals/ops.py."
+    again = env.step({"name": "edit_file", "arguments": edit})
+    assert "old_text does not occur" in again[0] and "error" in again[4]
+    assert env.step({"name": "create_file", "arguments": {"path": "notes/deep/todo.txt", "content": "é\n"}})[0].startswith("Wrote")
+    assert env.step(bash("cat notes/deep/todo.txt; git status --short"))[0] == "é\n M intervals/ops.py\n?? notes/\n[exit code: 0]"
+    missing = env.step({"name": "view_file", "arguments": {"path": "nope.py"}})
+    assert missing[0] == "Invalid action: /testbed/nope.py does not exist"
+    reward, report = submit(env)
+    assert reward == 1.0
+
+
+def test_the_turn_limit_grades_the_work_done(make_env):
+    task = TASKS["gymenvs-fixtures__romans-1"]
+    env = start(make_env, task.instance_id, max_turns=2)
+    env.step(write_and_apply(task.patch, "gold.patch"))
+    observation, reward, terminated, truncated, info = env.step(bash("echo out of turns"))
+    assert truncated and not terminated and reward == 1.0
+    assert info["truncated_reason"] == "turn_limit" and info["report"]["status"] == "resolved"
+    assert "Turn limit reached" in observation and "Grading: resolved" in observation
+
+
+def test_free_text_runs_as_bash_and_bad_calls_are_observations(make_env):
+    env = start(make_env, FIXTURE_IDS[0])
+    assert env.step("echo $((6 * 7))")[0] == "42\n[exit code: 0]"
+    observation, reward, terminated, truncated, info = env.step({"name": "bash", "arguments": {}})
+    assert "missing argument 'command'" in observation and "error" in info and not (terminated or truncated)
+
+
+def test_a_container_killed_from_outside_truncates_and_the_env_resets(make_env, docker_client):
+    env = start(make_env, FIXTURE_IDS[1])
+    docker_client.api.kill(env.unwrapped.state()["container"])
+    observation, reward, terminated, truncated, info = env.step(bash("echo hi"))
+    assert truncated and not terminated and reward == 0.0
+    assert "killed from outside" in info["error"] and "episode cannot go on" in observation
+    env.reset(options={"instance_id": FIXTURE_IDS[1]})
+    assert env.step(bash("echo back"))[0] == "back\n[exit code: 0]"
+
+
+def test_unknown_ids_and_missing_images_are_clear_errors_with_nothing_left_running(make_env, docker_client):
+    env = make_env()
+    with pytest.raises(ValueError, match="instance_id='nope' is not a task of this env"):
+        env.reset(options={"instance_id": "nope"})
+    with pytest.raises(ValueError, match="unknown reset option"):
+        env.reset(options={"instance": FIXTURE_IDS[0]})
+    offline = make_env(image_template="localhost:1/gymenvs-missing/{swebench_id}:latest", pull=True)
+    offline.unwrapped.tasks = tuple(t.__class__(**{**t.__dict__, "image": None}) for t in FIXTURE_TASKS)
+    with pytest.raises(RuntimeError, match="is not present locally and could not be pulled"):
+        offline.reset(seed=0)
+    assert own_containers(docker_client) == []
+    env.reset(options={"instance_id": FIXTURE_IDS[0]})  # the env is still usable
+
+
+def test_a_patch_that_does_not_apply_is_reported(docker_client, swe_images):
+    task = TASKS[FIXTURE_IDS[0]]
+    stale = task.patch.replace("    chars = []\n", "    letters = []\n")  # context the base commit does not have
+    report = grade(docker_client, task, stale, image=image_for(task), timeout=60)
+    assert report.status == "patch_failed" and report.reward == 0.0 and "does not apply" in report.error
+    assert own_containers(docker_client) == []
+
+
+@pytest.mark.slow
+def test_eight_episodes_at_once_in_threads_without_cross_talk(make_env, docker_client):
+    def episode(slot: int):
+        task = FIXTURE_TASKS[slot % len(FIXTURE_TASKS)]
+        env = start(make_env, task.instance_id)
+        token = f"slot{slot}-{uuid.uuid4().hex[:8]}"
+        env.step(bash(f"export TOKEN={token} && echo {token} > /tmp/token && echo {token} >> README.md"))
+        if slot % 2 == 0:
+            env.step(write_and_apply(task.patch, "gold.patch"))
+        seen = env.step(bash("cat /tmp/token; echo $TOKEN; tail -n 1 README.md"))[0]
+        observation, reward, terminated, truncated, info = env.step(SUBMIT)
+        env.close()
+        return token, seen, reward, info["patch"]
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(episode, range(8)))
+    tokens = [token for token, *_ in results]
+    for slot, (token, seen, reward, patch) in enumerate(results):
+        assert seen == f"{token}\n{token}\n{token}\n[exit code: 0]"
+        assert reward == (1.0 if slot % 2 == 0 else 0.0)
+        assert f"+{token}\n" in patch and not any(other in patch for other in tokens if other != token)
+    assert own_containers(docker_client) == []
+
+
+@pytest.mark.slow
+def test_env_passes_gymnasiums_checker(make_env):
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(make_env(command_timeout=5.0).unwrapped, skip_render_check=True)
+
+
+def test_the_readme_swe_example_runs(swe_images, capsys):
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.DOTALL) if "gymenvs/SWE-v0" in b]
+    exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+    assert "1.0 resolved" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_cli_lists_tasks_grades_gold_patches_and_reaps(swe_images, tmp_path):
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "gymenvs.cli", "swe", *args], capture_output=True, text=True,
+                              timeout=300, cwd=Path(__file__).resolve().parents[2])
+
+    listing = cli("tasks")
+    assert listing.returncode == 0 and [line.split("\t")[0] for line in listing.stdout.splitlines()] == FIXTURE_IDS
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text("".join(json.dumps({"instance_id": i, "model_patch": TASKS[i].patch if n else ""}) + "\n"
+                                   for n, i in enumerate(FIXTURE_IDS[:2])))
+    graded = cli("grade", "--predictions", str(predictions), "--output", str(tmp_path / "reports.json"), "--quiet")
+    assert graded.returncode == 1, graded.stderr  # one of the two is not resolved
+    assert f"{FIXTURE_IDS[0]}\tunresolved" in graded.stdout and f"{FIXTURE_IDS[1]}\tresolved" in graded.stdout
+    reports = json.loads((tmp_path / "reports.json").read_text())
+    assert [r["status"] for r in reports] == ["unresolved", "resolved"]
+    assert cli("reap").stdout.startswith("removed ")

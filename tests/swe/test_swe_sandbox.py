@@ -1,0 +1,174 @@
+"""The container sandbox and the persistent shell against the real Docker engine: state, timeouts,
+output limits, labels and limits, cleanup, and reaping the containers of killed processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from gymenvs.swe.sandbox import LABEL_EPISODE, LABEL_HOST, LABEL_PID, ContainerGone, Limits, Sandbox, owner_labels
+from gymenvs.swe.shell import PersistentShell
+
+from .conftest import own_containers
+
+pytestmark = pytest.mark.docker
+TIMEOUT = 3.0
+GRACE = 2.0  # the shell's kill_grace
+ROOT = str(Path(__file__).resolve().parents[2])
+
+
+@pytest.fixture(scope="module")
+def sandbox(docker_client, swe_images):
+    box = Sandbox(docker_client, swe_images, role="test", episode_id="sandbox-tests", limits=Limits(pids_limit=256))
+    yield box
+    box.remove()
+
+
+@pytest.fixture
+def shell(sandbox):
+    shell = PersistentShell(sandbox, output_limit=2000, kill_grace=GRACE)
+    yield shell
+    shell.close()
+
+
+def processes(sandbox: Sandbox, name: str) -> int:
+    """How many processes called `name` run in the container (read from /proc: no procps needed)."""
+    result = sandbox.run(f"grep -lx {name} /proc/[0-9]*/comm 2>/dev/null | wc -l", timeout=10)
+    return int(result.output.text())
+
+
+def test_state_carries_over_between_commands(shell):
+    assert shell.run("cd /tmp && export GREETING=hello && count=3 && greet() { echo \"$GREETING x$count\"; }", TIMEOUT).exit_code == 0
+    result = shell.run("pwd; greet", TIMEOUT)
+    assert result.output == "/tmp\nhello x3\n" and result.exit_code == 0
+    assert shell.run("false", TIMEOUT).exit_code == 1
+
+
+def test_commands_cannot_read_the_shells_input_or_break_its_framing(shell):
+    assert shell.run("cat; read line; echo after", TIMEOUT).output == "after\n"  # stdin is empty
+    unbalanced = shell.run("echo 'unterminated", TIMEOUT)
+    assert unbalanced.exit_code == 2 and "unexpected EOF" in unbalanced.output
+    fake = shell.run("printf '\\n__gymenvs_done_0000__ 0\\nstill running\\n'; echo $'tab\\there'", TIMEOUT)
+    assert fake.output.endswith("still running\ntab\there\n") and fake.exit_code == 0
+    multi = shell.run("cat <<'EOF'\nline one\n'quoted' \\\\ $HOME\nEOF", TIMEOUT)
+    assert multi.output == "line one\n'quoted' \\\\ $HOME\n"
+
+
+@pytest.mark.parametrize("command", ["sleep 1000", "yes", "sleep 1000 & sleep 2000"])
+@pytest.mark.slow
+def test_a_command_that_never_ends_is_stopped_at_the_timeout(shell, sandbox, command):
+    shell.run("cd /tmp", TIMEOUT)
+    started = time.monotonic()
+    result = shell.run(command, TIMEOUT)
+    elapsed = time.monotonic() - started
+    assert result.timed_out and TIMEOUT <= elapsed < TIMEOUT + GRACE + 1.5
+    assert not result.restarted and result.exit_code == 143  # SIGTERM, inside the container
+    assert len(result.output) < 2200  # `yes` streamed gigabytes; the head and tail were kept
+    assert processes(sandbox, "sleep") == 1 and processes(sandbox, "yes") == 0  # only the container's own sleep
+    assert shell.run("pwd", TIMEOUT).output == "/tmp\n"  # the same shell goes on
+
+
+@pytest.mark.slow
+def test_a_process_ignoring_sigterm_is_killed(shell, sandbox):
+    ignore = "python3 -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(\"up\", flush=True); time.sleep(1000)'"
+    result = shell.run(ignore, TIMEOUT)
+    assert result.timed_out and result.exit_code == 137 and result.output.startswith("up\n")
+    assert processes(sandbox, "python3") == 0
+
+
+@pytest.mark.slow
+def test_a_busy_shell_builtin_is_stopped_by_replacing_the_shell(shell):
+    shell.run("cd /tmp && export KEPT=no", TIMEOUT)
+    started = time.monotonic()
+    result = shell.run("while :; do :; done", TIMEOUT)
+    assert result.timed_out and result.restarted and result.exit_code is None
+    assert time.monotonic() - started < TIMEOUT + 2 * GRACE + 3
+    assert "a new shell was started" in result.output
+    assert shell.run("pwd; echo ${KEPT:-reset}", TIMEOUT).output == "/testbed\nreset\n"
+
+
+def test_exit_starts_a_new_shell(shell):
+    result = shell.run("exit 3", TIMEOUT)
+    assert result.restarted and not result.timed_out and "the shell exited" in result.output
+    assert shell.run("echo alive", TIMEOUT).output == "alive\n"
+
+
+def test_huge_binary_and_invalid_utf8_output_is_capped_and_decoded(shell):
+    huge = shell.run("head -c 30000000 /dev/zero | tr '\\0' 'a'; echo; echo END", TIMEOUT * 3)
+    assert huge.exit_code == 0 and huge.output.startswith("a" * 1000) and huge.output.endswith("a\nEND\n")
+    assert f"[... {30_000_005 - 2000} bytes of output elided ...]" in huge.output
+    binary = shell.run("head -c 100000 /dev/urandom", TIMEOUT)
+    assert binary.exit_code == 0 and len(binary.output) < 2200 and "\x00" not in binary.output
+    binary.output.encode("utf-8")
+    invalid = shell.run("printf 'caf\\xc3\\xa9 \\xff\\xfe end'", TIMEOUT)
+    assert invalid.output == "café \ufffd\ufffd end"
+
+
+def test_containers_are_labelled_limited_and_offline(docker_client, sandbox):
+    attrs = docker_client.api.inspect_container(sandbox.id)
+    labels = attrs["Config"]["Labels"]
+    assert labels[LABEL_PID] == str(os.getpid()) and labels[LABEL_HOST] == owner_labels()[LABEL_HOST]
+    assert labels[LABEL_EPISODE] == "sandbox-tests"
+    host = attrs["HostConfig"]
+    assert host["Init"] is True and host["NetworkMode"] == "none" and host["PidsLimit"] == 256
+    assert host["Memory"] == 2 << 30 and host["NanoCpus"] == 1_000_000_000
+    offline = sandbox.run("python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), timeout=2)'", timeout=10)
+    assert offline.exit_code == 1 and "Network is unreachable" in offline.output.text()
+
+
+def test_a_container_killed_from_outside_is_reported(docker_client, swe_images):
+    box = Sandbox(docker_client, swe_images, role="test", episode_id="kill-test")
+    shell = PersistentShell(box)
+    docker_client.api.kill(box.id)
+    with pytest.raises(ContainerGone, match="killed from outside"):
+        shell.run("echo hi", TIMEOUT)
+    box.remove()
+    assert box.id not in [c.id for c in own_containers(docker_client)]
+
+
+OWNER = textwrap.dedent("""
+    import sys, time
+    from gymenvs.swe.sandbox import Sandbox, docker_client
+    box = Sandbox(docker_client(), sys.argv[1], role="test", episode_id=sys.argv[2])
+    print(box.id, flush=True)
+    time.sleep(600)
+""")
+
+
+def start_owner(image: str, episode: str) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen([sys.executable, "-c", OWNER, image, episode], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": ROOT})
+    return process, process.stdout.readline().strip()
+
+
+def test_orphans_of_killed_processes_are_reaped_by_the_next_env_and_live_ones_kept(docker_client, make_env, swe_images):
+    dead, dead_id = start_owner(swe_images, "orphan")
+    alive, alive_id = start_owner(swe_images, "still-owned")
+    try:
+        dead.send_signal(signal.SIGKILL)  # no atexit, no finalizer: the container stays behind
+        dead.wait(30)
+        assert docker_client.containers.get(dead_id).status == "running"
+        env = make_env()
+        assert any(name.startswith("gymenvs-swe-test-") for name in env.unwrapped.reaped)
+        remaining = {c.id for c in docker_client.containers.list(all=True)}
+        assert dead_id not in remaining and alive_id in remaining
+    finally:
+        alive.kill()
+        alive.wait(30)
+        docker_client.api.remove_container(alive_id, force=True)
+
+
+def test_containers_are_removed_at_exit_without_close(docker_client, swe_images):
+    code = OWNER.replace("time.sleep(600)", "")  # exits normally with the sandbox still referenced
+    result = subprocess.run([sys.executable, "-c", code, swe_images, "atexit"], capture_output=True, text=True,
+                            timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
+    assert result.returncode == 0, result.stderr
+    container_id = result.stdout.strip()
+    assert container_id and container_id not in {c.id for c in docker_client.containers.list(all=True)}

@@ -1,0 +1,113 @@
+"""Properties every registered in-process env must have: gymnasium's checker passes, arbitrary
+actions never crash it or leave the observation space, and the same seed gives the same episode."""
+
+import json
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gymenvs
+
+# SWE-v0 drives Docker containers; its own tests cover it against a real engine.
+IN_PROCESS_ENVS = [env_id for env_id in gymenvs.list_envs() if env_id != "gymenvs/SWE-v0"]
+
+any_text = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=200)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | any_text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(any_text, inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@st.composite
+def actions(draw, tool_names):
+    name = draw(st.sampled_from(tool_names) | any_text)
+    arguments = draw(st.dictionaries(st.sampled_from(["word", "row", "col", "digit", "direction", "message", "answer"]) | any_text, json_values, max_size=3))
+    call = {"name": name, "arguments": arguments}
+    return draw(
+        st.sampled_from(["left", "stay", "right", "[crane]", "1 2 3", "4", "", " " * 3])
+        | any_text
+        | st.just(call)
+        | st.just(json.dumps(call))
+        | st.just(f"<tool_call>{json.dumps(call)}</tool_call>")
+        | st.builds(lambda text: text * 5_000, any_text)
+        | st.just("{" * 100_000)
+    )
+
+
+def make(env_id):
+    if env_id == "gymenvs/ReasoningGym-v0":
+        pytest.importorskip("reasoning_gym")
+    return gym.make(env_id)
+
+
+@pytest.fixture(scope="module", params=IN_PROCESS_ENVS)
+def env(request):
+    env = make(request.param)
+    yield env
+    env.close()
+
+
+def test_gymnasium_env_checker_passes(env):
+    check_env(env.unwrapped, skip_render_check=False)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_arbitrary_actions_never_crash_or_leave_the_space(env, seed, data):
+    observation, info = env.reset(seed=seed)
+    assert observation in env.observation_space
+    tool_names = [schema["function"]["name"] for schema in info["tools"]]
+    for _ in range(data.draw(st.integers(1, 6))):
+        observation, reward, terminated, truncated, info = env.step(data.draw(actions(tool_names)))
+        assert observation in env.observation_space
+        assert type(reward) is float and type(terminated) is bool and type(truncated) is bool
+        assert isinstance(info, dict)
+        if "error" in info:
+            assert info["error"] in observation or "characters cut" in observation
+        json.dumps(env.unwrapped.state())
+        if terminated or truncated:
+            break
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), data=st.data())
+def test_same_seed_same_episode(env, seed, data):
+    _, info = env.reset(seed=seed)
+    tool_names = [schema["function"]["name"] for schema in info["tools"]]
+    script = data.draw(st.lists(actions(tool_names), min_size=1, max_size=5))
+
+    def transcript():
+        observation, _ = env.reset(seed=seed)
+        steps = [observation]
+        for action in script:
+            observation, reward, terminated, truncated, info = env.step(action)
+            steps.append((observation, reward, terminated, truncated, info))
+            if terminated or truncated:
+                break
+        return steps
+
+    assert transcript() == transcript()
+
+
+@pytest.mark.parametrize("env_id", [env_id for env_id in IN_PROCESS_ENVS if env_id != "gymenvs/Echo-v0"])  # Echo has no randomness
+def test_different_seeds_give_different_episodes(env_id):
+    env = make(env_id)
+
+    def start(seed):
+        env.reset(seed=seed)
+        state = env.unwrapped.state()
+        del state["episode_id"]
+        return json.dumps(state, sort_keys=True)
+
+    assert start(3) == start(3)
+    assert len({start(seed) for seed in range(8)}) > 1
+
+
+def test_render_ansi_returns_text(env):
+    rendered = gym.make(env.spec.id, render_mode="ansi")
+    rendered.reset(seed=0)
+    assert isinstance(rendered.render(), str) and rendered.render()
