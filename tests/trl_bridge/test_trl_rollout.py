@@ -118,6 +118,8 @@ class FlakyEcho(EchoEnv):
 
     def reset(self, *, seed=None, options=None):
         self._odd = bool(seed % 2)
+        if self._odd and self.failure == "reset":
+            raise RuntimeError("no sandbox could start")
         return super().reset(seed=seed, options=options)
 
     def step(self, action):
@@ -150,6 +152,21 @@ def test_an_env_that_fails_mid_rollout_ends_only_its_own_episode(model_and_token
     for episode in episodes[1::2]:  # odd seeds: the second step failed
         assert (episode.end_reason, episode.turns, episode.reward) == ("env_error", 2, 0.0)
         assert ("the sandbox died" if failure == "crash" else "timed out") in episode.error
+
+
+def test_an_env_that_fails_to_reset_ends_only_its_own_episode(model_and_tokenizer, flaky_echo):
+    model, tokenizer = model_and_tokenizer
+    rollout = make_rollout_func(flaky_echo, env_kwargs={"max_turns": 2, "failure": "reset"}, max_tokens_per_turn=4)
+    episodes = rollout.run(
+        ["Go."] * 2, generator_for(model, tokenizer), tokenizer, seeds=[10, 11], max_completion_length=100
+    )
+    rollout.close()
+    assert (episodes[0].end_reason, episodes[0].turns, episodes[0].reward) == ("truncated", 2, 2.0)
+    failed = episodes[1]
+    assert (failed.end_reason, failed.turns, failed.reward) == ("env_error", 0, 0.0)
+    assert "no sandbox could start" in failed.error
+    # Trainers need a completion: one end-of-turn token that nothing is trained on.
+    assert (failed.completion_ids, failed.env_mask, failed.logprobs) == ([tokenizer.eos_token_id], [0], [0.0])
 
 
 def test_evaluate_returns_transcripts_and_rewards_without_a_trainer(model_and_tokenizer):

@@ -43,9 +43,16 @@ class ConcurrentVectorEnv:
             if isinstance(seed, Sequence)
             else [None if seed is None else seed + i for i in range(self.num_envs)]
         )
-        results = list(self._pool.map(lambda pair: pair[0].reset(seed=pair[1]), zip(self.envs, seeds)))
-        self._observations = [observation for observation, _ in results]
-        return tuple(self._observations), _merge_infos([info for _, info in results])
+        pending = [self._pool.submit(env.reset, seed=s) for env, s in zip(self.envs, seeds)]
+        infos: list[dict] = []
+        for i, future in enumerate(pending):
+            if future.exception() is None:
+                self._observations[i], info = future.result()
+            else:
+                self._observations[i], info = repr(future.exception()), {"error": repr(future.exception())}
+                self.envs[i] = self._env_fns[i]()
+            infos.append(info)
+        return tuple(self._observations), _merge_infos(infos)
 
     def step(self, actions: Sequence[Any]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray, dict]:
         n = self.num_envs

@@ -64,7 +64,6 @@ class EnvRollout:
         self.show_tools = show_tools
         self._vector_env: Any = None
         self._finalizer: weakref.finalize | None = None
-        self._checked: set[tuple[int, int]] = set()
         self._trainer_generator: tuple[Any, Generator] | None = None
         if tokenizer is not None and max_completion_length is not None:
             self._check_budget(tokenizer, max_completion_length)
@@ -128,10 +127,10 @@ class EnvRollout:
         self, prompts: list[Prompt], seeds: list[int], generator: Generator, renderer: ChatRenderer, max_length: int
     ) -> list[Episode]:
         vector_env = self._vector_env_for(len(prompts))
-        observations, _ = vector_env.reset(seed=seeds)
+        observations, infos = vector_env.reset(seed=seeds)
         episodes = [
-            _start(prompt, observation, seed, renderer)
-            for prompt, observation, seed in zip(prompts, observations, seeds)
+            _start(prompt, observation, seed, _slot_info(infos, index), renderer)
+            for index, (prompt, observation, seed) in enumerate(zip(prompts, observations, seeds))
         ]
         while live := [index for index, episode in enumerate(episodes) if not episode.finished]:
             budgets = [self._turn_budget(episodes[index], max_length) for index in live]
@@ -175,15 +174,12 @@ class EnvRollout:
     def _check_budget(self, tokenizer: PreTrainedTokenizerBase, max_completion_length: int) -> None:
         """A clear error when `max_completion_length` cannot hold even the shortest action plus its
         end-of-turn token: every episode would end before the env sees an action."""
-        if (id(tokenizer), max_completion_length) in self._checked:
-            return
         shortest, example = _shortest_action(tokenizer, self.tools, self.accepts_free_text)
         if max_completion_length < shortest:
             raise ValueError(
                 f"max_completion_length={max_completion_length} is too small for one turn of {self.env_id}: "
                 f"its shortest action ({example!r} plus the end-of-turn token) takes {shortest} tokens"
             )
-        self._checked.add((id(tokenizer), max_completion_length))
 
     def close(self) -> None:
         """Close the episodes' envs (also done when the rollout is collected or the interpreter exits)."""
@@ -260,9 +256,12 @@ def evaluate(
         rollout.close()
 
 
-def _start(prompt: Prompt, observation: str, seed: int, renderer: ChatRenderer) -> Episode:
+def _start(prompt: Prompt, observation: str, seed: int, info: Mapping[str, Any], renderer: ChatRenderer) -> Episode:
     messages = first_message_with(prompt, observation)
-    return Episode(seed=seed, prompt_ids=renderer.prompt_ids(messages), messages=messages)
+    episode = Episode(seed=seed, prompt_ids=renderer.prompt_ids(messages), messages=messages)
+    if info.get("error") is not None:  # the env failed to reset: the episode ends before the model plays
+        episode.fail_at_start(str(info["error"]), renderer)
+    return episode
 
 
 def _slot_info(infos: Mapping[str, Any], index: int) -> dict[str, Any]:
@@ -273,7 +272,7 @@ def _slot_info(infos: Mapping[str, Any], index: int) -> dict[str, Any]:
             continue
         mask = infos.get(f"_{key}")
         if mask is None or mask[index]:
-            info[key] = values[index]
+            info[key] = _slot_info(values, index) if isinstance(values, Mapping) else values[index]
     return info
 
 

@@ -175,6 +175,13 @@ class Episode:
             return
         self._append(reply, [0.0] * len(reply), model=False)
 
+    def fail_at_start(self, error: str, renderer: ChatRenderer) -> None:
+        """End an episode whose env could not reset. Its completion is one end-of-turn token that the
+        env wrote (`env_mask` 0, so nothing is trained on it): trainers expect a non-empty completion."""
+        self._append([renderer.end_of_turn_id], [0.0], model=False)
+        self.error = error
+        self.end("env_error")
+
     def end(self, reason: EndReason) -> None:
         self.end_reason = reason
 
