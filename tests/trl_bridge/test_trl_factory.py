@@ -35,6 +35,7 @@ def test_the_class_exposes_reset_get_reward_and_one_method_per_env_tool():
     assert schema["parameters"]["properties"]["direction"]["enum"] == ["left", "stay", "right"]
     assert schema["parameters"]["required"] == ["direction"]
     assert list(inspect.signature(Wordle.guess).parameters) == ["self", "word"]
+    assert (Wordle.max_turns, Catch.max_turns) == (12, 12)  # for GRPOConfig(max_tool_calling_iterations=...)
 
 
 def test_reset_seeds_the_episode_from_the_seed_column():

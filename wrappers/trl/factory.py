@@ -38,6 +38,8 @@ class GymnasiumEnvironment:
 
     env_id: str = ""
     env_kwargs: Mapping[str, Any] = {}
+    #: The env's turn limit: a natural `GRPOConfig(max_tool_calling_iterations=...)`.
+    max_turns: int | None = None
 
     def __init__(self) -> None:
         self._env = gym.make(self.env_id, **self.env_kwargs)
@@ -87,8 +89,13 @@ def environment_factory(env_id: str, **env_kwargs: Any) -> type[GymnasiumEnviron
     """
     from transformers.utils import get_json_schema
 
-    env_class = _env_class(env_id, env_kwargs)
-    namespace: dict[str, Any] = {"env_id": env_id, "env_kwargs": dict(env_kwargs), "__module__": __name__}
+    env_class, max_turns = _probe(env_id, env_kwargs)
+    namespace: dict[str, Any] = {
+        "env_id": env_id,
+        "env_kwargs": dict(env_kwargs),
+        "max_turns": max_turns,
+        "__module__": __name__,
+    }
     for name in env_class.tools:
         if name in _RESERVED_NAMES or name.startswith("_"):
             raise ValueError(
@@ -104,15 +111,15 @@ def environment_factory(env_id: str, **env_kwargs: Any) -> type[GymnasiumEnviron
     return type(class_name, (GymnasiumEnvironment,), namespace)
 
 
-def _env_class(env_id: str, env_kwargs: Mapping[str, Any]) -> type:
-    """The env's class, after building one env to check that the id and kwargs are valid."""
+def _probe(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[type, int | None]:
+    """The env's class and turn limit, from one env built to check that the id and kwargs are valid."""
     import gymenvs  # noqa: F401  (registers the gymenvs ids)
 
     if env_id not in gym.registry:
         raise ValueError(f"env id {env_id!r} is not registered; gymenvs envs are {gymenvs.list_envs()}")
     probe = gym.make(env_id, **env_kwargs)
     try:
-        env_class = type(probe.unwrapped)
+        env_class, max_turns = type(probe.unwrapped), getattr(probe.unwrapped, "max_turns", None)
     finally:
         probe.close()
     if not getattr(env_class, "tools", None):
@@ -120,7 +127,7 @@ def _env_class(env_id: str, env_kwargs: Mapping[str, Any]) -> type:
             f"{env_id}: {env_class.__name__} declares no tools; "
             "environment_factory needs a gymenvs TextEnv with @tool methods"
         )
-    return env_class
+    return env_class, max_turns
 
 
 def _tool_method(name: str, function: Callable) -> Callable:
