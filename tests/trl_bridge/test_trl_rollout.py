@@ -237,3 +237,42 @@ def test_a_max_completion_length_too_small_is_rejected_before_the_first_episode(
 def test_non_positive_lengths_are_rejected(option):
     with pytest.raises(ValueError, match="expected a positive integer"):
         make_rollout_func("gymenvs/Echo-v0", **option)
+
+
+def test_as_a_rollout_func_it_samples_from_the_trainers_model_with_matching_logprobs(model_and_tokenizer, tmp_path):
+    from trl import GRPOConfig, GRPOTrainer
+
+    from wrappers.trl import episode_dataset
+
+    model, tokenizer = model_and_tokenizer
+    rollout = make_rollout_func("gymenvs/Echo-v0", env_kwargs={"max_turns": 2}, max_tokens_per_turn=5)
+    config = GRPOConfig(
+        output_dir=str(tmp_path),
+        bf16=False,
+        use_cpu=True,
+        report_to="none",
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_completion_length=64,
+        temperature=0.7,
+        max_steps=1,
+    )
+    dataset = episode_dataset(4)
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        args=config,
+        train_dataset=dataset,
+        rollout_func=rollout,
+        reward_funcs=rollout.reward_func,
+    )
+    output = rollout([row["prompt"] for row in dataset for _ in range(2)], trainer)
+    rollout.close()
+    assert set(output) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_turns"}
+    assert output["env_reward"] == [2.0] * 8 and output["env_turns"] == [2] * 8
+    for prompt_ids, completion_ids, logprobs, env_mask in zip(
+        output["prompt_ids"], output["completion_ids"], output["logprobs"], output["env_mask"]
+    ):
+        mask = torch.tensor(env_mask, dtype=torch.bool)
+        forward = teacher_forced_logprobs(trainer.model, prompt_ids, completion_ids, temperature=0.7)
+        assert torch.allclose(torch.tensor(logprobs)[mask], forward[mask], atol=1e-4, rtol=0)
