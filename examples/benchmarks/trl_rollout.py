@@ -3,7 +3,9 @@
 Both run inside `GRPOTrainer` on CPU, with the same tiny model (taught to call the `echo` tool), the
 same batch and the same env: `gymenvs/Echo-v0` whose every step sleeps 50 ms, standing in for a
 container or a remote tool. TRL runs the env tools of a batch one rollout after another; the rollout
-function steps every episode of the batch at once in a `ConcurrentVectorEnv`.
+function steps every episode of the batch at once in a `ConcurrentVectorEnv`. Both paths cap a model
+turn at the same number of tokens. "rollout s" is the rollout phase of a GRPO step (TRL's tool
+loop, or the rollout function); "GRPO step s" adds scoring and the optimizer step.
 
     python examples/benchmarks/trl_rollout.py [--episodes 128] [--turns 4] [--steps 2] [--step-sleep 0.05]
 
@@ -174,13 +176,14 @@ def print_table(options: argparse.Namespace, results: list[dict]) -> None:
         f"up to {options.turns} turns "
         f"of at most {options.turn_tokens} tokens, mean of {options.steps} GRPO steps on CPU (after one warm-up step)\n"
     )
-    header = ("path", "env steps / episode", "rollout s", "episodes / s", "GRPO step s")
+    header = ("path", "env steps / episode", "rollout s", "episodes / s", "env steps / s", "GRPO step s")
     rows = [
         (
             r["name"],
             f"{r['env_steps']:.2f}",
             f"{r['rollout_s']:.2f}",
             f"{options.episodes / r['rollout_s']:.1f}",
+            f"{options.episodes * r['env_steps'] / r['rollout_s']:.1f}",
             f"{r['step_s']:.2f}",
         )
         for r in results
@@ -199,7 +202,11 @@ def print_table(options: argparse.Namespace, results: list[dict]) -> None:
         f"\nrollout speed-up (episodes / s): {baseline['rollout_s'] / ours['rollout_s']:.1f}x; "
         f"whole GRPO step: {baseline['step_s'] / ours['step_s']:.1f}x"
     )
-    print("(env steps / episode: TRL's logged tools/call_frequency; the rollout's env_turns)")
+    print(
+        "(env steps / episode: TRL's logged tools/call_frequency, the rollout's env_turns. TRL ends an episode at the "
+        "first turn without a well-formed tool call; the rollout gives that turn to the env, which answers with an "
+        "error, so its episodes run longer.)"
+    )
 
 
 if __name__ == "__main__":
