@@ -7,6 +7,7 @@ test_vector_failures.py, the many-episode stress test in test_vector_stress.py.
 from __future__ import annotations
 
 import functools
+import gc
 import multiprocessing
 import threading
 
@@ -353,6 +354,10 @@ def test_close_is_idempotent_and_leaves_no_thread_or_process(backend):
     assert envs.closed
     assert not our_threads() and not our_processes()
     assert all(worker.exitcode is not None for worker in workers)
+    with pytest.raises(gym.error.ClosedEnvironmentError):
+        envs.step(["a"] * 4)
+    with pytest.raises(gym.error.ClosedEnvironmentError):
+        envs.reset()
 
 
 def test_close_closes_every_env():
@@ -360,3 +365,11 @@ def test_close_closes_every_env():
     with ConcurrentVectorEnv([lambda env=env: env for env in envs], backend="thread"):
         pass
     assert all(env.closed for env in envs)
+
+
+def test_a_vector_env_nobody_closed_is_closed_when_collected(backend):
+    envs = echo_vector(backend, num_envs=2)
+    envs.reset()
+    del envs
+    gc.collect()
+    assert not our_threads() and not our_processes()

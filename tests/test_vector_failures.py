@@ -205,3 +205,33 @@ def test_a_hung_call_raises_and_rebuilds_the_slot(backend):
         assert all(new != old for new, old in zip(instance_ids(envs), ids))
         observations, *_ = envs.step(["a", "b", "c"])  # every slot lost its episode: autoreset
         assert observations == ("ready",) * 3
+
+
+def test_an_action_that_cannot_reach_a_worker_process_fails_only_its_slot():
+    with faulty_vector("process") as envs:
+        envs.reset()
+        unpicklable = threading.Lock()
+        observations, _, _, truncated, infos = envs.step(["a", unpicklable, "c"])
+        assert truncated.tolist() == [False, True, False] and "could not be sent" in infos["error"][1]
+        assert observations[0] == "a" and observations[2] == "c"
+        envs.step(["a", "b", "c"])
+        assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")
+
+
+def test_same_step_autoreset_resets_a_failed_slot_at_once(backend):
+    with faulty_vector(backend, autoreset_mode="SameStep") as envs:
+        envs.reset()
+        observations, _, _, truncated, infos = envs.step(["a", "raise", "c"])
+        assert truncated.tolist() == [False, True, False]
+        assert observations[1] == "ready" and "boom" in infos["final_obs"][1] and "boom" in infos["error"][1]
+        assert infos["final_info"]["error"][1] == infos["final_obs"][1]
+        assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")
+
+
+def test_an_env_calling_sys_exit_is_an_error_not_a_dead_worker(backend):
+    with faulty_vector(backend, step_timeout_s=5) as envs:  # with a deadline, every step runs in the pool
+        envs.reset()
+        _, _, _, truncated, infos = envs.step(["a", "sysexit", "c"])
+        assert truncated.tolist() == [False, True, False] and "SystemExit" in infos["error"][1]
+        envs.step(["a", "b", "c"])
+        assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")

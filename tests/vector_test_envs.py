@@ -18,7 +18,7 @@ from gymenvs.core import Outcome, TextEnv, ToolCall, tool
 class FaultyEcho(TextEnv):
     """Echoes free text back (reward 1), except for these messages:
 
-    `raise <text>` raises RuntimeError, `exit <code>` ends the process with `os._exit`, `kill`
+    `raise <text>` raises RuntimeError, `sysexit` raises SystemExit, `exit <code>` ends the process with `os._exit`, `kill`
     sends the process SIGKILL, `sleep <seconds>` sleeps and then answers `slept <seconds>`.
     `reset(options={"fail": True})` raises. `state()` names the instance and its process.
     """
@@ -50,6 +50,8 @@ class FaultyEcho(TextEnv):
         command, _, argument = message.partition(" ")
         if command == "raise":
             raise RuntimeError(f"boom {argument}")
+        if command == "sysexit":
+            raise SystemExit(4)
         if command == "exit":
             os._exit(int(argument or 3))
         if command == "kill":

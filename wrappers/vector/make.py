@@ -8,6 +8,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
+import gymenvs  # noqa: F401  registers the gymenvs ids
 from wrappers.vector.vector_env import ConcurrentVectorEnv
 
 

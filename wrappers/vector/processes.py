@@ -55,10 +55,20 @@ _PENDING = object()
 
 
 def serve(
-    connection: multiprocessing.connection.Connection, payload: bytes, restart_on_error: bool, environment: dict[str, str]
+    connection: multiprocessing.connection.Connection,
+    payload: bytes,
+    restart_on_error: bool,
+    environment: dict[str, str],
+    inherited: Sequence[multiprocessing.connection.Connection] = (),
 ) -> None:
-    """A worker process's main loop: run each batch of requests on its slots and send the results."""
+    """A worker process's main loop: run each batch of requests on its slots and send the results.
+
+    `inherited`: the parent's ends of other workers' pipes, which a forked worker holds copies of;
+    closing them lets those workers see the end of their pipe if the parent dies.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
+    for other in inherited:
+        other.close()
     if os.environ != environment:  # a forkserver child has the forkserver's environment, not ours
         os.environ.clear()
         os.environ.update(environment)
@@ -127,8 +137,9 @@ def _start_forkserver() -> None:
 class _Worker:
     """The parent's handle on one worker process and the slots it hosts."""
 
-    def __init__(self, context: multiprocessing.context.BaseContext, number: int, slots: list[int], payload: bytes, restart_on_error: bool):
-        self.context = context
+    def __init__(self, backend: ProcessBackend, number: int, slots: list[int], payload: bytes, restart_on_error: bool):
+        self.backend = backend
+        self.context = backend.context
         self.number = number
         self.slots = slots
         self.payload = payload
@@ -138,9 +149,10 @@ class _Worker:
 
     def start(self) -> None:
         parent_end, child_end = self.context.Pipe()
+        inherited = self.backend.open_connections() if self.context.get_start_method() == "fork" else []
         self.process = self.context.Process(
             target=serve,
-            args=(child_end, self.payload, self.restart_on_error, dict(os.environ)),
+            args=(child_end, self.payload, self.restart_on_error, dict(os.environ), inherited),
             name=f"gymenvs-vector-worker-{self.number}",
             daemon=True,
         )
@@ -149,9 +161,9 @@ class _Worker:
         self.connection = parent_end
 
     def kill(self) -> None:
-        if self.process is not None and self.process.is_alive():
-            self.process.kill()
         if self.process is not None:
+            if self.process.is_alive():
+                self.process.kill()
             self.process.join(5)
         if self.connection is not None:
             self.connection.close()
@@ -177,7 +189,7 @@ class ProcessBackend:
         start_method: str | None = None,
     ):
         start_method = start_method or DEFAULT_START_METHOD
-        self._context = multiprocessing.get_context(start_method)
+        self.context = multiprocessing.get_context(start_method)
         if start_method == "forkserver":
             _start_forkserver()
         count = min(max_workers, len(factories))
@@ -186,32 +198,45 @@ class ProcessBackend:
         for number in range(count):
             slots = list(range(number, len(factories), count))
             payload = cloudpickle.dumps([(index, factories[index]) for index in slots])
-            self._workers.append(_Worker(self._context, number, slots, payload, restart_on_error))
+            self._workers.append(_Worker(self, number, slots, payload, restart_on_error))
         self._selector = selectors.DefaultSelector()
         self._request_ids = itertools.count()
         #: Slots whose worker was restarted while they sat idle: their episode is gone.
         self._lost: dict[int, str] = {}
-        for worker in self._workers:
-            worker.start()
-            self._selector.register(worker.connection, selectors.EVENT_READ, worker)
+        try:
+            for worker in self._workers:
+                worker.start()
+                self._selector.register(worker.connection, selectors.EVENT_READ, worker)
+        except BaseException:
+            self.close(timeout=0)
+            raise
+
+    def open_connections(self) -> list[multiprocessing.connection.Connection]:
+        """The parent's ends of the pipes of the workers running now."""
+        return [worker.connection for worker in self._workers if worker.connection is not None and not worker.connection.closed]
 
     def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
         """Run the requests, one per slot at most; a result (or `SlotError`) for each, in order."""
         results: list[Any] = [_PENDING] * len(requests)
         batches: dict[_Worker, list[int]] = {}
         for position, (index, command, _) in enumerate(requests):
-            if index in self._lost and command in ("step", "step_same"):
-                results[position] = SlotError(self._lost.pop(index), rebuilt=True)
-                continue
-            self._lost.pop(index, None)
+            if index in self._lost:
+                if command in ("step", "step_same"):
+                    results[position] = SlotError(self._lost.pop(index), rebuilt=True)
+                    continue
+                if command == "reset":
+                    del self._lost[index]
             batches.setdefault(self._workers[self._worker_of_slot[index]], []).append(position)
         request_id = next(self._request_ids)
         waiting: dict[_Worker, list[int]] = {}
         for worker, positions in batches.items():
             try:
                 worker.connection.send((request_id, [requests[position] for position in positions]))
-            except (OSError, ValueError):
+            except (OSError, ValueError):  # the pipe is closed
                 self._replace(worker, requests, positions, results, f"its worker process is gone ({worker.how_it_ended()})")
+            except Exception as exc:  # pickling failed before anything was written: the worker never saw it
+                for position in positions:
+                    results[position] = SlotError(f"the request could not be sent to the worker process: {type(exc).__name__}: {exc}")
             else:
                 waiting[worker] = positions
         self._collect(request_id, requests, waiting, results, timeout)
@@ -220,12 +245,13 @@ class ProcessBackend:
     def close(self, timeout: float) -> None:
         """Ask every worker to close its envs and exit; kill those that have not within `timeout` s."""
         deadline = time.monotonic() + timeout
-        for worker in self._workers:
+        started = [worker for worker in self._workers if worker.process is not None]
+        for worker in started:
             try:
                 worker.connection.send(None)
             except (OSError, ValueError):
                 pass
-        for worker in self._workers:
+        for worker in started:
             worker.process.join(max(0.0, deadline - time.monotonic()))
             worker.kill()
         self._selector.close()

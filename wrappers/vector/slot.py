@@ -60,7 +60,7 @@ class Slot:
         """Run one request; its result, or a `SlotError` saying why there is none."""
         try:
             return getattr(self, command)(argument)
-        except Exception as exc:  # any env failure is reported, never raised into the worker loop
+        except (Exception, SystemExit) as exc:  # an env failure is reported, never raised into the worker loop
             return self._failed(command, exc)
 
     # -- requests (each takes one argument, so a request is a (command, argument) pair) ---------
@@ -114,7 +114,7 @@ class Slot:
             self.env = self.factory()
         return self.env
 
-    def _failed(self, command: str, exc: Exception) -> SlotError:
+    def _failed(self, command: str, exc: BaseException) -> SlotError:
         logger.warning("slot %d: %s raised", self.index, command, exc_info=exc)
         message = f"{type(exc).__name__} in {command}: {exc}"
         rebuild = command in ("reset", "step", "step_same") and self.restart_on_error

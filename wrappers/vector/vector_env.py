@@ -7,7 +7,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.error import ResetNeeded
+from gymnasium.error import ClosedEnvironmentError, ResetNeeded
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
@@ -118,6 +118,7 @@ class ConcurrentVectorEnv(VectorEnv):
         a random one when `seed` is None), so a GRPO group starts from one state. Other options go
         to every env's `reset`.
         """
+        self._check_open()
         options = dict(options or {})
         group_size = options.pop("group_size", None)
         slots = self._masked_slots(options.pop("reset_mask", None))
@@ -184,6 +185,7 @@ class ConcurrentVectorEnv(VectorEnv):
 
     def set_attr(self, name: str, values: Any) -> None:
         """Set attribute `name` on every slot's env: `values` is one value per slot, or one for all."""
+        self._check_open()
         if not isinstance(values, list | tuple):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
@@ -224,6 +226,7 @@ class ConcurrentVectorEnv(VectorEnv):
         return results[0]
 
     def _step_requests(self, actions: Sequence[Any]) -> list[tuple[int, str, Any]]:
+        self._check_open()
         if not self._was_reset:
             raise ResetNeeded("call reset() before step()")
         if len(actions) != self.num_envs:
@@ -271,9 +274,14 @@ class ConcurrentVectorEnv(VectorEnv):
         return infos
 
     def _ask_every_slot(self, command: str, argument: Any) -> tuple[Any, ...]:
+        self._check_open()
         results = self._backend.run([(index, command, argument) for index in range(self.num_envs)], self._timeout)
         self._raise_failures(results)
         return tuple(results)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError("this ConcurrentVectorEnv is closed; make a new one")
 
     def _raise_failures(self, results: list[Any]) -> None:
         for index, result in enumerate(results):
