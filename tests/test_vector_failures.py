@@ -235,3 +235,17 @@ def test_an_env_calling_sys_exit_is_an_error_not_a_dead_worker(backend):
         assert truncated.tolist() == [False, True, False] and "SystemExit" in infos["error"][1]
         envs.step(["a", "b", "c"])
         assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")
+
+
+def test_ctrl_c_during_a_step_leaves_the_vector_env_usable(backend):
+    with faulty_vector(backend) as envs:
+        envs.reset()
+        main = threading.get_ident()
+        threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(["sleep 0.6", "sleep 0.6", "c"])
+        time.sleep(0.6)  # let the interrupted steps finish: their replies must not surface below
+        observations, _, _, truncated, infos = envs.step(["a", "b", "c"])
+        assert truncated.all() and all("interrupted by KeyboardInterrupt" in error for error in infos["error"])
+        assert envs.step(["a", "b", "c"])[0] == ("ready",) * 3  # autoreset
+        assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")

@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 #: Threads each pool thread wakes when it takes a request and more are waiting.
 FAN_OUT = 2
 
+#: How long `close()` waits for a thread still running a request that was given up on.
+STUCK_GRACE_S = 2.0
+
 Request = tuple[int, str, Any]  # (slot index, command, argument)
 
 _PENDING = object()
@@ -46,13 +49,13 @@ _STOP = object()
 class _Batch:
     """The requests of one vector-env call and their results, filled in by whichever thread runs each."""
 
-    __slots__ = ("requests", "slots", "results", "started", "remaining", "lock", "finished", "given_up")
+    __slots__ = ("requests", "slots", "results", "runners", "remaining", "lock", "finished", "given_up")
 
     def __init__(self, requests: Sequence[Request], slots: list[Slot]):
         self.requests = requests
         self.slots = [slots[index] for index, _, _ in requests]
         self.results: list[Any] = [_PENDING] * len(requests)
-        self.started = [False] * len(requests)
+        self.runners: list[threading.Thread | None] = [None] * len(requests)  # who took each request
         self.remaining = len(requests)
         self.lock = threading.Lock()
         self.finished = threading.Lock()  # held until the last result is in
@@ -72,6 +75,7 @@ class ThreadBackend:
         self._threads: list[threading.Thread] = []
         self._thread_numbers = itertools.count()
         self._retired: list[Slot] = []
+        self._stuck_threads: set[threading.Thread] = set()  # running a request that was given up on
         for _ in range(max_workers):
             self._start_thread()
 
@@ -101,7 +105,10 @@ class ThreadBackend:
         for _ in self._threads:
             self._wakeups.put(_STOP)
         for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+            if thread not in self._stuck_threads:
+                thread.join(max(0.0, deadline - time.monotonic()))
+        for thread in self._stuck_threads:  # they may never return: only a short grace
+            thread.join(min(STUCK_GRACE_S, max(0.0, deadline - time.monotonic())))
         for slot in self._retired:  # still running a request we gave up on: try to unblock it
             slot.close_quietly()
         stuck = [thread.name for thread in self._threads if thread.is_alive()]
@@ -144,7 +151,7 @@ class ThreadBackend:
         with batch.lock:
             if batch.given_up:
                 return True
-            batch.started[position] = True
+            batch.runners[position] = threading.current_thread()
         slot = batch.slots[position]
         _, command, argument = batch.requests[position]
         result = slot.run(command, argument)
@@ -175,15 +182,18 @@ class ThreadBackend:
             missing = [position for position, result in enumerate(batch.results) if result is _PENDING]
             for position in missing:
                 index, command, _ = batch.requests[position]
-                if batch.started[position]:
-                    self._retire(index)
+                if batch.runners[position] is not None:
+                    self._retire(index, batch.runners[position])
                     message = f"{command} gave up: {reason}; the env will be rebuilt from its factory"
                     batch.results[position] = SlotError(message, rebuilt=True)
                 else:
                     batch.results[position] = SlotError(f"{command} gave up before it started: {reason}")
 
-    def _retire(self, index: int) -> None:
+    def _retire(self, index: int, runner: threading.Thread) -> None:
+        """Replace a slot whose request is still running; the thread running it is replaced too."""
         old = self._slots[index]
         self._retired = [slot for slot in self._retired if slot.env is not None] + [old]
         self._slots[index] = Slot(index, old.factory, old.restart_on_error)
-        self._start_thread()  # the thread still running the old slot's request will exit when it returns
+        if runner is not threading.current_thread():  # a pool thread, busy until that request returns
+            self._stuck_threads = {thread for thread in self._stuck_threads if thread.is_alive()} | {runner}
+            self._start_thread()

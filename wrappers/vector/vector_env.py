@@ -89,6 +89,8 @@ class ConcurrentVectorEnv(VectorEnv):
         self._observations: list[Any] = [""] * self.num_envs
         self._needs_reset = [True] * self.num_envs
         self._was_reset = False
+        #: Slots whose last request was cut short by an exception in the caller (Ctrl-C), with why.
+        self._interrupted: dict[int, str] = {}
 
         workers = self.config.workers_for(self.num_envs)
         if self.config.backend == "thread":
@@ -125,8 +127,10 @@ class ConcurrentVectorEnv(VectorEnv):
         seeds = self._slot_seeds(seed, group_size)
         env_options = options or None
         requests = [(index, "reset", (seeds[index], env_options)) for index in slots]
+        for index in slots:
+            self._interrupted.pop(index, None)
         infos = []
-        for (index, _, _), result in zip(requests, self._backend.run(requests, self._timeout)):
+        for (index, _, _), result in zip(requests, self._run(requests)):
             if type(result) is SlotError:
                 self._observations[index] = result.message
                 self._needs_reset[index] = True
@@ -140,15 +144,14 @@ class ConcurrentVectorEnv(VectorEnv):
 
     def step(self, actions: Sequence[Any]) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every slot whose action is not None; see the class docstring for partial steps."""
-        requests = self._step_requests(actions)
-        results = self._backend.run(requests, self._timeout)
+        requests, failed = self._step_requests(actions)
+        results = self._run(requests)
         observations = self._observations
         needs_reset = self._needs_reset
         rewards = [0.0] * self.num_envs
         terminated = [False] * self.num_envs
         truncated = [False] * self.num_envs
         infos = []
-        failed = []
         for (index, command, _), result in zip(requests, results):
             if type(result) is SlotError:
                 failed.append((index, result))
@@ -191,7 +194,7 @@ class ConcurrentVectorEnv(VectorEnv):
         if len(values) != self.num_envs:
             raise ValueError(f"set_attr({name!r}): got {len(values)} values for {self.num_envs} slots")
         requests = [(index, "set_attr", (name, value)) for index, value in enumerate(values)]
-        self._raise_failures(self._backend.run(requests, self._timeout))
+        self._raise_failures(self._run(requests))
 
     def state(self) -> tuple[dict[str, Any], ...]:
         """Every slot's `env.unwrapped.state()`, a JSON-serializable snapshot of its episode."""
@@ -225,17 +228,29 @@ class ConcurrentVectorEnv(VectorEnv):
         self._raise_failures(results)
         return results[0]
 
-    def _step_requests(self, actions: Sequence[Any]) -> list[tuple[int, str, Any]]:
+    def _run(self, requests: list[tuple[int, str, Any]]) -> list[Any]:
+        try:
+            return self._backend.run(requests, self._timeout)
+        except BaseException as exc:  # KeyboardInterrupt: these slots' results are lost to the caller
+            for index, command, _ in requests:
+                self._interrupted[index] = f"{command} was interrupted by {type(exc).__name__}; the episode is truncated"
+            raise
+
+    def _step_requests(self, actions: Sequence[Any]) -> tuple[list[tuple[int, str, Any]], list[tuple[int, SlotError]]]:
+        """The requests for a step, and the slots that fail without one (an earlier step was interrupted)."""
         self._check_open()
         if not self._was_reset:
             raise ResetNeeded("call reset() before step()")
         if len(actions) != self.num_envs:
             raise ValueError(f"step() got {len(actions)} actions for {self.num_envs} slots (use None for a slot to skip)")
         requests = []
+        failed = []
         for index, action in enumerate(actions):
             if action is None:
                 continue
-            if self._needs_reset[index]:
+            if index in self._interrupted:
+                failed.append((index, SlotError(self._interrupted[index], rebuilt=True)))
+            elif self._needs_reset[index]:
                 requests.append((index, "reset", (None, None)))
             else:
                 requests.append((index, self._step_command, action))
@@ -246,7 +261,9 @@ class ConcurrentVectorEnv(VectorEnv):
                     f"slots {ended} have ended their episodes and autoreset is disabled: reset them with "
                     "reset(options={'reset_mask': mask}), or give them None as action"
                 )
-        return requests
+        for index, _ in failed:
+            del self._interrupted[index]
+        return requests, failed
 
     def _handle_failures(self, failed: list[tuple[int, SlotError]], truncated: list[bool]) -> list[tuple[int, dict]]:
         """Truncate each failed slot with `info["error"]`; in same-step mode, also reset it now."""
@@ -262,7 +279,7 @@ class ConcurrentVectorEnv(VectorEnv):
         """Same-step autoreset of failed slots: the error becomes the final observation."""
         requests = [(index, "reset", (None, None)) for index, _ in failed]
         infos = []
-        for (index, error), result in zip(failed, self._backend.run(requests, self._timeout)):
+        for (index, error), result in zip(failed, self._run(requests)):
             info = {"error": error.message, "final_obs": error.message, "final_info": {"error": error.message}}
             if type(result) is SlotError:  # the reset failed too: the next step tries again
                 info["error"] = f"{error.message}; then the reset failed: {result.message}"
@@ -275,7 +292,7 @@ class ConcurrentVectorEnv(VectorEnv):
 
     def _ask_every_slot(self, command: str, argument: Any) -> tuple[Any, ...]:
         self._check_open()
-        results = self._backend.run([(index, command, argument) for index in range(self.num_envs)], self._timeout)
+        results = self._run([(index, command, argument) for index in range(self.num_envs)])
         self._raise_failures(results)
         return tuple(results)
 
