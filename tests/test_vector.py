@@ -373,3 +373,30 @@ def test_a_vector_env_nobody_closed_is_closed_when_collected(backend):
     del envs
     gc.collect()
     assert not our_threads() and not our_processes()
+
+
+class CountsConcurrentSteps(FaultyEcho):
+    """Records, in a dict shared by every instance (thread backend only), how many steps overlap."""
+
+    def __init__(self, shared: dict):
+        super().__init__()
+        self.shared = shared
+
+    def step(self, action):
+        with self.shared["lock"]:
+            self.shared["active"] += 1
+            self.shared["most"] = max(self.shared["most"], self.shared["active"])
+        try:
+            return super().step("sleep 0.1")
+        finally:
+            with self.shared["lock"]:
+                self.shared["active"] -= 1
+
+
+@pytest.mark.parametrize(("settings", "most"), [({}, 8), ({"max_workers": 3, "step_timeout_s": 10}, 3)])
+def test_blocking_steps_overlap_up_to_max_workers(settings, most):
+    shared = {"lock": threading.Lock(), "active": 0, "most": 0}
+    with ConcurrentVectorEnv([lambda: CountsConcurrentSteps(shared)] * 8, **settings) as envs:
+        envs.reset()
+        envs.step(["go"] * 8)
+    assert shared["most"] == most

@@ -11,8 +11,10 @@ Failures stay inside their worker:
 - a worker that dies (`os._exit`, a signal, the OOM killer) is noticed by the end of its pipe;
 - a worker that misses the deadline is killed;
 - either way it is started again with fresh envs from the same factories, and only its own
-  slots see an error. A reply carries its request's id, and one to an earlier request (left
-  unread after an interrupt) is dropped, never handed to a later call.
+  slots see an error (a Ctrl-C while waiting kills and restarts the workers not done yet).
+
+So a late reply has no pipe left to arrive on; still, each reply carries its request's id, and
+one that is not for the current request is dropped, never handed to a later call.
 
 Factories are pickled with cloudpickle (lambdas and closures work) and each worker imports
 gymenvs first, so factories that make gymenvs envs by id find them registered under every start
@@ -26,10 +28,10 @@ from __future__ import annotations
 import itertools
 import logging
 import multiprocessing
-import multiprocessing.forkserver
 import multiprocessing.connection
-import pickle
+import multiprocessing.forkserver
 import os
+import pickle
 import selectors
 import signal
 import sys
@@ -213,7 +215,8 @@ class ProcessBackend:
 
     def open_connections(self) -> list[multiprocessing.connection.Connection]:
         """The parent's ends of the pipes of the workers running now."""
-        return [worker.connection for worker in self._workers if worker.connection is not None and not worker.connection.closed]
+        connections = [worker.connection for worker in self._workers if worker.connection is not None]
+        return [connection for connection in connections if not connection.closed]
 
     def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
         """Run the requests, one per slot at most; a result (or `SlotError`) for each, in order."""
@@ -233,10 +236,12 @@ class ProcessBackend:
             try:
                 worker.connection.send((request_id, [requests[position] for position in positions]))
             except (OSError, ValueError):  # the pipe is closed
-                self._replace(worker, requests, positions, results, f"its worker process is gone ({worker.how_it_ended()})")
+                reason = f"its worker process is gone ({worker.how_it_ended()})"
+                self._replace(worker, requests, positions, results, reason)
             except Exception as exc:  # pickling failed before anything was written: the worker never saw it
+                error = SlotError(f"the request could not be sent to the worker process: {type(exc).__name__}: {exc}")
                 for position in positions:
-                    results[position] = SlotError(f"the request could not be sent to the worker process: {type(exc).__name__}: {exc}")
+                    results[position] = error
             else:
                 waiting[worker] = positions
         self._collect(request_id, requests, waiting, results, timeout)
@@ -258,7 +263,14 @@ class ProcessBackend:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _collect(self, request_id: int, requests: Sequence[Request], waiting: dict[_Worker, list[int]], results: list[Any], timeout: float | None) -> None:
+    def _collect(
+        self,
+        request_id: int,
+        requests: Sequence[Request],
+        waiting: dict[_Worker, list[int]],
+        results: list[Any],
+        timeout: float | None,
+    ) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         reason = "interrupted"
         try:
@@ -273,7 +285,14 @@ class ProcessBackend:
             for worker, positions in list(waiting.items()):
                 self._replace(worker, requests, positions, results, reason)
 
-    def _receive(self, worker: _Worker, request_id: int, requests: Sequence[Request], waiting: dict[_Worker, list[int]], results: list[Any]) -> None:
+    def _receive(
+        self,
+        worker: _Worker,
+        request_id: int,
+        requests: Sequence[Request],
+        waiting: dict[_Worker, list[int]],
+        results: list[Any],
+    ) -> None:
         positions = waiting.pop(worker, [])
         try:
             reply_id, replies = worker.connection.recv()
@@ -287,7 +306,9 @@ class ProcessBackend:
         for position, reply in zip(positions, replies):
             results[position] = reply
 
-    def _replace(self, worker: _Worker, requests: Sequence[Request], positions: list[int], results: list[Any], reason: str) -> None:
+    def _replace(
+        self, worker: _Worker, requests: Sequence[Request], positions: list[int], results: list[Any], reason: str
+    ) -> None:
         """Restart a worker: its requests here fail with `reason`, and its other slots lose their episode."""
         for position in positions:
             message = f"{requests[position][1]} failed: {reason}; the env was rebuilt from its factory"

@@ -20,6 +20,10 @@ from wrappers.vector.threads import ThreadBackend
 #: How long `close()` waits for envs to close and workers to stop before it kills or abandons them.
 CLOSE_TIMEOUT_S = 30.0
 
+Request = tuple[int, str, Any]  # (slot index, command, argument), as the backends take them
+Seeds = int | Sequence[int | None] | None
+StepResult = tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
+
 
 class ConcurrentVectorEnv(VectorEnv):
     """Runs `len(env_fns)` env instances ("slots") concurrently, in threads or in subprocesses.
@@ -33,9 +37,11 @@ class ConcurrentVectorEnv(VectorEnv):
             cloudpickle, so lambdas and closures work.
         backend: "thread" for envs that wait (containers, tools, network, sleeps): a step that
             blocks releases the GIL and the others run meanwhile. "process" for CPU-bound envs.
-        max_workers: threads or processes to run (default: $GYMENVS_MAX_WORKERS, else one per
-            slot). With fewer workers than slots, a worker runs its slots' requests one after
-            another; a process worker that dies or hangs takes all the slots it hosts with it.
+        max_workers: pool threads, or worker processes (default: $GYMENVS_MAX_WORKERS, else one
+            per slot). Fewer threads than slots caps how many requests run at once (without a
+            deadline the caller's thread runs requests too). Fewer processes than slots makes
+            worker w host slots w, w + W, ... and run them one after another; a worker that
+            dies or hangs then takes all the slots it hosts with it.
         step_timeout_s: the longest any slot may take to answer a request (reset, step, call).
             A slot that does not answer in time is truncated with `info["error"]` and rebuilt; its
             late reply is dropped. None waits forever. Without a deadline the thread backend also
@@ -112,7 +118,7 @@ class ConcurrentVectorEnv(VectorEnv):
 
     # -- the gymnasium API ---------------------------------------------------------------
 
-    def reset(self, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    def reset(self, seed: Seeds = None, options: dict[str, Any] | None = None) -> tuple[tuple[Any, ...], dict]:
         """Reset every slot, or the slots in `options["reset_mask"]`.
 
         `seed`: an int gives slot i the seed `seed + i`; a list gives one seed (or None) per slot.
@@ -142,7 +148,7 @@ class ConcurrentVectorEnv(VectorEnv):
         self._was_reset = True
         return tuple(self._observations), batch_infos(infos, self.num_envs)
 
-    def step(self, actions: Sequence[Any]) -> tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(self, actions: Sequence[Any]) -> StepResult:
         """Step every slot whose action is not None; see the class docstring for partial steps."""
         requests, failed = self._step_requests(actions)
         results = self._run(requests)
@@ -228,21 +234,22 @@ class ConcurrentVectorEnv(VectorEnv):
         self._raise_failures(results)
         return results[0]
 
-    def _run(self, requests: list[tuple[int, str, Any]]) -> list[Any]:
+    def _run(self, requests: list[Request]) -> list[Any]:
         try:
             return self._backend.run(requests, self._timeout)
         except BaseException as exc:  # KeyboardInterrupt: these slots' results are lost to the caller
-            for index, command, _ in requests:
-                self._interrupted[index] = f"{command} was interrupted by {type(exc).__name__}; the episode is truncated"
+            message = f"the last call was interrupted by {type(exc).__name__}; the episode is truncated"
+            for index, _, _ in requests:
+                self._interrupted[index] = message
             raise
 
-    def _step_requests(self, actions: Sequence[Any]) -> tuple[list[tuple[int, str, Any]], list[tuple[int, SlotError]]]:
+    def _step_requests(self, actions: Sequence[Any]) -> tuple[list[Request], list[tuple[int, SlotError]]]:
         """The requests for a step, and the slots that fail without one (an earlier step was interrupted)."""
         self._check_open()
         if not self._was_reset:
             raise ResetNeeded("call reset() before step()")
         if len(actions) != self.num_envs:
-            raise ValueError(f"step() got {len(actions)} actions for {self.num_envs} slots (use None for a slot to skip)")
+            raise ValueError(f"step() got {len(actions)} actions for {self.num_envs} slots (None skips a slot)")
         requests = []
         failed = []
         for index, action in enumerate(actions):
@@ -321,22 +328,23 @@ class ConcurrentVectorEnv(VectorEnv):
         return np.flatnonzero(mask).tolist()
 
     def _slot_seeds(self, seed: Any, group_size: Any) -> list[int | None]:
+        n = self.num_envs
         if group_size is not None:
-            if type(group_size) is not int or group_size <= 0 or self.num_envs % group_size:
-                raise ValueError(
-                    f"options['group_size']={group_size!r}: expected a positive integer that divides num_envs={self.num_envs}"
-                )
+            if type(group_size) is not int or group_size <= 0 or n % group_size:
+                raise ValueError(f"options['group_size']={group_size!r}: expected a positive integer that divides num_envs={n}")
             if seed is None:  # a group still has to share its start state
-                seed = int(self.np_random.integers(2**31 - 1 - self.num_envs))
+                seed = int(self.np_random.integers(2**31 - 1 - n))
         if seed is None:
-            return [None] * self.num_envs
-        if isinstance(seed, int | np.integer) and not isinstance(seed, bool):
-            if seed < 0:
-                raise ValueError(f"seed={seed}: expected a non-negative integer")
+            return [None] * n
+        if _is_seed(seed):
             stride = group_size or 1
-            return [int(seed) + index // stride for index in range(self.num_envs)]
+            return [int(seed) + index // stride for index in range(n)]
         if isinstance(seed, Sequence) and not isinstance(seed, str):
-            if len(seed) != self.num_envs or not all(s is None or (isinstance(s, int | np.integer) and s >= 0) for s in seed):
-                raise ValueError(f"seed={seed!r}: a list of seeds needs one non-negative int (or None) per slot ({self.num_envs})")
+            if len(seed) != n or not all(s is None or _is_seed(s) for s in seed):
+                raise ValueError(f"seed={seed!r}: a list of seeds needs one non-negative int (or None) per slot ({n})")
             return [None if s is None else int(s) for s in seed]
         raise ValueError(f"seed={seed!r}: expected None, a non-negative int, or one seed per slot")
+
+
+def _is_seed(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0
