@@ -7,7 +7,6 @@ a late reply is dropped, never handed to a later step.
 from __future__ import annotations
 
 import functools
-import multiprocessing
 import os
 import signal
 import threading
@@ -15,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from vector_test_envs import FaultyEcho
+from vector_testing import FaultyEcho, our_processes, our_threads
 
 from wrappers import ConcurrentVectorEnv
 
@@ -44,13 +43,6 @@ def assert_untouched(before: tuple[dict, ...], after: tuple[dict, ...], slots: l
         assert after[i]["episode_id"] == before[i]["episode_id"]
         assert after[i]["step_count"] == before[i]["step_count"] + steps
 
-
-def our_threads() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if thread.name.startswith("gymenvs-vector-")]
-
-
-def our_processes() -> list[multiprocessing.process.BaseProcess]:
-    return [process for process in multiprocessing.active_children() if process.name.startswith("gymenvs-vector-")]
 
 
 # -- exceptions ----------------------------------------------------------------------------

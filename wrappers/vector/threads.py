@@ -6,10 +6,11 @@ pool's threads take requests from it. Two choices keep the hot path short:
 - Without a deadline the caller's thread works through the queue too. A trivial step then runs
   inline, with no thread hand-off at all, while a step that blocks (sleep, socket, subprocess)
   releases the GIL and lets pool threads take the next requests.
-- Threads are woken lazily, in a tree: the caller wakes one thread, and each pool thread that
-  takes a request wakes `FAN_OUT` more while requests are left uncovered. A trivial batch is
-  finished by the caller before that one thread even gets the GIL (one wake-up per batch, not one
-  per slot), while a blocking batch reaches every thread in a few rounds of wake-ups.
+- Threads are woken lazily, in a tree. The caller wakes one thread as a watchdog: it joins in
+  only once the caller has been stuck in one request for `HELP_AFTER_S` (the request blocks),
+  so it never fights the caller for the GIL over trivial requests. Each pool thread that takes a
+  request wakes `FAN_OUT` more while requests are left uncovered, so a blocking batch reaches
+  every thread in a few rounds of wake-ups.
 
 With a deadline (`step_timeout_s`) the caller only waits. A request that misses it is given up:
 its result is a `SlotError`, and if it was already running, its slot is retired (the thread that
@@ -36,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 #: Threads each pool thread wakes when it takes a request and more are waiting.
 FAN_OUT = 2
+#: How long the caller must be stuck in one request before the watchdog thread joins in.
+HELP_AFTER_S = 100e-6
 
 #: How long `close()` waits for a thread still running a request that was given up on.
 STUCK_GRACE_S = 2.0
@@ -44,6 +47,8 @@ Request = tuple[int, str, Any]  # (slot index, command, argument)
 
 _PENDING = object()
 _STOP = object()
+_HELP = object()  # wake-up token: take requests from the queue
+_WATCH = object()  # wake-up token: take requests once the caller is stuck in one
 
 
 class _Batch:
@@ -55,7 +60,7 @@ class _Batch:
         self.requests = requests
         self.slots = [slots[index] for index, _, _ in requests]
         self.results: list[Any] = [_PENDING] * len(requests)
-        self.runners: list[threading.Thread | None] = [None] * len(requests)  # who took each request
+        self.runners: list[int | None] = [None] * len(requests)  # the thread (ident) that took each request
         self.remaining = len(requests)
         self.lock = threading.Lock()
         self.finished = threading.Lock()  # held until the last result is in
@@ -72,6 +77,8 @@ class ThreadBackend:
         self._wakeups: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._wakeup_lock = threading.Lock()
         self._outstanding_wakeups = 0
+        self._caller_working = False  # the caller's thread is working through the queue
+        self._caller_progress = 0  # requests the caller's thread has taken
         self._threads: list[threading.Thread] = []
         self._thread_numbers = itertools.count()
         self._retired: list[Slot] = []
@@ -85,10 +92,14 @@ class ThreadBackend:
         self._queue.extend((batch, position) for position in range(len(requests)))
         try:
             if timeout is None:
-                self._work_through_queue()
+                self._caller_working = True
+                try:
+                    self._work_through_queue(on_pool_thread=False)
+                finally:
+                    self._caller_working = False
                 batch.finished.acquire()
             else:
-                self._wake_threads(FAN_OUT)
+                self._wake_threads(FAN_OUT, _HELP)
                 if not batch.finished.acquire(timeout=timeout):
                     self._give_up(batch, f"no reply within step_timeout_s={timeout} s")
         except BaseException:  # KeyboardInterrupt while waiting or while running a step inline
@@ -124,17 +135,29 @@ class ThreadBackend:
         thread.start()
 
     def _serve(self) -> None:
-        while self._wakeups.get() is not _STOP:
-            with self._wakeup_lock:
+        while (token := self._wakeups.get()) is not _STOP:
+            helping = token is _HELP or self._caller_is_stuck()
+            with self._wakeup_lock:  # a watchdog counts as outstanding until it has decided
                 self._outstanding_wakeups -= 1
-            if not self._work_through_queue(FAN_OUT):
+            if helping and not self._work_through_queue(on_pool_thread=True):
                 return  # this thread ran a request that was given up on; a new thread has replaced it
 
-    def _work_through_queue(self, fan_out: int = 1) -> bool:
+    def _caller_is_stuck(self) -> bool:
+        """Watch the caller while requests are queued: True once it takes no new one for a while."""
+        while self._queue:
+            if not self._caller_working:  # the caller only waits (a deadline is set): help
+                return True
+            progress = self._caller_progress
+            time.sleep(HELP_AFTER_S)
+            if self._caller_progress == progress and self._caller_working and self._queue:
+                return True
+        return False
+
+    def _work_through_queue(self, on_pool_thread: bool) -> bool:
         """Run queued requests until none are left; False if one of them was given up on meanwhile.
 
-        Each time it takes a request and more are waiting, it makes sure up to `fan_out` threads are
-        on their way (the caller's thread passes 1: it only needs one in case its request blocks).
+        Whenever it takes a request and more are waiting, a pool thread wakes up to `FAN_OUT` more
+        threads; the caller's thread makes sure one watchdog is on its way, in case its request blocks.
         """
         pending = self._queue
         while True:
@@ -142,16 +165,22 @@ class ThreadBackend:
                 batch, position = pending.popleft()
             except IndexError:
                 return True
-            if len(pending) > self._outstanding_wakeups:
-                self._wake_threads(fan_out)
-            if not self._run_one(batch, position):
-                return False
+            if on_pool_thread:
+                if pending:
+                    self._wake_threads(FAN_OUT, _HELP)
+                if not self._run_one(batch, position):
+                    return False
+            else:
+                if pending and not self._outstanding_wakeups:
+                    self._wake_threads(1, _WATCH)
+                self._caller_progress += 1
+                self._run_one(batch, position)
 
     def _run_one(self, batch: _Batch, position: int) -> bool:
         with batch.lock:
             if batch.given_up:
                 return True
-            batch.runners[position] = threading.current_thread()
+            batch.runners[position] = threading.get_ident()
         slot = batch.slots[position]
         _, command, argument = batch.requests[position]
         result = slot.run(command, argument)
@@ -165,7 +194,7 @@ class ThreadBackend:
         slot.close_quietly()  # given up while it ran: the slot has been replaced, its env is ours to close
         return False
 
-    def _wake_threads(self, count: int) -> None:
+    def _wake_threads(self, count: int, token: object) -> None:
         """Wake up to `count` threads, but never more than there are queued requests no wake-up covers."""
         with self._wakeup_lock:
             wanted = min(count, len(self._queue) - self._outstanding_wakeups)
@@ -173,7 +202,7 @@ class ThreadBackend:
                 return
             self._outstanding_wakeups += wanted
         for _ in range(wanted):
-            self._wakeups.put(None)
+            self._wakeups.put(token)
 
     def _give_up(self, batch: _Batch, reason: str) -> None:
         """Fill in every missing result with an error; replace the slots whose request still runs."""
@@ -189,11 +218,12 @@ class ThreadBackend:
                 else:
                     batch.results[position] = SlotError(f"{command} gave up before it started: {reason}")
 
-    def _retire(self, index: int, runner: threading.Thread) -> None:
+    def _retire(self, index: int, runner: int) -> None:
         """Replace a slot whose request is still running; the thread running it is replaced too."""
         old = self._slots[index]
         self._retired = [slot for slot in self._retired if slot.env is not None] + [old]
         self._slots[index] = Slot(index, old.factory, old.restart_on_error)
-        if runner is not threading.current_thread():  # a pool thread, busy until that request returns
-            self._stuck_threads = {thread for thread in self._stuck_threads if thread.is_alive()} | {runner}
+        if runner != threading.get_ident():  # a pool thread, busy until that request returns
+            stuck = {thread for thread in self._threads if thread.ident == runner}
+            self._stuck_threads = {thread for thread in self._stuck_threads if thread.is_alive()} | stuck
             self._start_thread()

@@ -1,4 +1,4 @@
-"""Envs for the vector env tests: an echo whose messages can make it fail on purpose.
+"""Helpers for the vector env tests: an echo env that fails on purpose, and leak checks.
 
 Kept out of the test modules so that process workers unpickling these factories import only this
 small module, not pytest and the tests.
@@ -6,8 +6,10 @@ small module, not pytest and the tests.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
+import threading
 import time
 import uuid
 from typing import Any
@@ -72,5 +74,11 @@ class FaultyEcho(TextEnv):
         super().close()
 
 
-def faulty_echo(max_turns: int | None = None) -> FaultyEcho:
-    return FaultyEcho(max_turns=max_turns)
+def our_threads() -> list[threading.Thread]:
+    """The live threads of thread-backend pools."""
+    return [thread for thread in threading.enumerate() if thread.name.startswith("gymenvs-vector-")]
+
+
+def our_processes() -> list[multiprocessing.process.BaseProcess]:
+    """The live worker processes of process backends."""
+    return [process for process in multiprocessing.active_children() if process.name.startswith("gymenvs-vector-")]
