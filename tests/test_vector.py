@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -402,3 +406,27 @@ def test_blocking_steps_overlap_up_to_max_workers(settings, most):
         envs.reset()
         envs.step(["go"] * 8)
     assert shared["most"] == most
+
+
+SCRIPT = """
+import pathlib, sys
+with open(sys.argv[1], "a") as runs:  # every execution of this script's top level leaves a line
+    runs.write(__name__ + "\\n")
+if __name__ == "__main__":
+    from wrappers.vector import make_vector_env
+    with make_vector_env("gymenvs/Echo-v0", 3, backend="process", start_method=sys.argv[2]) as envs:
+        envs.reset()
+        assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_workers_do_not_run_the_main_script_again(tmp_path, start_method):
+    """multiprocessing would import the parent's main script in each worker: a trainer's torch import each time."""
+    script, runs = tmp_path / "train.py", tmp_path / "runs.txt"
+    script.write_text(SCRIPT)
+    repository = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repository, os.environ.get("PYTHONPATH", "")])}
+    subprocess.run([sys.executable, str(script), str(runs), start_method], env=env, check=True, timeout=120)
+    assert runs.read_text().splitlines() == ["__main__"]

@@ -25,6 +25,7 @@ everything in every worker; see `DEFAULT_START_METHOD`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import multiprocessing
@@ -36,7 +37,8 @@ import selectors
 import signal
 import sys
 import time
-from collections.abc import Sequence
+import types
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import cloudpickle
@@ -45,8 +47,11 @@ from wrappers.vector.slot import EnvFactory, Slot, SlotError
 
 logger = logging.getLogger(__name__)
 
-#: Measured on the 2-core dev machine (examples/benchmarks/vector_startup.py): starting 64 workers
-#: takes about 0.3 s with fork, 0.8 s with a preloaded forkserver and 9 s with spawn.
+#: Start-up of 64 Echo workers (build + first reset) on the 2-core dev machine, measured with
+#: examples/benchmarks/vector_startup.py: 0.9 s with fork, 1.8 s with the preloaded forkserver,
+#: 22 s with spawn (and 0.4 / 0.8 / 2.6 s for 8 workers). Fork is fastest but unsafe in a parent
+#: that runs threads (a trainer, torch, the thread backend): a lock held by another thread at the
+#: moment of the fork stays locked forever in the child. So forkserver is the default.
 DEFAULT_START_METHOD = "forkserver"
 #: Imported once by the forkserver, so that each forked worker starts with them already loaded.
 FORKSERVER_PRELOAD = ["gymnasium", "numpy", "pydantic", "cloudpickle", "gymenvs", "wrappers.vector.processes"]
@@ -136,6 +141,24 @@ def _start_forkserver() -> None:
                 os.environ[name] = value
 
 
+@contextlib.contextmanager
+def _main_script_hidden() -> Iterator[None]:
+    """Start processes that will not run the parent's main script again.
+
+    A spawned or forkserver child imports the parent's `__main__` again, so that objects pickled by
+    reference to it resolve. Our workers get everything through cloudpickle, which pickles what
+    `__main__` defines by value, so they never need it; and the top-level imports of a training
+    script (torch, transformers) would cost seconds in every worker. multiprocessing decides from
+    `sys.modules["__main__"]` when a process starts, so a bare module stands in for it meanwhile.
+    """
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 class _Worker:
     """The parent's handle on one worker process and the slots it hosts."""
 
@@ -158,7 +181,8 @@ class _Worker:
             name=f"gymenvs-vector-worker-{self.number}",
             daemon=True,
         )
-        self.process.start()
+        with _main_script_hidden():
+            self.process.start()
         child_end.close()  # so that the worker's death closes the pipe for us
         self.connection = parent_end
 
