@@ -260,7 +260,7 @@ class ProcessBackend:
             try:
                 worker.connection.send((request_id, [requests[position] for position in positions]))
             except (OSError, ValueError):  # the pipe is closed
-                reason = f"its worker process is gone ({worker.how_it_ended()})"
+                reason = f"failed: its worker process was gone ({worker.how_it_ended()})"
                 self._replace(worker, requests, positions, results, reason)
             except Exception as exc:  # pickling failed before anything was written: the worker never saw it
                 error = SlotError(f"the request could not be sent to the worker process: {type(exc).__name__}: {exc}")
@@ -296,12 +296,12 @@ class ProcessBackend:
         timeout: float | None,
     ) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
-        reason = "interrupted"
+        reason = "was interrupted"
         try:
             while waiting:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    reason = f"no reply within step_timeout_s={timeout} s, so its worker process was killed"
+                    reason = f"timed out (no reply within step_timeout_s={timeout} s), so its worker process was killed"
                     break
                 for key, _ in self._selector.select(remaining):
                     self._receive(key.data, request_id, requests, waiting, results)
@@ -321,7 +321,7 @@ class ProcessBackend:
         try:
             reply_id, replies = worker.connection.recv()
         except (EOFError, OSError):
-            self._replace(worker, requests, positions, results, f"its worker process died ({worker.how_it_ended()})")
+            self._replace(worker, requests, positions, results, f"failed: its worker process died ({worker.how_it_ended()})")
             return
         if reply_id != request_id:  # a late reply to an earlier request: dropped
             if positions:
@@ -333,16 +333,16 @@ class ProcessBackend:
     def _replace(
         self, worker: _Worker, requests: Sequence[Request], positions: list[int], results: list[Any], reason: str
     ) -> None:
-        """Restart a worker: its requests here fail with `reason`, and its other slots lose their episode."""
+        """Restart a worker: its requests here fail (`reason` says how), and its other slots lose their episode."""
         for position in positions:
-            message = f"{requests[position][1]} failed: {reason}; the env was rebuilt from its factory"
+            message = f"{requests[position][1]} {reason}; the env was rebuilt from its factory"
             results[position] = SlotError(message, rebuilt=True)
         answered = {requests[position][0] for position in positions}
         for index in worker.slots:
             if index not in answered:
-                self._lost[index] = f"the episode was lost: its worker process was restarted ({reason})"
+                self._lost[index] = f"the episode was lost: its worker process was restarted (a request {reason})"
         self._selector.unregister(worker.connection)
         worker.kill()
         worker.start()
         self._selector.register(worker.connection, selectors.EVENT_READ, worker)
-        logger.warning("worker process %d restarted: %s", worker.number, reason)
+        logger.warning("worker process %d restarted: a request %s", worker.number, reason)

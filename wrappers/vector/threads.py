@@ -101,9 +101,9 @@ class ThreadBackend:
             else:
                 self._wake_threads(FAN_OUT, _HELP)
                 if not batch.finished.acquire(timeout=timeout):
-                    self._give_up(batch, f"no reply within step_timeout_s={timeout} s")
+                    self._give_up(batch, f"timed out (no reply within step_timeout_s={timeout} s)")
         except BaseException:  # KeyboardInterrupt while waiting or while running a step inline
-            self._give_up(batch, "interrupted")
+            self._give_up(batch, "was interrupted")
             raise
         return batch.results
 
@@ -205,7 +205,8 @@ class ThreadBackend:
             self._wakeups.put(token)
 
     def _give_up(self, batch: _Batch, reason: str) -> None:
-        """Fill in every missing result with an error; replace the slots whose request still runs."""
+        """Fill in every missing result with an error (`reason` says what happened to the request);
+        replace the slots whose request still runs."""
         with batch.lock:
             batch.given_up = True
             missing = [position for position, result in enumerate(batch.results) if result is _PENDING]
@@ -213,10 +214,10 @@ class ThreadBackend:
                 index, command, _ = batch.requests[position]
                 if batch.runners[position] is not None:
                     self._retire(index, batch.runners[position])
-                    message = f"{command} gave up: {reason}; the env will be rebuilt from its factory"
+                    message = f"{command} {reason}; the env will be rebuilt from its factory"
                     batch.results[position] = SlotError(message, rebuilt=True)
                 else:
-                    batch.results[position] = SlotError(f"{command} gave up before it started: {reason}")
+                    batch.results[position] = SlotError(f"{command} {reason} before it started: every thread was busy")
 
     def _retire(self, index: int, runner: int) -> None:
         """Replace a slot whose request is still running; the thread running it is replaced too."""
