@@ -331,7 +331,8 @@ def test_bad_reset_options_and_seeds_are_value_errors(backend):
 
 
 def test_autoreset_mode_strings_are_accepted():
-    for value, mode in [("NextStep", AutoresetMode.NEXT_STEP), ("SameStep", AutoresetMode.SAME_STEP), ("Disabled", AutoresetMode.DISABLED)]:
+    for mode in AutoresetMode:
+        value = mode.value  # "NextStep", "SameStep", "Disabled"
         with ConcurrentVectorEnv([FaultyEcho], autoreset_mode=value) as envs:
             assert envs.autoreset_mode == mode and envs.metadata["autoreset_mode"] == mode
 

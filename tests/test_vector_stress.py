@@ -21,6 +21,10 @@ NUM_SLOTS = 64
 EPISODES = 1_000
 
 
+def new_transcript(seed: int, observation: str) -> dict:
+    return {"seed": seed, "observations": [observation], "actions": [], "rewards": []}
+
+
 def play(envs: gym.vector.VectorEnv, rng: np.random.Generator) -> list[dict]:
     """Play until EPISODES episodes have finished; each finished episode's transcript."""
     words = load_word_list("wordle_answers")
@@ -28,7 +32,7 @@ def play(envs: gym.vector.VectorEnv, rng: np.random.Generator) -> list[dict]:
     seeds = list(range(next_seed, next_seed + NUM_SLOTS))
     next_seed += NUM_SLOTS
     observations, _ = envs.reset(seed=seeds)
-    transcripts = [{"seed": seed, "observations": [obs], "actions": [], "rewards": []} for seed, obs in zip(seeds, observations)]
+    transcripts = [new_transcript(seed, observation) for seed, observation in zip(seeds, observations)]
     finished: list[dict] = []
     while len(finished) < EPISODES:
         # Random guesses, some of them invalid; a few slots sit a turn out (partial steps).
@@ -54,7 +58,7 @@ def play(envs: gym.vector.VectorEnv, rng: np.random.Generator) -> list[dict]:
                 next_seed += 1
             observations, _ = envs.reset(seed=new_seeds, options={"reset_mask": ended})
             for i in np.flatnonzero(ended):
-                transcripts[i] = {"seed": new_seeds[i], "observations": [observations[i]], "actions": [], "rewards": []}
+                transcripts[i] = new_transcript(new_seeds[i], observations[i])
     return finished
 
 

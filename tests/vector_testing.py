@@ -20,8 +20,9 @@ from gymenvs.core import Outcome, TextEnv, ToolCall, tool
 class FaultyEcho(TextEnv):
     """Echoes free text back (reward 1), except for these messages:
 
-    `raise <text>` raises RuntimeError, `sysexit` raises SystemExit, `exit <code>` ends the process with `os._exit`, `kill`
-    sends the process SIGKILL, `sleep <seconds>` sleeps and then answers `slept <seconds>`.
+    `raise <text>` raises RuntimeError, `sysexit` raises SystemExit, `exit <code>` ends the process
+    with `os._exit`, `kill` sends the process SIGKILL, `sleep <seconds>` sleeps and then answers
+    `slept <seconds>`.
     `reset(options={"fail": True})` raises. `state()` names the instance and its process.
     """
 

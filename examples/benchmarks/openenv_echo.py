@@ -11,6 +11,7 @@ WebSocket, one server thread per session, in OpenEnv's case). Run the server wit
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -76,9 +77,8 @@ class EchoClient(EnvClient[EchoAction, EchoObservation, State]):
 def _make_app():
     step_sleep_s = float(os.environ.get(SLEEP_ENV_VAR, "0"))
     max_sessions = int(os.environ.get(MAX_SESSIONS_ENV_VAR, "512"))
-    return create_app(
-        lambda: OpenEnvEcho(step_sleep_s), EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=max_sessions
-    )
+    factory = functools.partial(OpenEnvEcho, step_sleep_s)
+    return create_app(factory, EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=max_sessions)
 
 
 app = _make_app()

@@ -31,7 +31,8 @@ print(json.dumps([built - start, reset - built, time.perf_counter() - reset]))
 def measure(method: str, slots: int) -> list[float]:
     repository = os.path.dirname(os.path.dirname(os.path.abspath(gymenvs.__file__)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repository, os.environ.get("PYTHONPATH", "")])}
-    script = "if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in MEASURE.format(slots=slots, method=method).strip().splitlines())
+    body = MEASURE.format(slots=slots, method=method).strip().splitlines()
+    script = "if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in body)
     output = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(output.strip().splitlines()[-1])
 

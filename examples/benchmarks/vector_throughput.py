@@ -71,12 +71,18 @@ def make_contender(name: str, slots: int, sleep_s: float) -> gym.vector.VectorEn
     if name == "gym-sync":
         return gym.make_vec(ENV_ID, slots, vectorization_mode="sync", **env_kwargs)
     if name == "gym-async":
-        return gym.make_vec(ENV_ID, slots, vectorization_mode="async", vector_kwargs={"shared_memory": False}, **env_kwargs)
+        no_shared_memory = {"shared_memory": False}  # shared memory returns stale placeholders for Text
+        return gym.make_vec(ENV_ID, slots, vectorization_mode="async", vector_kwargs=no_shared_memory, **env_kwargs)
     raise ValueError(f"unknown contender {name!r}")
 
 
-def time_steps(step: Callable[[], object], seconds: float, min_steps: int) -> tuple[int, float, list[float]]:
-    """Call `step` for about `seconds` (at least `min_steps` times); (calls, elapsed s, latencies s)."""
+def summarize(name: str, slots: int, sleep_s: float, latencies: list[float], elapsed: float, start_s: float) -> Result:
+    steps_per_s = len(latencies) * slots / elapsed
+    return Result(sleep_s * 1e3, slots, name, steps_per_s, statistics.median(latencies) * 1e3, start_s, len(latencies))
+
+
+def time_steps(step: Callable[[], object], seconds: float, min_steps: int) -> tuple[float, list[float]]:
+    """Call `step` for about `seconds` (at least `min_steps` times); (elapsed s, latency of each call in s)."""
     latencies = []
     start = time.perf_counter()
     while True:
@@ -85,7 +91,7 @@ def time_steps(step: Callable[[], object], seconds: float, min_steps: int) -> tu
         latencies.append(time.perf_counter() - before)
         elapsed = time.perf_counter() - start
         if elapsed >= seconds and len(latencies) >= min_steps:
-            return len(latencies), elapsed, latencies
+            return elapsed, latencies
 
 
 def run_gym_contender(name: str, slots: int, sleep_s: float, seconds: float) -> Result:
@@ -97,10 +103,10 @@ def run_gym_contender(name: str, slots: int, sleep_s: float, seconds: float) -> 
         actions = (ACTION,) * slots
         for _ in range(3):
             envs.step(actions)
-        count, elapsed, latencies = time_steps(lambda: envs.step(actions), seconds, min_steps=3)
+        elapsed, latencies = time_steps(lambda: envs.step(actions), seconds, min_steps=3)
     finally:
         envs.close()
-    return Result(sleep_s * 1e3, slots, name, count * slots / elapsed, statistics.median(latencies) * 1e3, start_s, count)
+    return summarize(name, slots, sleep_s, latencies, elapsed, start_s)
 
 
 # -- OpenEnv ---------------------------------------------------------------------------------
@@ -122,7 +128,8 @@ def openenv_server(sleep_s: float, max_sessions: int) -> Iterator[str]:
         "GYMENVS_ECHO_SLEEP_S": str(sleep_s),
         "GYMENVS_ECHO_MAX_SESSIONS": str(max_sessions),
     }
-    command = [sys.executable, "-m", "uvicorn", "openenv_echo:app", "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    command = [sys.executable, "-m", "uvicorn", "openenv_echo:app", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--log-level", "warning"]
     # The server logs a traceback for every client that closes its session; keep them out of the table.
     log = tempfile.NamedTemporaryFile("w+", prefix="openenv-echo-", suffix=".log", delete=False)
     server = subprocess.Popen(command, cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -176,8 +183,7 @@ async def drive_openenv(url: str, slots: int, sleep_s: float, seconds: float) ->
                 break
     finally:
         await asyncio.gather(*(client.close() for client in clients), return_exceptions=True)
-    count = len(latencies)
-    return Result(sleep_s * 1e3, slots, "openenv", count * slots / elapsed, statistics.median(latencies) * 1e3, start_s, count)
+    return summarize("openenv", slots, sleep_s, latencies, elapsed, start_s)
 
 
 # -- the table -------------------------------------------------------------------------------
@@ -198,10 +204,12 @@ def print_targets(results: list[Result]) -> None:
 
     thread, openenv = find(0, 64, "concurrent-thread"), find(0, 64, "openenv")
     if thread and openenv:
-        print(f"trivial step, 64 slots: concurrent-thread / openenv = {thread.steps_per_s / openenv.steps_per_s:.1f}x (target >= 50x)")
+        ratio = thread.steps_per_s / openenv.steps_per_s
+        print(f"trivial step, 64 slots: concurrent-thread / openenv = {ratio:.1f}x (target >= 50x)")
     slow = find(10, 64, "concurrent-thread")
     if slow:
-        print(f"10 ms step, 64 slots: concurrent-thread = {100 * slow.steps_per_s / 6400:.0f}% of the ideal 6,400 steps/s (target >= 80%)")
+        share = 100 * slow.steps_per_s / 6400
+        print(f"10 ms step, 64 slots: concurrent-thread = {share:.0f}% of the ideal 6,400 steps/s (target >= 80%)")
 
 
 def main() -> None:
@@ -217,7 +225,8 @@ def main() -> None:
         args.slots, args.seconds = [n for n in args.slots if n <= 64], 0.5
 
     print(f"{ENV_ID}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {args.seconds} s per configuration")
-    print(f"{'step ms':>7} {'slots':>6} {'contender':<19} {'env-steps/s':>12} {'median ms':>11} {'% ideal':>8} {'start s':>8}")
+    header = ("step ms", "slots", "contender", "env-steps/s", "median ms", "% ideal", "start s")
+    print("{:>7} {:>6} {:<19} {:>12} {:>11} {:>8} {:>8}".format(*header))
     results = []
     for sleep_ms in args.sleep_ms:
         sleep_s = sleep_ms / 1e3

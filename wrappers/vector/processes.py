@@ -321,7 +321,8 @@ class ProcessBackend:
         try:
             reply_id, replies = worker.connection.recv()
         except (EOFError, OSError):
-            self._replace(worker, requests, positions, results, f"failed: its worker process died ({worker.how_it_ended()})")
+            reason = f"failed: its worker process died ({worker.how_it_ended()})"
+            self._replace(worker, requests, positions, results, reason)
             return
         if reply_id != request_id:  # a late reply to an earlier request: dropped
             if positions:

@@ -331,7 +331,8 @@ class ConcurrentVectorEnv(VectorEnv):
         n = self.num_envs
         if group_size is not None:
             if type(group_size) is not int or group_size <= 0 or n % group_size:
-                raise ValueError(f"options['group_size']={group_size!r}: expected a positive integer that divides num_envs={n}")
+                allowed = f"a positive integer that divides num_envs={n}"
+                raise ValueError(f"options['group_size']={group_size!r}: expected {allowed}")
             if seed is None:  # a group still has to share its start state
                 seed = int(self.np_random.integers(2**31 - 1 - n))
         if seed is None:
