@@ -1,11 +1,12 @@
 """The thread backend: slots run by a pool of threads, for envs that wait (containers, tools, I/O).
 
-A request batch (one `reset`, `step` or `call` of the vector env) goes into a shared queue, and the
-pool's threads take requests from it. Two choices keep the hot path short:
+A request batch (one `reset`, `step` or `call` of the vector env) becomes the current batch, and
+threads take its requests one at a time (`next()` on a shared counter, atomic under the GIL). Two
+choices keep the hot path short:
 
-- Without a deadline the caller's thread works through the queue too. A trivial step then runs
-  inline, with no thread hand-off at all, while a step that blocks (sleep, socket, subprocess)
-  releases the GIL and lets pool threads take the next requests.
+- Without a deadline the caller's thread takes requests too. A trivial step then runs inline,
+  with no thread hand-off at all, while a step that blocks (sleep, socket, subprocess) releases
+  the GIL and lets pool threads take the next requests.
 - Threads are woken lazily, in a tree. The caller wakes one thread as a watchdog: it joins in
   only once the caller has been stuck in one request for `HELP_AFTER_S` (the request blocks),
   so it never fights the caller for the GIL over trivial requests. Each pool thread that takes a
@@ -23,7 +24,6 @@ A slot may run on any pool thread (and on the caller's), but never on two at onc
 
 from __future__ import annotations
 
-import collections
 import itertools
 import logging
 import queue
@@ -39,7 +39,6 @@ logger = logging.getLogger(__name__)
 FAN_OUT = 2
 #: How long the caller must be stuck in one request before the watchdog thread joins in.
 HELP_AFTER_S = 100e-6
-
 #: How long `close()` waits for a thread still running a request that was given up on.
 STUCK_GRACE_S = 2.0
 
@@ -47,21 +46,24 @@ Request = tuple[int, str, Any]  # (slot index, command, argument)
 
 _PENDING = object()
 _STOP = object()
-_HELP = object()  # wake-up token: take requests from the queue
-_WATCH = object()  # wake-up token: take requests once the caller is stuck in one
+_HELP = object()  # wake-up token: take requests from the current batch
+_WATCH = object()  # wake-up token, with the caller's position: take requests once the caller is stuck in one
 
 
 class _Batch:
     """The requests of one vector-env call and their results, filled in by whichever thread runs each."""
 
-    __slots__ = ("requests", "slots", "results", "runners", "remaining", "lock", "finished", "given_up")
+    __slots__ = ("requests", "slots", "size", "take", "taken", "results", "runners", "remaining", "lock", "finished", "given_up")
 
     def __init__(self, requests: Sequence[Request], slots: list[Slot]):
         self.requests = requests
         self.slots = [slots[index] for index, _, _ in requests]
-        self.results: list[Any] = [_PENDING] * len(requests)
-        self.runners: list[int | None] = [None] * len(requests)  # the thread (ident) that took each request
-        self.remaining = len(requests)
+        self.size = len(requests)
+        self.take = itertools.count()  # next(take) is the position of the next request to run
+        self.taken = 0  # how many have been taken, as far as the takers have said (for wake-ups only)
+        self.results: list[Any] = [_PENDING] * self.size
+        self.runners: list[int | None] = [None] * self.size  # the pool thread (ident) running each request
+        self.remaining = self.size
         self.lock = threading.Lock()
         self.finished = threading.Lock()  # held until the last result is in
         self.finished.acquire()
@@ -69,16 +71,27 @@ class _Batch:
         if not requests:
             self.finished.release()
 
+    def finish(self, position: int, result: Any) -> bool:
+        """Record a result; False if the batch was given up meanwhile (the result is dropped)."""
+        with self.lock:
+            if self.given_up:
+                return False
+            self.results[position] = result
+            self.remaining -= 1
+            if not self.remaining:
+                self.finished.release()
+            return True
+
 
 class ThreadBackend:
     def __init__(self, factories: Sequence[EnvFactory], *, max_workers: int, restart_on_error: bool):
         self._slots = [Slot(i, factory, restart_on_error) for i, factory in enumerate(factories)]
-        self._queue: collections.deque[tuple[_Batch, int]] = collections.deque()
+        self._batch: _Batch | None = None
         self._wakeups: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._wakeup_lock = threading.Lock()
         self._outstanding_wakeups = 0
-        self._caller_working = False  # the caller's thread is working through the queue
-        self._caller_progress = 0  # requests the caller's thread has taken
+        self._caller_runs = False  # the caller's thread is taking requests (no deadline)
+        self._caller_position: int | None = None  # the request the caller's thread is running
         self._threads: list[threading.Thread] = []
         self._thread_numbers = itertools.count()
         self._retired: list[Slot] = []
@@ -88,23 +101,23 @@ class ThreadBackend:
 
     def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
         """Run the requests, one per slot at most; a result (or `SlotError`) for each, in order."""
-        batch = _Batch(requests, self._slots)
-        self._queue.extend((batch, position) for position in range(len(requests)))
+        batch = self._batch = _Batch(requests, self._slots)
         try:
             if timeout is None:
-                self._caller_working = True
-                try:
-                    self._work_through_queue(on_pool_thread=False)
-                finally:
-                    self._caller_working = False
+                self._caller_runs = True
+                self._run_on_caller(batch)
+                self._caller_runs = False
                 batch.finished.acquire()
             else:
-                self._wake_threads(FAN_OUT, _HELP)
+                self._wake_threads(batch, FAN_OUT, _HELP)
                 if not batch.finished.acquire(timeout=timeout):
                     self._give_up(batch, f"timed out (no reply within step_timeout_s={timeout} s)")
         except BaseException:  # KeyboardInterrupt while waiting or while running a step inline
-            self._give_up(batch, "was interrupted")
+            self._give_up(batch, "was interrupted", caller_position=self._caller_position)
             raise
+        finally:
+            self._caller_runs = False
+            self._caller_position = None
         return batch.results
 
     def close(self, timeout: float) -> None:
@@ -126,7 +139,21 @@ class ThreadBackend:
         if stuck:
             logger.warning("threads still running an env call after close (left as daemons): %s", stuck)
 
-    # -- workers -------------------------------------------------------------------------
+    # -- the caller's thread -------------------------------------------------------------
+
+    def _run_on_caller(self, batch: _Batch) -> None:
+        """Take and run requests on the caller's thread until none are left to take."""
+        take, size, slots, requests = batch.take, batch.size, batch.slots, batch.requests
+        while (position := next(take)) < size:
+            batch.taken = position + 1
+            self._caller_position = position
+            if position + 1 < size and not self._outstanding_wakeups:
+                self._wake_threads(batch, 1, (_WATCH, batch, position))  # in case this request blocks
+            _, command, argument = requests[position]
+            batch.finish(position, slots[position].run(command, argument))
+        self._caller_position = None
+
+    # -- pool threads --------------------------------------------------------------------
 
     def _start_thread(self) -> None:
         name = f"gymenvs-vector-{next(self._thread_numbers)}"
@@ -136,88 +163,74 @@ class ThreadBackend:
 
     def _serve(self) -> None:
         while (token := self._wakeups.get()) is not _STOP:
-            helping = token is _HELP or self._caller_is_stuck()
+            batch = self._batch if token is _HELP else self._batch_the_caller_is_stuck_in(*token[1:])
             with self._wakeup_lock:  # a watchdog counts as outstanding until it has decided
                 self._outstanding_wakeups -= 1
-            if helping and not self._work_through_queue(on_pool_thread=True):
+            if batch is not None and not self._run_on_pool(batch):
                 return  # this thread ran a request that was given up on; a new thread has replaced it
 
-    def _caller_is_stuck(self) -> bool:
-        """Watch the caller while requests are queued: True once it takes no new one for a while."""
-        while self._queue:
-            if not self._caller_working:  # the caller only waits (a deadline is set): help
-                return True
-            progress = self._caller_progress
-            time.sleep(HELP_AFTER_S)
-            if self._caller_progress == progress and self._caller_working and self._queue:
-                return True
-        return False
+    def _batch_the_caller_is_stuck_in(self, woken_for: _Batch, position: int) -> _Batch | None:
+        """Watch while the current batch has requests left; it once the caller stays on one request.
 
-    def _work_through_queue(self, on_pool_thread: bool) -> bool:
-        """Run queued requests until none are left; False if one of them was given up on meanwhile.
-
-        Whenever it takes a request and more are waiting, a pool thread wakes up to `FAN_OUT` more
-        threads; the caller's thread makes sure one watchdog is on its way, in case its request blocks.
+        If the caller is still on the request it took when it woke us, it let go of the GIL for it:
+        that request blocks, so help at once.
         """
-        pending = self._queue
-        while True:
-            try:
-                batch, position = pending.popleft()
-            except IndexError:
-                return True
-            if on_pool_thread:
-                if pending:
-                    self._wake_threads(FAN_OUT, _HELP)
-                if not self._run_one(batch, position):
-                    return False
-            else:
-                if pending and not self._outstanding_wakeups:
-                    self._wake_threads(1, _WATCH)
-                self._caller_progress += 1
-                self._run_one(batch, position)
+        if self._batch is woken_for and self._caller_position == position and woken_for.taken < woken_for.size:
+            return woken_for
+        while (batch := self._batch) is not None and batch.taken < batch.size:
+            if not self._caller_runs:  # the caller only waits (a deadline is set): help
+                return batch
+            position = self._caller_position
+            time.sleep(HELP_AFTER_S)
+            if self._batch is batch and self._caller_position == position and batch.taken < batch.size:
+                return batch
+        return None
 
-    def _run_one(self, batch: _Batch, position: int) -> bool:
-        with batch.lock:
-            if batch.given_up:
-                return True
-            batch.runners[position] = threading.get_ident()
-        slot = batch.slots[position]
-        _, command, argument = batch.requests[position]
-        result = slot.run(command, argument)
-        with batch.lock:
-            if not batch.given_up:
-                batch.results[position] = result
-                batch.remaining -= 1
-                if batch.remaining == 0:
-                    batch.finished.release()
-                return True
-        slot.close_quietly()  # given up while it ran: the slot has been replaced, its env is ours to close
-        return False
+    def _run_on_pool(self, batch: _Batch) -> bool:
+        """Take and run requests until none are left; False if one was given up on while it ran."""
+        while (position := next(batch.take)) < batch.size:
+            batch.taken = position + 1
+            if position + 1 < batch.size:
+                self._wake_threads(batch, FAN_OUT, _HELP)
+            with batch.lock:
+                if batch.given_up:
+                    return True
+                batch.runners[position] = threading.get_ident()
+            slot = batch.slots[position]
+            _, command, argument = batch.requests[position]
+            if not batch.finish(position, slot.run(command, argument)):
+                slot.close_quietly()  # given up while it ran: the slot was replaced, its env is ours to close
+                return False
+        return True
 
-    def _wake_threads(self, count: int, token: object) -> None:
-        """Wake up to `count` threads, but never more than there are queued requests no wake-up covers."""
+    def _wake_threads(self, batch: _Batch, count: int, token: object) -> None:
+        """Wake up to `count` threads, but never more than there are requests no wake-up covers."""
         with self._wakeup_lock:
-            wanted = min(count, len(self._queue) - self._outstanding_wakeups)
+            wanted = min(count, batch.size - batch.taken - self._outstanding_wakeups)
             if wanted <= 0:
                 return
             self._outstanding_wakeups += wanted
         for _ in range(wanted):
             self._wakeups.put(token)
 
-    def _give_up(self, batch: _Batch, reason: str) -> None:
+    # -- giving up -----------------------------------------------------------------------
+
+    def _give_up(self, batch: _Batch, reason: str, caller_position: int | None = None) -> None:
         """Fill in every missing result with an error (`reason` says what happened to the request);
-        replace the slots whose request still runs."""
+        replace the slots whose request still runs (`caller_position`: the caller's own, if any)."""
         with batch.lock:
             batch.given_up = True
-            missing = [position for position, result in enumerate(batch.results) if result is _PENDING]
-            for position in missing:
+            for position, result in enumerate(batch.results):
+                if result is not _PENDING:
+                    continue
                 index, command, _ = batch.requests[position]
-                if batch.runners[position] is not None:
-                    self._retire(index, batch.runners[position])
-                    message = f"{command} {reason}; the env will be rebuilt from its factory"
-                    batch.results[position] = SlotError(message, rebuilt=True)
-                else:
+                runner = threading.get_ident() if position == caller_position else batch.runners[position]
+                if runner is None:
                     batch.results[position] = SlotError(f"{command} {reason} before it started: every thread was busy")
+                    continue
+                self._retire(index, runner)
+                message = f"{command} {reason}; the env will be rebuilt from its factory"
+                batch.results[position] = SlotError(message, rebuilt=True)
 
     def _retire(self, index: int, runner: int) -> None:
         """Replace a slot whose request is still running; the thread running it is replaced too."""
