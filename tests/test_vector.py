@@ -394,7 +394,7 @@ class CountsConcurrentSteps(FaultyEcho):
             self.shared["active"] += 1
             self.shared["most"] = max(self.shared["most"], self.shared["active"])
         try:
-            return super().step("sleep 0.1")
+            return super().step("sleep 0.25")
         finally:
             with self.shared["lock"]:
                 self.shared["active"] -= 1
