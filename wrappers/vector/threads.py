@@ -37,8 +37,11 @@ logger = logging.getLogger(__name__)
 
 #: Threads each pool thread wakes when it takes a request and more are waiting.
 FAN_OUT = 2
-#: How long the caller must be stuck in one request before the watchdog thread joins in.
+#: How long the caller must be stuck in one request before the watchdog thread joins in. While the
+#: caller keeps going, the watchdog checks less and less often (up to every `WATCH_PAUSE_MAX_S`):
+#: each check takes the GIL from the caller, which costs a context switch.
 HELP_AFTER_S = 100e-6
+WATCH_PAUSE_MAX_S = 0.02
 #: How long `close()` waits for a thread still running a request that was given up on.
 STUCK_GRACE_S = 2.0
 
@@ -177,13 +180,15 @@ class ThreadBackend:
         """
         if self._batch is woken_for and self._caller_position == position and woken_for.taken < woken_for.size:
             return woken_for
+        pause = HELP_AFTER_S
         while (batch := self._batch) is not None and batch.taken < batch.size:
             if not self._caller_runs:  # the caller only waits (a deadline is set): help
                 return batch
             position = self._caller_position
-            time.sleep(HELP_AFTER_S)
+            time.sleep(pause)
             if self._batch is batch and self._caller_position == position and batch.taken < batch.size:
                 return batch
+            pause = min(2 * pause, WATCH_PAUSE_MAX_S)
         return None
 
     def _run_on_pool(self, batch: _Batch) -> bool:
