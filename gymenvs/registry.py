@@ -1,7 +1,9 @@
 """Registers every gymenvs environment with gymnasium under the `gymenvs/` namespace.
 
 Entry points are strings, so registering imports no env module: `gymnasium.make` imports
-the one it builds (and its heavy dependencies) on first use.
+the one it builds (and its heavy dependencies) on first use. The vector entry point makes
+`gymnasium.make_vec(id, num_envs=N)` return a `wrappers.vector.ConcurrentVectorEnv`
+(`backend="process"` and its other settings are keywords of `make_vec`; the rest go to the env).
 """
 
 from __future__ import annotations
@@ -36,10 +38,14 @@ ENVS: tuple[EnvEntry, ...] = (
 )
 
 
+#: `make_vec`'s creator for an env id, imported only when `make_vec` is called.
+VECTOR_ENTRY_POINT = "wrappers.vector.registered:{id}"
+
+
 def register_envs() -> None:
     for entry in ENVS:
         if entry.id not in gym.registry:
-            gym.register(entry.id, entry_point=entry.entry_point)
+            gym.register(entry.id, entry_point=entry.entry_point, vector_entry_point=VECTOR_ENTRY_POINT.format(id=entry.id))
 
 
 def list_envs() -> list[str]:

@@ -1,0 +1,85 @@
+"""Helpers for the vector env tests: an echo env that fails on purpose, and leak checks.
+
+Kept out of the test modules so that process workers unpickling these factories import only this
+small module, not pytest and the tests.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import uuid
+from typing import Any
+
+from gymenvs.core import Outcome, TextEnv, ToolCall, tool
+
+
+class FaultyEcho(TextEnv):
+    """Echoes free text back (reward 1), except for these messages:
+
+    `raise <text>` raises RuntimeError, `sysexit` raises SystemExit, `exit <code>` ends the process
+    with `os._exit`, `kill` sends the process SIGKILL, `sleep <seconds>` sleeps and then answers
+    `slept <seconds>`.
+    `reset(options={"fail": True})` raises. `state()` names the instance and its process.
+    """
+
+    default_max_turns = 100
+    reset_option_keys = frozenset({"fail"})
+
+    def __init__(self, *, max_turns: int | None = None):
+        super().__init__(max_turns=max_turns)
+        self.instance_id = uuid.uuid4().hex
+        self.closed = False
+        self.label = "default"
+
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        if options.get("fail"):
+            raise RuntimeError("reset failed on purpose")
+        return "ready"
+
+    def _parse_text(self, text: str) -> ToolCall:
+        return ToolCall("say", {"message": text})
+
+    @tool
+    def say(self, message: str) -> Outcome:
+        """Say something.
+
+        Args:
+            message: What to say.
+        """
+        command, _, argument = message.partition(" ")
+        if command == "raise":
+            raise RuntimeError(f"boom {argument}")
+        if command == "sysexit":
+            raise SystemExit(4)
+        if command == "exit":
+            os._exit(int(argument or 3))
+        if command == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if command == "sleep":
+            time.sleep(float(argument))
+            return Outcome(f"slept {argument}", reward=1.0)
+        return Outcome(message, reward=1.0)
+
+    def whoami(self) -> dict[str, Any]:
+        return {"instance_id": self.instance_id, "pid": os.getpid(), "label": self.label}
+
+    def _episode_state(self) -> dict[str, Any]:
+        return {"instance_id": self.instance_id}
+
+    def close(self) -> None:
+        self.closed = True
+        super().close()
+
+
+def our_threads() -> list[threading.Thread]:
+    """The live threads of thread-backend pools."""
+    return [thread for thread in threading.enumerate() if thread.name.startswith("gymenvs-vector-")]
+
+
+def our_processes() -> list[multiprocessing.process.BaseProcess]:
+    """The live worker processes of process backends."""
+    return [process for process in multiprocessing.active_children() if process.name.startswith("gymenvs-vector-")]

@@ -1,0 +1,131 @@
+"""One slot of a vector env: an environment instance and the requests a worker runs on it.
+
+Both backends run the same `Slot` code, the thread backend in its pool threads and the process
+backend inside its worker processes, so a slot behaves the same whatever carries it. A request
+never raises: an exception comes back as a `SlotError` value, and the backend's caller decides
+what it means for the episode.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+import gymnasium as gym
+
+logger = logging.getLogger(__name__)
+
+EnvFactory = Callable[[], gym.Env]
+
+
+class SlotError:
+    """A request that failed: the slot's env raised, its worker died, or it missed its deadline.
+
+    `exception` is the original exception when there is one (and it survived the trip from a worker
+    process), so `call` and construction can re-raise it with its own type. `rebuilt` says that the
+    slot's env was dropped (to be built afresh by its factory), so its episode is over.
+    """
+
+    __slots__ = ("message", "exception", "rebuilt")
+
+    def __init__(self, message: str, exception: BaseException | None = None, *, rebuilt: bool = False):
+        self.message = message
+        self.exception = exception
+        self.rebuilt = rebuilt
+
+    def __repr__(self) -> str:
+        return f"SlotError({self.message!r})"
+
+    def reraise(self, slot: int) -> None:
+        """Raise the original exception (or a `RuntimeError`), noting which slot it came from."""
+        exception = self.exception if self.exception is not None else RuntimeError(self.message)
+        exception.add_note(f"(in slot {slot} of a ConcurrentVectorEnv)")
+        raise exception
+
+
+class Slot:
+    """An env built from `factory` on first use, and the requests a vector env makes of it.
+
+    `restart_on_error`: after the env raises in `reset` or `step`, close it and build a fresh one
+    for the next request (else keep it; its next `reset` reuses it).
+    """
+
+    def __init__(self, index: int, factory: EnvFactory, restart_on_error: bool = True):
+        self.index = index
+        self.factory = factory
+        self.restart_on_error = restart_on_error
+        self.env: gym.Env | None = None
+
+    def run(self, command: str, argument: Any) -> Any:
+        """Run one request; its result, or a `SlotError` saying why there is none."""
+        try:
+            return getattr(self, command)(argument)
+        except (Exception, SystemExit) as exc:  # an env failure is reported, never raised into the worker loop
+            return self._failed(command, exc)
+
+    # -- requests (each takes one argument, so a request is a (command, argument) pair) ---------
+
+    def build(self, _: Any = None) -> tuple[gym.Space, gym.Space, dict[str, Any]]:
+        """Build the env; its spaces and metadata, for the vector env to describe itself."""
+        env = self._env()
+        return env.observation_space, env.action_space, dict(env.metadata)
+
+    def reset(self, seed_and_options: tuple[int | None, dict[str, Any] | None]) -> tuple[Any, dict[str, Any]]:
+        seed, options = seed_and_options
+        return self._env().reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return self._env().step(action)
+
+    def step_same(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any], tuple[Any, dict] | None]:
+        """`step`, and when the episode ends, reset in the same request (same-step autoreset).
+
+        The last element is `(final_obs, final_info)` of the episode that ended, or None.
+        """
+        env = self._env()
+        observation, reward, terminated, truncated, info = env.step(action)
+        if not (terminated or truncated):
+            return observation, reward, terminated, truncated, info, None
+        final = (observation, info)
+        observation, info = env.reset()
+        return observation, reward, terminated, truncated, info, final
+
+    def call(self, request: tuple[str, tuple, dict]) -> Any:
+        name, args, kwargs = request
+        attribute = self._env().get_wrapper_attr(name)
+        return attribute(*args, **kwargs) if callable(attribute) else attribute
+
+    def set_attr(self, name_and_value: tuple[str, Any]) -> None:
+        name, value = name_and_value
+        self._env().set_wrapper_attr(name, value)
+
+    def state(self, _: Any = None) -> dict[str, Any]:
+        return self._env().unwrapped.state()
+
+    def close(self, _: Any = None) -> None:
+        env, self.env = self.env, None
+        if env is not None:
+            env.close()
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _env(self) -> gym.Env:
+        if self.env is None:
+            self.env = self.factory()
+        return self.env
+
+    def _failed(self, command: str, exc: BaseException) -> SlotError:
+        logger.warning("slot %d: %s raised", self.index, command, exc_info=exc)
+        message = f"{type(exc).__name__} in {command}: {exc}"
+        rebuild = command in ("reset", "step", "step_same") and self.restart_on_error
+        if rebuild:
+            self.close_quietly()
+            message += " (the env will be rebuilt from its factory)"
+        return SlotError(message, exc, rebuilt=rebuild)
+
+    def close_quietly(self) -> None:
+        """Close the env, ignoring its errors: used when it has already failed or been given up."""
+        try:
+            self.close()
+        except Exception:
+            logger.debug("slot %d: close failed", self.index, exc_info=True)

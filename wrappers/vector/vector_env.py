@@ -1,0 +1,351 @@
+"""`ConcurrentVectorEnv`: many isolated env instances behind one `gymnasium.vector.VectorEnv`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.error import ClosedEnvironmentError, ResetNeeded
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from wrappers.vector.config import make_config
+from wrappers.vector.infos import batch_infos
+from wrappers.vector.processes import ProcessBackend
+from wrappers.vector.slot import SlotError
+from wrappers.vector.threads import ThreadBackend
+
+#: How long `close()` waits for envs to close and workers to stop before it kills or abandons them.
+CLOSE_TIMEOUT_S = 30.0
+
+Request = tuple[int, str, Any]  # (slot index, command, argument), as the backends take them
+Seeds = int | Sequence[int | None] | None
+StepResult = tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
+
+
+class ConcurrentVectorEnv(VectorEnv):
+    """Runs `len(env_fns)` env instances ("slots") concurrently, in threads or in subprocesses.
+
+    Each slot is built by its own call of its factory, in the worker that runs it, and shares no
+    state with the others. Observations come back as a tuple of str (or whatever the envs return),
+    rewards, terminated and truncated as numpy arrays, infos in gymnasium's dict-of-arrays form.
+
+    Args:
+        env_fns: one zero-argument factory per slot. For the process backend they are pickled with
+            cloudpickle, so lambdas and closures work.
+        backend: "thread" for envs that wait (containers, tools, network, sleeps): a step that
+            blocks releases the GIL and the others run meanwhile. "process" for CPU-bound envs.
+        max_workers: pool threads, or worker processes (default: $GYMENVS_MAX_WORKERS, else one
+            per slot). Fewer threads than slots caps how many requests run at once (without a
+            deadline the caller's thread runs requests too). Fewer processes than slots makes
+            worker w host slots w, w + W, ... and run them one after another; a worker that
+            dies or hangs then takes all the slots it hosts with it.
+        step_timeout_s: the longest any slot may take to answer a request (reset, step, call).
+            A slot that does not answer in time is truncated with `info["error"]` and rebuilt; its
+            late reply is dropped. None waits forever. Without a deadline the thread backend also
+            runs requests on the caller's thread, which is the fastest path for trivial steps.
+        autoreset_mode: gymnasium's `AutoresetMode` (or its value "NextStep", "SameStep",
+            "Disabled"). Autoresets pass no seed; reset chosen slots with
+            `reset(seed=..., options={"reset_mask": mask})` to seed them.
+        restart_on_error: when a slot's env raises in `reset` or `step`, build a fresh env from its
+            factory (else keep the env; its next reset reuses it). A worker that died or hung is
+            always replaced, since its env is gone or still busy.
+        start_method: multiprocessing start method for the process backend: "forkserver" (the
+            default, with gymenvs preloaded), "spawn", or "fork" (fastest to start, but unsafe
+            once the parent runs threads).
+
+    Partial steps: an action of None leaves that slot untouched (its observation is returned
+    unchanged, reward 0, not terminated or truncated, no info), so LLM episodes that end at
+    different turns can be stepped together. A slot whose env raises, whose worker dies or that
+    misses `step_timeout_s` is truncated with `info["error"]` and rebuilt; the other slots never
+    notice. Not thread-safe: call it from one thread at a time.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env]],
+        *,
+        backend: str = "thread",
+        max_workers: int | None = None,
+        step_timeout_s: float | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        restart_on_error: bool = True,
+        start_method: str | None = None,
+    ):
+        self.config = make_config(
+            backend=backend,
+            max_workers=max_workers,
+            step_timeout_s=step_timeout_s,
+            autoreset_mode=autoreset_mode,
+            restart_on_error=restart_on_error,
+            start_method=start_method,
+        )
+        factories = list(env_fns)
+        if not factories:
+            raise ValueError("env_fns=[]: give at least one env factory")
+        for index, factory in enumerate(factories):
+            if not callable(factory):
+                raise ValueError(f"env_fns[{index}]={factory!r}: expected a zero-argument callable that builds an env")
+        self.num_envs = len(factories)
+        self.autoreset_mode = self.config.autoreset_mode
+        self._timeout = self.config.step_timeout_s
+        self._step_command = "step_same" if self.autoreset_mode == AutoresetMode.SAME_STEP else "step"
+        self._observations: list[Any] = [""] * self.num_envs
+        self._needs_reset = [True] * self.num_envs
+        self._was_reset = False
+        #: Slots whose last request was cut short by an exception in the caller (Ctrl-C), with why.
+        self._interrupted: dict[int, str] = {}
+
+        workers = self.config.workers_for(self.num_envs)
+        if self.config.backend == "thread":
+            self._backend = ThreadBackend(factories, max_workers=workers, restart_on_error=restart_on_error)
+        else:
+            self._backend = ProcessBackend(
+                factories, max_workers=workers, restart_on_error=restart_on_error, start_method=self.config.start_method
+            )
+        try:
+            observation_space, action_space, metadata = self._build_slots()
+        except BaseException:
+            self.close()
+            raise
+        self.single_observation_space = observation_space
+        self.single_action_space = action_space
+        self.observation_space = batch_space(observation_space, self.num_envs)
+        self.action_space = batch_space(action_space, self.num_envs)
+        self.metadata = {**metadata, "autoreset_mode": self.autoreset_mode}
+
+    # -- the gymnasium API ---------------------------------------------------------------
+
+    def reset(self, seed: Seeds = None, options: dict[str, Any] | None = None) -> tuple[tuple[Any, ...], dict]:
+        """Reset every slot, or the slots in `options["reset_mask"]`.
+
+        `seed`: an int gives slot i the seed `seed + i`; a list gives one seed (or None) per slot.
+        `options["group_size"] = G` gives each run of G consecutive slots one seed (`seed + i // G`,
+        a random one when `seed` is None), so a GRPO group starts from one state. Other options go
+        to every env's `reset`.
+        """
+        self._check_open()
+        options = dict(options or {})
+        group_size = options.pop("group_size", None)
+        slots = self._masked_slots(options.pop("reset_mask", None))
+        seeds = self._slot_seeds(seed, group_size)
+        env_options = options or None
+        requests = [(index, "reset", (seeds[index], env_options)) for index in slots]
+        for index in slots:
+            self._interrupted.pop(index, None)
+        infos = []
+        for (index, _, _), result in zip(requests, self._run(requests)):
+            if type(result) is SlotError:
+                self._observations[index] = result.message
+                self._needs_reset[index] = True
+                infos.append((index, {"error": result.message}))
+            else:
+                self._observations[index], info = result
+                self._needs_reset[index] = False
+                infos.append((index, info))
+        self._was_reset = True
+        return tuple(self._observations), batch_infos(infos, self.num_envs)
+
+    def step(self, actions: Sequence[Any]) -> StepResult:
+        """Step every slot whose action is not None; see the class docstring for partial steps."""
+        requests, failed = self._step_requests(actions)
+        results = self._run(requests)
+        observations = self._observations
+        needs_reset = self._needs_reset
+        rewards = [0.0] * self.num_envs
+        terminated = [False] * self.num_envs
+        truncated = [False] * self.num_envs
+        infos = []
+        for (index, command, _), result in zip(requests, results):
+            if type(result) is SlotError:
+                failed.append((index, result))
+                continue
+            if command == "step":
+                observations[index], rewards[index], terminated[index], truncated[index], info = result
+                needs_reset[index] = terminated[index] or truncated[index]
+            elif command == "reset":  # next-step autoreset
+                observations[index], info = result
+                needs_reset[index] = False
+            else:  # step_same: the step, and the reset that followed if the episode ended
+                observations[index], rewards[index], terminated[index], truncated[index], info, final = result
+                if final is not None:
+                    info = {**info, "final_obs": final[0], "final_info": final[1]}
+            if info:
+                infos.append((index, info))
+        if failed:
+            infos.extend(self._handle_failures(failed, truncated))
+        return (
+            tuple(observations),
+            np.array(rewards, dtype=np.float64),
+            np.array(terminated, dtype=np.bool_),
+            np.array(truncated, dtype=np.bool_),
+            batch_infos(infos, self.num_envs),
+        )
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method `name` of every slot's env (or read attribute `name`); one result per slot."""
+        return self._ask_every_slot("call", (name, args, kwargs))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Attribute `name` of every slot's env (as in gymnasium, a method is called)."""
+        return self.call(name)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set attribute `name` on every slot's env: `values` is one value per slot, or one for all."""
+        self._check_open()
+        if not isinstance(values, list | tuple):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(f"set_attr({name!r}): got {len(values)} values for {self.num_envs} slots")
+        requests = [(index, "set_attr", (name, value)) for index, value in enumerate(values)]
+        self._raise_failures(self._run(requests))
+
+    def state(self) -> tuple[dict[str, Any], ...]:
+        """Every slot's `env.unwrapped.state()`, a JSON-serializable snapshot of its episode."""
+        return self._ask_every_slot("state", None)
+
+    def render(self) -> tuple[Any, ...]:
+        return self.call("render")
+
+    def close_extras(self, **kwargs: Any) -> None:
+        backend = getattr(self, "_backend", None)
+        if backend is not None:
+            backend.close(kwargs.get("timeout", CLOSE_TIMEOUT_S))
+
+    def __enter__(self) -> ConcurrentVectorEnv:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if not self.closed:
+                self.close()
+        except Exception:
+            pass  # at interpreter exit modules may already be gone
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _build_slots(self) -> tuple[gym.Space, gym.Space, dict[str, Any]]:
+        results = self._backend.run([(index, "build", None) for index in range(self.num_envs)], None)
+        self._raise_failures(results)
+        return results[0]
+
+    def _run(self, requests: list[Request]) -> list[Any]:
+        try:
+            return self._backend.run(requests, self._timeout)
+        except BaseException as exc:  # KeyboardInterrupt: these slots' results are lost to the caller
+            message = f"the last call was interrupted by {type(exc).__name__}; the episode is truncated"
+            for index, _, _ in requests:
+                self._interrupted[index] = message
+            raise
+
+    def _step_requests(self, actions: Sequence[Any]) -> tuple[list[Request], list[tuple[int, SlotError]]]:
+        """The requests for a step, and the slots that fail without one (an earlier step was interrupted)."""
+        self._check_open()
+        if not self._was_reset:
+            raise ResetNeeded("call reset() before step()")
+        if len(actions) != self.num_envs:
+            raise ValueError(f"step() got {len(actions)} actions for {self.num_envs} slots (None skips a slot)")
+        requests = []
+        failed = []
+        for index, action in enumerate(actions):
+            if action is None:
+                continue
+            if index in self._interrupted:
+                failed.append((index, SlotError(self._interrupted[index], rebuilt=True)))
+            elif self._needs_reset[index]:
+                requests.append((index, "reset", (None, None)))
+            else:
+                requests.append((index, self._step_command, action))
+        if self.autoreset_mode == AutoresetMode.DISABLED:
+            ended = [index for index, command, _ in requests if command == "reset"]
+            if ended:
+                raise ResetNeeded(
+                    f"slots {ended} have ended their episodes and autoreset is disabled: reset them with "
+                    "reset(options={'reset_mask': mask}), or give them None as action"
+                )
+        for index, _ in failed:
+            del self._interrupted[index]
+        return requests, failed
+
+    def _handle_failures(self, failed: list[tuple[int, SlotError]], truncated: list[bool]) -> list[tuple[int, dict]]:
+        """Truncate each failed slot with `info["error"]`; in same-step mode, also reset it now."""
+        for index, error in failed:
+            truncated[index] = True
+            self._observations[index] = error.message
+            self._needs_reset[index] = True
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            return self._reset_failed_slots(failed)
+        return [(index, {"error": error.message}) for index, error in failed]
+
+    def _reset_failed_slots(self, failed: list[tuple[int, SlotError]]) -> list[tuple[int, dict]]:
+        """Same-step autoreset of failed slots: the error becomes the final observation."""
+        requests = [(index, "reset", (None, None)) for index, _ in failed]
+        infos = []
+        for (index, error), result in zip(failed, self._run(requests)):
+            info = {"error": error.message, "final_obs": error.message, "final_info": {"error": error.message}}
+            if type(result) is SlotError:  # the reset failed too: the next step tries again
+                info["error"] = f"{error.message}; then the reset failed: {result.message}"
+            else:
+                self._observations[index], reset_info = result
+                self._needs_reset[index] = False
+                info = {**reset_info, **info}
+            infos.append((index, info))
+        return infos
+
+    def _ask_every_slot(self, command: str, argument: Any) -> tuple[Any, ...]:
+        self._check_open()
+        results = self._run([(index, command, argument) for index in range(self.num_envs)])
+        self._raise_failures(results)
+        return tuple(results)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError("this ConcurrentVectorEnv is closed; make a new one")
+
+    def _raise_failures(self, results: list[Any]) -> None:
+        for index, result in enumerate(results):
+            if type(result) is SlotError and result.rebuilt:
+                self._observations[index] = result.message
+                self._needs_reset[index] = True
+        for index, result in enumerate(results):
+            if type(result) is SlotError:
+                result.reraise(index)
+
+    def _masked_slots(self, mask: Any) -> list[int]:
+        if mask is None:
+            return list(range(self.num_envs))
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+            raise ValueError(
+                f"options['reset_mask']: expected a bool array of shape ({self.num_envs},), "
+                f"got dtype {mask.dtype} and shape {mask.shape}"
+            )
+        return np.flatnonzero(mask).tolist()
+
+    def _slot_seeds(self, seed: Any, group_size: Any) -> list[int | None]:
+        n = self.num_envs
+        if group_size is not None:
+            if type(group_size) is not int or group_size <= 0 or n % group_size:
+                allowed = f"a positive integer that divides num_envs={n}"
+                raise ValueError(f"options['group_size']={group_size!r}: expected {allowed}")
+            if seed is None:  # a group still has to share its start state
+                seed = int(self.np_random.integers(2**31 - 1 - n))
+        if seed is None:
+            return [None] * n
+        if _is_seed(seed):
+            stride = group_size or 1
+            return [int(seed) + index // stride for index in range(n)]
+        if isinstance(seed, Sequence) and not isinstance(seed, str):
+            if len(seed) != n or not all(s is None or _is_seed(s) for s in seed):
+                raise ValueError(f"seed={seed!r}: a list of seeds needs one non-negative int (or None) per slot ({n})")
+            return [None if s is None else int(s) for s in seed]
+        raise ValueError(f"seed={seed!r}: expected None, a non-negative int, or one seed per slot")
+
+
+def _is_seed(value: Any) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0
