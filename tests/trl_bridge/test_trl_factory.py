@@ -234,3 +234,13 @@ def test_instances_still_alive_at_exit_close_their_envs():
     assert result.returncode == 0, result.stderr
     # One close per pooled instance (the probe env built at construction is closed at once).
     assert result.stdout.split() == ["closed", "exiting", "closed", "closed"]
+
+
+def test_importing_the_bridge_loads_no_heavy_library():
+    script = (
+        "import sys, wrappers.trl, wrappers.trl.factory, wrappers.trl.rollout; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'transformers', 'trl', 'datasets', 'vllm'}))"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=".")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -17,6 +17,7 @@ import gymnasium as gym
 
 from wrappers.trl.seeding import episode_seed
 from wrappers.trl.transcript import ChatRenderer, Episode, first_message_with
+from wrappers.vector import ConcurrentVectorEnv
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -62,7 +63,7 @@ class EnvRollout:
         self.vector_options = {"backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s}
         self.tools, self.accepts_free_text = _describe_env(env_id, self.env_kwargs)
         self.show_tools = show_tools
-        self._vector_env: Any = None
+        self._vector_env: ConcurrentVectorEnv | None = None
         self._finalizer: weakref.finalize | None = None
         self._trainer_generator: tuple[Any, Generator] | None = None
         if tokenizer is not None and max_completion_length is not None:
@@ -158,12 +159,12 @@ class EnvRollout:
         remaining = max_length - len(episode.completion_ids)
         return min(remaining, self.max_tokens_per_turn) if self.max_tokens_per_turn else remaining
 
-    def _vector_env_for(self, num_envs: int) -> Any:
+    def _vector_env_for(self, num_envs: int) -> ConcurrentVectorEnv:
         if self._vector_env is not None and self._vector_env.num_envs != num_envs:
             self.close()
         if self._vector_env is None:
             make = functools.partial(gym.make, self.env_id, **self.env_kwargs)
-            self._vector_env = _vector_env_class()(
+            self._vector_env = ConcurrentVectorEnv(
                 [make] * num_envs, autoreset_mode=gym.vector.AutoresetMode.DISABLED, **self.vector_options
             )
             self._finalizer = weakref.finalize(self, _close_quietly, self._vector_env)
@@ -313,14 +314,6 @@ def _positive(name: str, value: int | None) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"{name}={value!r}: expected a positive integer or None")
     return value
-
-
-def _vector_env_class() -> type:
-    try:
-        from wrappers.vector import ConcurrentVectorEnv
-    except ImportError:  # issue 3 not merged yet
-        from wrappers.trl._vector_standin import ConcurrentVectorEnv
-    return ConcurrentVectorEnv
 
 
 def _close_quietly(vector_env: Any) -> None:
