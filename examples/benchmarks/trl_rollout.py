@@ -4,8 +4,9 @@ Both run inside `GRPOTrainer` on CPU, with the same tiny model (taught to call t
 same batch and the same env: `gymenvs/Echo-v0` whose every step sleeps 50 ms, standing in for a
 container or a remote tool. TRL runs the env tools of a batch one rollout after another; the rollout
 function steps every episode of the batch at once in a `ConcurrentVectorEnv`. Both paths cap a model
-turn at the same number of tokens. "rollout s" is the rollout phase of a GRPO step (TRL's tool
-loop, or the rollout function); "GRPO step s" adds scoring and the optimizer step.
+turn at the same number of tokens and sample at temperature 0.7. "rollout s" is the rollout phase
+of a GRPO step (TRL's tool loop, or the rollout function); "GRPO step s" adds scoring and the
+optimizer step.
 
     python examples/benchmarks/trl_rollout.py [--episodes 128] [--turns 4] [--steps 2] [--step-sleep 0.05]
 
@@ -29,7 +30,7 @@ from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from wrappers.trl import environment_factory, episode_dataset, make_rollout_func, tiny_model  # noqa: E402
-from wrappers.trl.tiny_model import imitate  # noqa: E402
+from wrappers.trl.offline_model import imitate  # noqa: E402
 
 ENV_ID = "gymenvs/Echo-v0"
 
@@ -110,6 +111,7 @@ def run(name: str, model, tokenizer, options: argparse.Namespace, **trainer_kwar
             logging_steps=1,
             learning_rate=1e-5,
             seed=0,
+            temperature=0.7,  # the taught model writes well-formed calls at this temperature, in both paths
             generation_kwargs={"max_new_tokens": options.turn_tokens},  # TRL's cap on one turn
         )
         trainer = GRPOTrainer(

@@ -15,7 +15,7 @@ pytest.importorskip("trl", reason="the TRL bridge needs the trl extra: pip insta
 
 @pytest.fixture(scope="session")
 def _tiny():
-    from wrappers.trl.tiny_model import tiny_model
+    from wrappers.trl.offline_model import tiny_model
 
     return tiny_model(seed=0)
 

@@ -31,8 +31,8 @@ _EXPORTS = {
     "TransformersGenerator": "wrappers.trl.generation",
     "VLLMGenerator": "wrappers.trl.generation",
     "VLLMServerGenerator": "wrappers.trl.generation",
-    "tiny_model": "wrappers.trl.tiny_model",
-    "tiny_tokenizer": "wrappers.trl.tiny_model",
+    "tiny_model": "wrappers.trl.offline_model",
+    "tiny_tokenizer": "wrappers.trl.offline_model",
 }
 
 __all__ = sorted(_EXPORTS)
