@@ -244,3 +244,9 @@ def test_importing_the_bridge_loads_no_heavy_library():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=".")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_a_bad_seed_column_is_rejected_with_its_value():
+    wordle = environment_factory("gymenvs/Wordle-v0")()
+    with pytest.raises(ValueError, match="seed column: expected a non-negative integer, got -1"):
+        wordle.reset(prompt=PROMPT, seed=-1)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +27,9 @@ def episode_seed(row: Mapping[str, Any] | Any) -> int:
     """
     if isinstance(row, Mapping) and row.get(SEED_COLUMN) is not None:
         seed = row[SEED_COLUMN]
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
             raise ValueError(f"seed column: expected a non-negative integer, got {seed!r}")
-        return seed
+        return int(seed)
     encoded = json.dumps(row, sort_keys=True, default=str, ensure_ascii=False).encode("utf-8")
     return int.from_bytes(hashlib.sha256(encoded).digest()[:8], "big") >> (64 - _SEED_BITS)
 
