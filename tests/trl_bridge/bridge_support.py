@@ -1,0 +1,123 @@
+"""Helpers for the TRL bridge tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+def tool_call(name: str, **arguments: Any) -> str:
+    """A tool call as the Qwen2.5 chat template writes it."""
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+def render_prompt(tokenizer, messages, tools):
+    """The token ids of a chat prompt, ready for the assistant's turn."""
+    return tokenizer.apply_chat_template(
+        messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=True
+    )["input_ids"]
+
+
+def teach_tool_calls(model, tokenizer, prompt_messages, calls, tools):
+    """The model after supervised steps towards `calls`: a random model almost never writes a
+    well-formed tool call, and TRL's tool loop only goes on while the model calls tools."""
+    from wrappers.trl.offline_model import imitate
+
+    return imitate(
+        model, tokenizer, [render_prompt(tokenizer, prompt_messages, tools)], calls, steps=100, learning_rate=1e-2
+    )
+
+
+def teacher_forced_logprobs(model, prompt_ids, completion_ids, temperature=1.0):
+    """Each completion token's logprob under one forward pass over prompt + completion."""
+    import torch
+
+    ids = torch.tensor([list(prompt_ids) + list(completion_ids)])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt_ids) - 1 : -1].float() / temperature
+    return logits.log_softmax(-1).gather(-1, torch.tensor(completion_ids)[:, None]).squeeze(-1)
+
+
+class CompletionsServer:
+    """A local HTTP server that speaks vLLM's OpenAI-compatible `/v1/completions` format for token-id
+    prompts (`return_token_ids`, `logprobs`), generating with a real model through a transformers
+    backend. vLLM itself needs a GPU; this stands in for its HTTP surface only.
+
+    Every request body is kept in `requests`; choices come back in reverse order (clients must
+    read `index`)."""
+
+    def __init__(self, generator, model_name: str = "tiny-qwen2"):
+        import http.server
+        import threading
+
+        self.generator = generator
+        self.model_name = model_name
+        self.requests: list[dict] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_GET(self):
+                if self.path == "/v1/models":
+                    self._reply(200, {"object": "list", "data": [{"id": server.model_name, "object": "model"}]})
+                else:
+                    self._reply(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append(body)
+                if self.path != "/v1/completions":
+                    return self._reply(404, {"error": {"message": f"no route {self.path}", "code": 404}})
+                status, payload = server.complete(body)
+                self._reply(status, payload)
+
+            def _reply(self, status, payload):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def complete(self, body: dict) -> tuple[int, dict]:
+        prompts = body.get("prompt")
+        if body.get("model") != self.model_name:
+            return 404, {"error": {"message": f"The model `{body.get('model')}` does not exist.", "code": 404}}
+        if not (
+            isinstance(prompts, list)
+            and prompts
+            and all(isinstance(p, list) and all(isinstance(t, int) for t in p) for p in prompts)
+        ):
+            return 400, {"error": {"message": "prompt must be a list of token-id lists", "code": 400}}
+        if body.get("n", 1) != 1:
+            return 400, {"error": {"message": "this server only samples n=1", "code": 400}}
+        completions = self.generator.generate(prompts, [body.get("max_tokens", 16)] * len(prompts))
+        choices = []
+        for index, (prompt, completion) in enumerate(zip(prompts, completions)):
+            choice = {"index": index, "text": "", "finish_reason": completion.finish_reason, "stop_reason": None}
+            if body.get("return_token_ids"):
+                choice["token_ids"] = completion.token_ids
+                choice["prompt_token_ids"] = prompt
+            if body.get("logprobs") is not None:
+                tokens = [
+                    f"token_id:{t}" if body.get("return_tokens_as_token_ids") else str(t) for t in completion.token_ids
+                ]
+                choice["logprobs"] = {
+                    "tokens": tokens,
+                    "token_logprobs": completion.logprobs,
+                    "top_logprobs": [{token: lp} for token, lp in zip(tokens, completion.logprobs)],
+                    "text_offset": [0] * len(tokens),
+                }
+            choices.append(choice)
+        return 200, {"id": "cmpl-test", "object": "text_completion", "model": self.model_name, "choices": choices[::-1]}
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()

@@ -1,0 +1,180 @@
+"""`environment_factory`: any registered gymenvs env as a `GRPOTrainer(environment_factory=...)` class.
+
+TRL builds one instance per rollout (pooled, reused across steps), calls `reset(**row)`, exposes
+every public function of the class as a tool, runs the model's tool calls one rollout after
+another, and reads `get_reward()`. The class built here gives each instance its own env, one
+method per env tool with that tool's signature and docstring, and closes the env when the
+instance is collected or the interpreter exits (TRL never closes pooled instances).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import typing
+import weakref
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import gymnasium as gym
+
+from wrappers.trl.seeding import episode_seed
+
+_RESERVED_NAMES = frozenset({"reset", "get_reward"})
+EPISODE_OVER_NOTE = "\n(The episode is over: do not call any more tools.)"
+
+
+class EpisodeOverError(RuntimeError):
+    """A tool was called after the episode ended. TRL shows the message to the model as the tool result."""
+
+
+class GymnasiumEnvironment:
+    """Base of the classes `environment_factory` builds: one gymnasium env per instance.
+
+    Only `reset`, `get_reward` and the env's tools are public functions: TRL turns every other
+    public function of the class into a tool.
+    """
+
+    env_id: str = ""
+    env_kwargs: Mapping[str, Any] = {}
+    #: The env's turn limit: a natural `GRPOConfig(max_tool_calling_iterations=...)`.
+    max_turns: int | None = None
+
+    def __init__(self) -> None:
+        self._env = gym.make(self.env_id, **self.env_kwargs)
+        self._finalizer = weakref.finalize(self, _close_quietly, self._env)
+        self._episode_started = False
+        self._done = False
+        self._reward = 0.0
+
+    @property
+    def env(self) -> gym.Env:
+        """The gymnasium env this instance drives."""
+        return self._env
+
+    def reset(self, **row: Any) -> str:
+        """Start an episode seeded from the dataset row and return the env's first observation."""
+        observation, _ = self._env.reset(seed=episode_seed(row), options=_reset_options(row))
+        self._episode_started = True
+        self._done = False
+        self._reward = 0.0
+        return _separator(row.get("prompt")) + _as_text(observation)
+
+    def get_reward(self) -> float:
+        """The env's total reward for the current episode."""
+        return self._reward
+
+    def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
+        if not self._episode_started:
+            raise RuntimeError(f"{self.env_id}: call reset() before calling tools")
+        if self._done:
+            raise EpisodeOverError(f"The episode is over; {name}() was not run. Reply without calling a tool.")
+        observation, reward, terminated, truncated, _ = self._env.step({"name": name, "arguments": arguments})
+        self._reward += float(reward)
+        self._done = terminated or truncated
+        return _as_text(observation) + (EPISODE_OVER_NOTE if self._done else "")
+
+    def _close(self) -> None:
+        self._finalizer()
+
+
+def environment_factory(env_id: str, **env_kwargs: Any) -> type[GymnasiumEnvironment]:
+    """A class for `GRPOTrainer(environment_factory=...)` that plays `env_id` built with `env_kwargs`.
+
+    The env id must be registered (`import gymenvs` registers gymenvs' own), the kwargs must be
+    valid for it, and every tool must be describable to a model by `transformers.utils.get_json_schema`:
+    each is checked here, so a bad configuration fails now rather than at the first training step.
+    Every call returns a new class, so several can go in a dict (`environment_factory={"a": ..., "b": ...}`).
+    """
+    from transformers.utils import get_json_schema
+
+    env_class, max_turns = _probe(env_id, env_kwargs)
+    namespace: dict[str, Any] = {
+        "env_id": env_id,
+        "env_kwargs": dict(env_kwargs),
+        "max_turns": max_turns,
+        "__module__": __name__,
+    }
+    for name in env_class.tools:
+        if name in _RESERVED_NAMES or name.startswith("_"):
+            raise ValueError(
+                f"{env_id}: a tool cannot be named {name!r} (TRL reserves reset, get_reward and private names)"
+            )
+        method = _tool_method(name, getattr(env_class, name))
+        try:
+            get_json_schema(method)
+        except Exception as exc:  # transformers raises its own parsing exceptions; all mean the same here
+            raise ValueError(f"{env_id}: tool {name!r} cannot be described to a model: {exc}") from exc
+        namespace[name] = method
+    class_name = re.sub(r"\W|^(?=\d)", "_", env_id.rsplit("/", 1)[-1])
+    return type(class_name, (GymnasiumEnvironment,), namespace)
+
+
+def _probe(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[type, int | None]:
+    """The env's class and turn limit, from one env built to check that the id and kwargs are valid."""
+    import gymenvs  # noqa: F401  (registers the gymenvs ids)
+
+    if env_id not in gym.registry:
+        raise ValueError(f"env id {env_id!r} is not registered; gymenvs envs are {gymenvs.list_envs()}")
+    probe = gym.make(env_id, **env_kwargs)
+    try:
+        env_class, max_turns = type(probe.unwrapped), getattr(probe.unwrapped, "max_turns", None)
+    finally:
+        probe.close()
+    if not getattr(env_class, "tools", None):
+        raise ValueError(
+            f"{env_id}: {env_class.__name__} declares no tools; "
+            "environment_factory needs a gymenvs TextEnv with @tool methods"
+        )
+    return env_class, max_turns
+
+
+def _tool_method(name: str, function: Callable) -> Callable:
+    """A method that forwards to the env's tool `name`, with the tool's signature and docstring."""
+    hints = typing.get_type_hints(function)
+    signature = inspect.signature(function)
+    parameters = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()]
+    parameter_names = [p.name for p in parameters[1:]]  # after self
+
+    def method(self: GymnasiumEnvironment, *args: Any, **kwargs: Any) -> str:
+        if len(args) > len(parameter_names):
+            raise TypeError(f"{name}() takes {len(parameter_names)} arguments, got {len(args)}")
+        return self._call_tool(name, {**dict(zip(parameter_names, args)), **kwargs})
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = inspect.getdoc(function)
+    method.__signature__ = signature.replace(parameters=parameters, return_annotation=str)  # type: ignore[attr-defined]
+    method.__annotations__ = {**{k: v for k, v in hints.items() if k != "return"}, "return": str}
+    return method
+
+
+def _reset_options(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An `options` column, if the dataset has one, goes to `env.reset(options=...)`.
+
+    Arrow fills keys that a row lacks with None: those are dropped.
+    """
+    options = row.get("options")
+    if not isinstance(options, Mapping):
+        return None
+    return {key: value for key, value in options.items() if value is not None}
+
+
+def _separator(prompt: Any) -> str:
+    """TRL appends `reset`'s return to the last prompt message with no separator: add one if needed."""
+    if isinstance(prompt, list) and prompt and isinstance(prompt[-1], Mapping):
+        content = prompt[-1].get("content")
+        if isinstance(content, str) and content and not content[-1].isspace():
+            return "\n\n"
+    return ""
+
+
+def _as_text(observation: Any) -> str:
+    return observation if isinstance(observation, str) else json.dumps(observation, default=str)
+
+
+def _close_quietly(env: gym.Env) -> None:
+    try:
+        env.close()
+    except Exception:  # at interpreter exit or collection time, a failing close must not raise
+        pass
