@@ -431,3 +431,14 @@ def test_workers_do_not_run_the_main_script_again(tmp_path, start_method):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repository, os.environ.get("PYTHONPATH", "")])}
     subprocess.run([sys.executable, str(script), str(runs), start_method], env=env, check=True, timeout=120)
     assert runs.read_text().splitlines() == ["__main__"]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2, reason="needs Linux and 2+ cores")
+@pytest.mark.parametrize("pin_threads", [True, False])
+def test_thread_backend_pins_its_pool_threads_to_one_core_only(pin_threads):
+    allowed = os.sched_getaffinity(0)
+    with echo_vector("thread", num_envs=3, pin_threads=pin_threads) as vector_env:
+        vector_env.reset(seed=0)
+        pool = [os.sched_getaffinity(thread.native_id) for thread in our_threads()]
+        assert pool and all(cores == ({max(allowed)} if pin_threads else allowed) for cores in pool)
+        assert os.sched_getaffinity(0) == allowed  # the caller's thread is left alone

@@ -29,15 +29,16 @@ def parse_action(action: Any, parse_text: Callable[[str], ToolCall]) -> ToolCall
     `{"type": "function", "function": {...}}`); text holding one `<tool_call>` block; text
     that is a JSON tool call; any other text, read by the env's `parse_text`.
     """
-    if isinstance(action, Mapping):
-        return tool_call_from_mapping(action)
     if not isinstance(action, str):
+        if isinstance(action, Mapping):
+            return tool_call_from_mapping(action)
         raise ActionError(f"an action is text or a tool-call mapping, not {type(action).__name__}")
-    tagged = _TOOL_CALL_TAG.findall(action)
-    if len(tagged) > 1:
-        raise ActionError(f"one tool call per turn, got {len(tagged)} <tool_call> blocks")
-    if tagged:
-        return tool_call_from_mapping(_decode_json_object(tagged[0]))
+    if "<tool_call>" in action:
+        tagged = _TOOL_CALL_TAG.findall(action)
+        if len(tagged) > 1:
+            raise ActionError(f"one tool call per turn, got {len(tagged)} <tool_call> blocks")
+        if tagged:
+            return tool_call_from_mapping(_decode_json_object(tagged[0]))
     stripped = action.strip()
     if stripped.startswith("{") and stripped.endswith("}"):
         try:

@@ -36,7 +36,7 @@ class ToolSpec:
             model = self.arguments_model.model_validate(arguments)
         except pydantic.ValidationError as exc:
             raise ActionError(f"{self.name}: {describe_validation_error(exc)}. Expected {self.signature()}.") from None
-        return {field: getattr(model, field) for field in type(model).model_fields}
+        return dict(model.__dict__)  # the fields only: extra arguments are forbidden
 
     def signature(self) -> str:
         """A one-line signature such as `guess(word: string)` for error messages and help."""

@@ -29,6 +29,7 @@ class VectorConfig(pydantic.BaseModel):
     autoreset_mode: Annotated[AutoresetMode, Field(strict=False)] = AutoresetMode.NEXT_STEP
     restart_on_error: StrictBool = True
     start_method: Literal["forkserver", "spawn", "fork"] | None = None
+    pin_threads: StrictBool = True
 
     def workers_for(self, num_envs: int) -> int:
         """How many threads or processes to run: `max_workers`, else $GYMENVS_MAX_WORKERS, else one per slot."""

@@ -22,6 +22,7 @@ def make_vector_env(
     autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     restart_on_error: bool = True,
     start_method: str | None = None,
+    pin_threads: bool = True,
     **env_kwargs: Any,
 ) -> ConcurrentVectorEnv:
     """`num_envs` slots of `gymnasium.make(env_id, **env_kwargs)`; the other keywords configure the vector env.
@@ -39,4 +40,5 @@ def make_vector_env(
         autoreset_mode=autoreset_mode,
         restart_on_error=restart_on_error,
         start_method=start_method,
+        pin_threads=pin_threads,
     )

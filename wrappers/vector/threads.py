@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import queue
 import threading
 import time
@@ -87,7 +88,8 @@ class _Batch:
 
 
 class ThreadBackend:
-    def __init__(self, factories: Sequence[EnvFactory], *, max_workers: int, restart_on_error: bool):
+    def __init__(self, factories: Sequence[EnvFactory], *, max_workers: int, restart_on_error: bool, pin_threads: bool = True):
+        self._cpu = shared_core() if pin_threads else None
         self._slots = [Slot(i, factory, restart_on_error) for i, factory in enumerate(factories)]
         self._batch: _Batch | None = None
         self._wakeups: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -165,6 +167,8 @@ class ThreadBackend:
         thread.start()
 
     def _serve(self) -> None:
+        if self._cpu is not None:
+            os.sched_setaffinity(0, {self._cpu})  # on Linux, pid 0 is this thread only
         while (token := self._wakeups.get()) is not _STOP:
             batch = self._batch if token is _HELP else self._batch_the_caller_is_stuck_in(*token[1:])
             with self._wakeup_lock:  # a watchdog counts as outstanding until it has decided
@@ -246,3 +250,11 @@ class ThreadBackend:
             stuck = {thread for thread in self._threads if thread.ident == runner}
             self._stuck_threads = {thread for thread in self._stuck_threads if thread.is_alive()} | stuck
             self._start_thread()
+
+
+def shared_core() -> int | None:
+    """The CPU core the pool threads share: the last one this process may use (None: no choice to make)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cores = os.sched_getaffinity(0)
+    return max(cores) if len(cores) > 1 else None

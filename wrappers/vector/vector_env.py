@@ -55,6 +55,11 @@ class ConcurrentVectorEnv(VectorEnv):
         start_method: multiprocessing start method for the process backend: "forkserver" (the
             default, with gymenvs preloaded), "spawn", or "fork" (fastest to start, but unsafe
             once the parent runs threads).
+        pin_threads: thread backend, Linux: run the pool threads on one CPU core. Under the GIL only
+            one of them runs Python at a time anyway, and handing the GIL to a thread on the same
+            core is much cheaper than waking one on another core (10 ms steps at 64 slots on 2
+            cores: about 79% of the ideal throughput unpinned, 85% pinned). Turn it off for envs
+            that do heavy work outside the GIL (or use the process backend for those).
 
     Partial steps: an action of None leaves that slot untouched (its observation is returned
     unchanged, reward 0, not terminated or truncated, no info), so LLM episodes that end at
@@ -73,6 +78,7 @@ class ConcurrentVectorEnv(VectorEnv):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         restart_on_error: bool = True,
         start_method: str | None = None,
+        pin_threads: bool = True,
     ):
         self.config = make_config(
             backend=backend,
@@ -81,6 +87,7 @@ class ConcurrentVectorEnv(VectorEnv):
             autoreset_mode=autoreset_mode,
             restart_on_error=restart_on_error,
             start_method=start_method,
+            pin_threads=pin_threads,
         )
         factories = list(env_fns)
         if not factories:
@@ -100,7 +107,9 @@ class ConcurrentVectorEnv(VectorEnv):
 
         workers = self.config.workers_for(self.num_envs)
         if self.config.backend == "thread":
-            self._backend = ThreadBackend(factories, max_workers=workers, restart_on_error=restart_on_error)
+            self._backend = ThreadBackend(
+                factories, max_workers=workers, restart_on_error=restart_on_error, pin_threads=self.config.pin_threads
+            )
         else:
             self._backend = ProcessBackend(
                 factories, max_workers=workers, restart_on_error=restart_on_error, start_method=self.config.start_method
