@@ -1,15 +1,21 @@
-"""A tour of gymenvs: every environment made with `gymnasium.make` and played by a scripted agent.
+"""A tour of gymenvs: every environment made with `gymnasium.make` and played by a scripted agent,
+then many episodes at once in a `ConcurrentVectorEnv`.
 
 The agent uses the three action forms an LLM may produce (a tool-call mapping, the same as JSON
 text, plain text) and one invalid action, to show that a bad action is an observation, not a crash.
+The SWE env runs on its embedded fixture tasks (it needs a Docker engine and the images from
+`gymenvs swe build-images`, which `.ci/setup` builds); the agent applies the task's gold patch
+through the `bash` tool and submits, and the host-side grader runs the task's tests.
 Run:  python examples/demo.py
 """
 
 from __future__ import annotations
 
 import json
+import time
 
 import gymnasium as gym
+import numpy as np
 
 import gymenvs
 
@@ -45,12 +51,21 @@ def reasoning_agent(env):
     yield "<answer>42</answer>"
 
 
+def swe_agent(env):
+    gold_patch = env.unwrapped.task.patch  # a scripted agent may peek; an LLM may not
+    yield {"name": "submit_patch", "arguments": {}}  # invalid: no such tool
+    yield "git status --short && ls"
+    yield {"name": "bash", "arguments": {"command": f"git apply <<'PATCH'\n{gold_patch}PATCH\ngit diff --stat"}}
+    yield {"name": "submit", "arguments": {}}
+
+
 AGENTS = {
     "gymenvs/Echo-v0": ({"max_turns": 2}, echo_agent),
     "gymenvs/ReasoningGym-v0": ({"dataset": "basic_arithmetic"}, reasoning_agent),
     "gymenvs/Wordle-v0": ({}, wordle_agent),
     "gymenvs/Sudoku-v0": ({}, sudoku_agent),
     "gymenvs/Catch-v0": ({}, catch_agent),
+    "gymenvs/SWE-v0": ({"dataset": "fixtures"}, swe_agent),
 }
 
 
@@ -68,8 +83,31 @@ def play(env_id: str, kwargs: dict, agent, verbose_steps: int = 3) -> None:
             print(observation.strip()[-400:] + ("\n" if "error" not in info else f"\n(info['error'] = {info['error']!r})\n"))
         if terminated or truncated:
             break
+    if "report" in info:
+        print(f"grading report: {json.dumps(info['report'])[:400]}...")
     print(f"episode over after {steps} steps: return {total:g}, {'terminated' if terminated else 'truncated'}\n")
     env.close()
+
+
+def many_at_once(num_envs: int = 64, episodes: int = 1000) -> None:
+    """Wordle in a thread-backed ConcurrentVectorEnv: GRPO-style groups of 8 share a secret."""
+    print(f"=== {episodes} Wordle episodes over {num_envs} slots (gymnasium.make_vec -> ConcurrentVectorEnv)")
+    envs = gym.make_vec("gymenvs/Wordle-v0", num_envs=num_envs, autoreset_mode="SameStep")
+    envs.reset(seed=0, options={"group_size": 8})
+    secrets = [state["secret"] for state in envs.state()]
+    print(f"slots 0-7 share the secret {secrets[0]!r}, slots 8-15 {secrets[8]!r}")
+    rng = np.random.default_rng(0)
+    words = ["crane", "slate", "pious", "mound", "light", "dwarf", "chomp", "fuzzy"]
+    finished, solved, steps = 0, 0, 0
+    start = time.perf_counter()
+    while finished < episodes:
+        _, rewards, terminated, truncated, _ = envs.step([words[i] for i in rng.integers(len(words), size=num_envs)])
+        finished += int(np.sum(terminated | truncated))
+        solved += int(np.sum(rewards > 0))
+        steps += num_envs
+    seconds = time.perf_counter() - start
+    print(f"{finished} episodes, {solved} solved by luck, {steps} env steps in {seconds:.2f} s ({steps / seconds:,.0f} steps/s)\n")
+    envs.close()
 
 
 def main() -> None:
@@ -79,6 +117,9 @@ def main() -> None:
             play(env_id, kwargs, agent)
         except ImportError as exc:
             print(f"=== {env_id} skipped: {exc}\n")
+        except RuntimeError as exc:  # the SWE env without a Docker engine or its images
+            print(f"=== {env_id} skipped: {exc}\n")
+    many_at_once()
 
 
 if __name__ == "__main__":
