@@ -22,8 +22,11 @@ import os
 import statistics
 import tempfile
 import time
+import warnings
 
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
+# trl 1.16 still calls transformers' gradient_checkpointing* names, which transformers 5.23 deprecates.
+warnings.filterwarnings("ignore", message=".*is deprecated and will be removed in v6", category=FutureWarning)
 
 from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 from transformers.utils import logging as transformers_logging  # noqa: E402
