@@ -10,32 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gymenvs
+from action_strategies import actions
 
-# SWE-v0 drives Docker containers; its own tests cover it against a real engine.
+# SWE-v0 drives Docker containers: tests/swe/test_swe_properties.py runs these properties on it.
 IN_PROCESS_ENVS = [env_id for env_id in gymenvs.list_envs() if env_id != "gymenvs/SWE-v0"]
-
-any_text = st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=200)
-json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | any_text,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(any_text, inner, max_size=3),
-    max_leaves=8,
-)
-
-
-@st.composite
-def actions(draw, tool_names):
-    name = draw(st.sampled_from(tool_names) | any_text)
-    arguments = draw(st.dictionaries(st.sampled_from(["word", "row", "col", "digit", "direction", "message", "answer"]) | any_text, json_values, max_size=3))
-    call = {"name": name, "arguments": arguments}
-    return draw(
-        st.sampled_from(["left", "stay", "right", "[crane]", "1 2 3", "4", "", " " * 3])
-        | any_text
-        | st.just(call)
-        | st.just(json.dumps(call))
-        | st.just(f"<tool_call>{json.dumps(call)}</tool_call>")
-        | st.builds(lambda text: text * 5_000, any_text)
-        | st.just("{" * 100_000)
-    )
 
 
 def make(env_id):
