@@ -33,3 +33,22 @@ def actions(draw, tool_names):
         | st.builds(lambda text: text * 5_000, any_text)
         | st.just("{" * 100_000)
     )
+
+
+def play_arbitrary_actions(env, seed, data, max_steps):
+    """Reset with `seed`, then step with up to `max_steps` drawn actions, checking after each step that
+    nothing crashed: the observation is in the space, the flags are Python bools, the state is JSON.
+    Yields each step's result for test-specific checks."""
+    observation, info = env.reset(seed=seed)
+    assert observation in env.observation_space
+    tool_names = [schema["function"]["name"] for schema in info["tools"]]
+    for _ in range(data.draw(st.integers(1, max_steps))):
+        result = env.step(data.draw(actions(tool_names)))
+        observation, reward, terminated, truncated, info = result
+        assert observation in env.observation_space
+        assert type(reward) is float and type(terminated) is bool and type(truncated) is bool
+        assert isinstance(info, dict)
+        json.dumps(env.unwrapped.state())
+        yield result
+        if terminated or truncated:
+            return
