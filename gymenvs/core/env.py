@@ -85,7 +85,7 @@ class TextEnv(gym.Env[str, str]):
         except BaseException:
             self._episode_id = None  # a failed reset leaves no episode to step
             raise
-        return observation, {"tools": list(self._tool_schemas)}
+        return observation, {"tools": self.tool_schemas()}
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._episode_id is None:

@@ -38,7 +38,8 @@ def env_reward(
 
 
 class EnvRollout:
-    """A `rollout_func` for `GRPOTrainer`, and a trainer-free episode runner. See `make_rollout_func`."""
+    """A `rollout_func` for `GRPOTrainer`, and a trainer-free episode runner; built by `make_rollout_func`,
+    whose docstring describes the options."""
 
     reward_func = staticmethod(env_reward)
 
@@ -189,18 +190,7 @@ class EnvRollout:
         self._vector_env = self._finalizer = None
 
 
-def make_rollout_func(
-    env_id: str,
-    *,
-    env_kwargs: Mapping[str, Any] | None = None,
-    tokenizer: PreTrainedTokenizerBase | None = None,
-    max_completion_length: int | None = None,
-    max_tokens_per_turn: int | None = None,
-    show_tools: bool = True,
-    backend: str = "thread",
-    max_workers: int | None = None,
-    step_timeout_s: float | None = None,
-) -> EnvRollout:
+def make_rollout_func(env_id: str, **options: Any) -> EnvRollout:
     """A `rollout_func` for `GRPOTrainer(rollout_func=...)` that plays `env_id`; pair it with its
     reward function: `GRPOTrainer(reward_funcs=rollout.reward_func, rollout_func=rollout, ...)`.
 
@@ -220,17 +210,7 @@ def make_rollout_func(
         backend, max_workers, step_timeout_s: the `ConcurrentVectorEnv` the episodes run in. An env
             that crashes or outlives `step_timeout_s` ends its own episode (reward 0, error recorded).
     """
-    return EnvRollout(
-        env_id,
-        env_kwargs=env_kwargs,
-        tokenizer=tokenizer,
-        max_completion_length=max_completion_length,
-        max_tokens_per_turn=max_tokens_per_turn,
-        show_tools=show_tools,
-        backend=backend,
-        max_workers=max_workers,
-        step_timeout_s=step_timeout_s,
-    )
+    return EnvRollout(env_id, **options)
 
 
 def evaluate(
