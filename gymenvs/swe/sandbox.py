@@ -349,18 +349,29 @@ class Sandbox:
             raise DiskLimitExceeded(f"the container wrote {used / 2**20:.0f} MiB, more than its disk limit of "
                                     f"{self.limits.disk_limit / 2**20:.0f} MiB: the episode was stopped")
 
-    def kill_all(self, signal_name: str = "KILL", *, keep: tuple[int, ...] = (), attempts: int = 5) -> None:
+    def kill_all(self, signal_name: str = "KILL", *, keep: tuple[int, ...] = (), attempts: int = 20) -> None:
         """Signal every process of the container but its init and main process and the pids in `keep`:
-        jobs that double-forked away from their shell and fork-bomb children included."""
+        jobs that double-forked away from their shell and fork-bomb children included. The killer is a
+        single bash process (no `timeout` around it), retried while a fork bomb holds every pid."""
         script = f"signal={signal_name} keep='{' '.join(map(str, keep))}'\n{_KILL_ALL}"
         for attempt in range(attempts):
             try:
-                self.run(script, timeout=20)
-                return
+                stream = self.open_exec(["bash", "-c", script])
             except ContainerGone:
                 raise
-            except SandboxError:  # no pid left to start the killer (a fork bomb at the pids limit): retry
-                time.sleep(0.2 * (attempt + 1))
+            except SandboxError:
+                exit_code = None
+            else:
+                try:
+                    deadline = time.monotonic() + 20
+                    while stream.read(deadline):
+                        pass
+                    exit_code = stream.exit_code()
+                finally:
+                    stream.close()
+            if exit_code == 0:
+                return
+            time.sleep(0.05 * (attempt + 1))  # no pid was free to start the killer: a fork bomb at the limit
         raise SandboxError(f"could not stop the processes of container {self.name}: it is out of process ids")
 
     def changed_paths(self, under: str) -> dict[str, str]:

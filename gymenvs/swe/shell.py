@@ -71,6 +71,8 @@ class PersistentShell:
         while True:
             exit_code = self._read_until_marker(marker, capture, deadline)
             if exit_code is not None:
+                if timed_out:  # what ignored SIGTERM or kept forking dies now
+                    self._kill_others("KILL")
                 return ShellResult(capture.text(), exit_code, timed_out, False)
             if self._stream.eof:  # the shell exited (`exit`, `exec ...`) or the container died
                 self.sandbox.ensure_running()
@@ -79,7 +81,7 @@ class PersistentShell:
             signal = next(escalation, None)
             if signal is None:
                 return self._restart(capture, timed_out, "the shell did not answer after the timeout")
-            self._kill_tree(signal)
+            self._kill_others(signal)
             deadline = time.monotonic() + self.kill_grace
 
     def close(self) -> None:
@@ -136,5 +138,5 @@ class PersistentShell:
                 return None  # end of stream, or the deadline
             buffer += data or b""
 
-    def _kill_tree(self, signal: str) -> None:
+    def _kill_others(self, signal: str) -> None:
         self.sandbox.kill_all(signal, keep=(self.pid,))
