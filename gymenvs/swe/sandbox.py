@@ -246,6 +246,7 @@ class Sandbox:
         self.name: str = container.name
         self._finalizer = weakref.finalize(self, _remove_container, client.api, self.id)
         self._next_disk_check = 0.0
+        self._disk_exceeded = ""
         try:
             container.start()
         except docker.errors.APIError as exc:
@@ -337,17 +338,21 @@ class Sandbox:
         `DISK_CHECK_INTERVAL` unless `force`; a no-op where the engine caps the layer itself)."""
         if not self.limits.disk_limit or self.disk_capped:
             return
+        if self._disk_exceeded:  # sticky: the episode is over
+            raise DiskLimitExceeded(self._disk_exceeded)
         now = time.monotonic()
         if not force and now < self._next_disk_check:
             return
         self._next_disk_check = now + DISK_CHECK_INTERVAL
         try:
-            used = self.client.api.inspect_container(self.id, size=True).get("SizeRw") or 0
+            (found,) = self.client.api.containers(all=True, size=True, filters={"id": self.id})
+            used = found.get("SizeRw") or 0
         except Exception:  # gone or unreachable: the next Docker call says which
             return
         if used > self.limits.disk_limit:
-            raise DiskLimitExceeded(f"the container wrote {used / 2**20:.0f} MiB, more than its disk limit of "
-                                    f"{self.limits.disk_limit / 2**20:.0f} MiB: the episode was stopped")
+            self._disk_exceeded = (f"the container wrote {used / 2**20:.0f} MiB, more than its disk limit of "
+                                   f"{self.limits.disk_limit / 2**20:.0f} MiB: the episode was stopped")
+            raise DiskLimitExceeded(self._disk_exceeded)
 
     def kill_all(self, signal_name: str = "KILL", *, keep: tuple[int, ...] = (), attempts: int = 20) -> None:
         """Signal every process of the container but its init and main process and the pids in `keep`:
