@@ -108,17 +108,19 @@ class WarmPool:
         return len(self._ready)
 
     def close(self) -> None:
-        """Remove the waiting containers; containers still starting are removed as they come up."""
+        """Remove the waiting containers, and those still starting once they are up."""
         with WarmPool._pools_lock:
             if WarmPool._pools.get(self.key) is self:
                 del WarmPool._pools[self.key]
         with self._lock:
             self._closed = True
+        self._starter.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
             waiting, self._ready = list(self._ready), deque()
-        for sandbox, shell in waiting:
+        for _, shell in waiting:
             shell.close()
-            discard(sandbox, wait=False)
-        self._starter.shutdown(wait=False, cancel_futures=True)
+        for removal in [discard(sandbox, wait=False) for sandbox, _ in waiting]:
+            removal.result()
 
     # -- internals -------------------------------------------------------------------------
 
@@ -143,7 +145,7 @@ class WarmPool:
                 return
         if started:
             started[1].close()
-            discard(started[0], wait=False)
+            started[0].remove()
 
     def _start(self, episode_id: str) -> tuple[Sandbox, PersistentShell]:
         key = self.key

@@ -1,0 +1,54 @@
+"""The warm pool against the real Docker engine: resets take containers started ahead of time, every
+episode starts pristine, pool containers are labelled like the others and removed with the last env."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from gymenvs.swe.pool import LABEL_POOL, WarmPool
+from gymenvs.swe.sandbox import LABEL_PID
+
+from .conftest import FIXTURE_IDS, own_containers
+from .test_swe_env import bash
+
+pytestmark = pytest.mark.docker
+
+
+def wait_for(condition, seconds: float = 120) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_warm_pool_episodes_are_pristine_labelled_and_removed_with_the_last_env(make_env, docker_client):
+    env = make_env(warm_pool=2)
+    other = make_env(warm_pool=2)
+    env.reset(options={"instance_id": FIXTURE_IDS[0]})
+    pool = env.unwrapped._pools[0]
+    first = env.unwrapped.state()["container"]
+    labels = docker_client.containers.get(first).labels
+    assert labels[LABEL_POOL] == "1" and labels[LABEL_PID] == str(os.getpid())
+    env.step(bash("echo dirty > /tmp/dirty && echo dirty >> README.md && export DIRTY=1"))
+    wait_for(lambda: pool.ready() == 2)
+    other.reset(options={"instance_id": FIXTURE_IDS[0]})  # a second env shares the process's pool
+    assert other.unwrapped._pools == [pool] and pool.users == 2
+    wait_for(lambda: pool.ready() == 2)
+    env.reset(options={"instance_id": FIXTURE_IDS[0]})
+    second = env.unwrapped.state()["container"]
+    observation = env.step(bash("cat /tmp/dirty; git status --short; echo ${DIRTY:-clean}; pwd"))[0]
+    assert second != first and observation.endswith("No such file or directory\nclean\n/testbed\n[exit code: 0]")
+    wait_for(lambda: first not in {c.name for c in own_containers(docker_client)})  # used once, then removed
+    env.close()
+    assert pool.users == 1 and len(own_containers(docker_client)) >= 3  # the pool stays while `other` uses it
+    other.close()
+    assert own_containers(docker_client) == [] and WarmPool._pools == {}
+
+
+def test_warm_pool_is_off_by_default_and_its_size_is_checked(make_env):
+    assert make_env().unwrapped.warm_pool == 0
+    with pytest.raises(ValueError, match="warm_pool"):
+        make_env(warm_pool=-1)
