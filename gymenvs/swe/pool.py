@@ -59,7 +59,7 @@ class WarmPool:
         self._starting = 0
         self._lock = threading.Lock()
         self._closed = False
-        self._starter = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gymenvs-swe-pool")
+        self._starter = ThreadPoolExecutor(max_workers=min(size, 4), thread_name_prefix="gymenvs-swe-pool")
 
     @classmethod
     def for_image(cls, client: Any, image: str, *, size: int, limits: Limits = Limits(), setup: str = "",

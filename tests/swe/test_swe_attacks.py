@@ -128,3 +128,11 @@ def test_a_log_pass_the_runner_contradicts_is_a_failure():
     assert statuses == {**log, "t.py::a": "FAILED", "t.py::made_up": "FAILED"}
     assert check_against_runner(log, [])[1] == []  # no report (not pytest): the log stands alone
     assert check_against_runner(log, runner[:-1])[1] is None  # started, never finished: no verdict
+
+
+def test_an_episode_that_fills_the_disk_is_stopped(make_env, docker_client):
+    env = start(make_env, TASK.instance_id, disk_limit="100m")
+    observation, reward, terminated, truncated, info = env.step(bash("head -c 4000M /dev/zero > /testbed/blob; echo done"))
+    assert truncated and not terminated and reward == 0.0
+    assert "more than its disk limit of 100 MiB" in info["error"] and "done" not in observation
+    assert own_containers(docker_client) == []  # the container, and what it wrote, is gone
