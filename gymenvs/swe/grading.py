@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shlex
@@ -126,49 +127,70 @@ def grade_sandbox(client: Any, task: Task, agent: Sandbox, *, image: str, timeou
                   test_user=test_user, take_diff=True)
 
 
+def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> str:
+    """What the agent changed in `sandbox`'s repository since `base_commit`, as a git diff taken by a
+    trusted git: the changed files, read by the engine, are copied into a fresh container from the
+    same image (`grade_sandbox` does this in the grading container and saves a container start)."""
+    fresh = Sandbox(sandbox.client, sandbox.image, role="diff", episode_id="extract-diff",
+                    limits=dataclasses.replace(sandbox.limits, network=False))
+    try:
+        fresh.put_archive("/", _staging_archive())
+        copy_changes(sandbox, fresh, WORKDIR)
+        return _staged_diff(fresh, base_commit, timeout)
+    finally:
+        fresh.remove()
+
+
 def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None], *, image: str,
            timeout: float, limits: Limits, episode_id: str, test_user: str | None,
            take_diff: bool = False) -> tuple[GradeReport, str]:
     started = time.monotonic()
     nonce = uuid.uuid4().hex
-    diff = ""
+    diff, result = "", None
     try:
         sandbox = Sandbox(client, image, role="grading", episode_id=episode_id or task.instance_id, limits=limits)
         try:
-            _stage(sandbox)
-            before = set(sandbox.changed_paths("/"))
-            failure = apply(sandbox)
-            changes = disk_changes(sandbox, WORKDIR, before)
-            if changes.refused and not failure:
-                failure = "the patch writes " + ", ".join(f"{path} ({why})" for path, why in sorted(changes.refused.items())[:5])
-            if failure:
-                report.status, report.error = "patch_failed", failure
-                return report, diff
-            if take_diff:
-                diff = _staged_diff(sandbox, task.base_commit)
-                report.patch_is_empty = not diff.strip()
-            report.ignored_files.update(enforce_policy(sandbox, WORKDIR, task.base_commit, changes.changed,
-                                                       frozenset(task.test_files)))
-            if not _apply_test_patch(sandbox, task):
-                report.error = "the task's test_patch does not apply: the task is broken"
-                return report, diff
-            sandbox.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
-                                        "results.jsonl": b""}, mode=0o600)
-            result = sandbox.run(f"bash {STAGING}/run-tests.sh", timeout=timeout, output_limit=_LOG_LIMIT)
-            runner = _runner_records(sandbox)
+            diff = _prepare(sandbox, task, report, apply, take_diff)
+            if diff is not None:
+                sandbox.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
+                                            "results.jsonl": b""}, mode=0o600)
+                result = sandbox.run(f"bash {STAGING}/run-tests.sh", timeout=timeout, output_limit=_LOG_LIMIT)
+                runner = _runner_records(sandbox)
         finally:
             sandbox.remove()
     except SandboxError as exc:
         report.error = f"grading could not run: {exc}"
-        report.seconds = time.monotonic() - started
-        return report, diff
-    log = decode_output(result.output.raw())
-    _read_log(report, task, log, nonce, timed_out=result.timed_out, timeout=timeout, runner=runner)
+    if result is not None:
+        log = decode_output(result.output.raw())
+        _read_log(report, task, log, nonce, timed_out=result.timed_out, timeout=timeout, runner=runner)
     report.seconds = time.monotonic() - started
-    return report, diff
+    return report, diff or ""
 
 
-def _stage(sandbox: Sandbox) -> None:
+def _prepare(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None],
+             take_diff: bool) -> str | None:
+    """Apply the agent's changes and the test patch, checking what changed on disk; the agent's diff
+    (if `take_diff`, else ""), or None when the tests cannot run (`report` then says why)."""
+    sandbox.put_archive("/", _staging_archive())
+    before = set(sandbox.changed_paths("/"))
+    failure = apply(sandbox)
+    changes = disk_changes(sandbox, WORKDIR, before)
+    if changes.refused and not failure:
+        failure = "the patch writes " + ", ".join(f"{path} ({why})" for path, why in sorted(changes.refused.items())[:5])
+    if failure:
+        report.status, report.error = "patch_failed", failure
+        return None
+    diff = _staged_diff(sandbox, task.base_commit) if take_diff else ""
+    if take_diff:
+        report.patch_is_empty = not diff.strip()
+    report.ignored_files.update(enforce_policy(sandbox, WORKDIR, task.base_commit, changes.changed, frozenset(task.test_files)))
+    if not _apply_test_patch(sandbox, task):
+        report.error = "the task's test_patch does not apply: the task is broken"
+        return None
+    return diff
+
+
+def _staging_archive() -> bytes:
     """Grading's own directories: a root-only one (scripts, nonce, results) and the report plugin's."""
     archive = io.BytesIO()
     plugin = (Path(__file__).parent / "results_plugin.py").read_bytes()
@@ -180,7 +202,7 @@ def _stage(sandbox: Sandbox) -> None:
         info = tarfile.TarInfo(f"{_PLUGIN_DIR.lstrip('/')}/gymenvs_results.py")
         info.size, info.mode, info.mtime = len(plugin), 0o644, int(time.time())
         tar.addfile(info, io.BytesIO(plugin))
-    sandbox.put_archive("/", archive.getvalue())
+    return archive.getvalue()
 
 
 def _apply_diff(sandbox: Sandbox, diff: str) -> str | None:
@@ -196,11 +218,11 @@ def _apply_diff(sandbox: Sandbox, diff: str) -> str | None:
     return None
 
 
-def _staged_diff(sandbox: Sandbox, base_commit: str) -> str:
+def _staged_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> str:
     """The repository's changes against `base_commit`, new files included, taken by the image's git."""
     command = (f"{ENV_SETUP}\n{TRUSTED_GIT} add -A && "
                f"{TRUSTED_GIT} diff --cached --binary --no-color --no-ext-diff --no-textconv {shlex.quote(base_commit)}")
-    result = sandbox.run(command, timeout=300, output_limit=_DIFF_LIMIT)
+    result = sandbox.run(command, timeout=timeout, output_limit=_DIFF_LIMIT)
     if result.timed_out or result.exit_code != 0 or result.output.elided:
         raise SandboxError(f"could not take the agent's diff (exit {result.exit_code}): {result.output.text()[-500:]}")
     return result.output.raw().decode("utf-8", "surrogateescape")

@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 
-from gymenvs.swe.grading import check_against_runner, grade
+from gymenvs.swe.grading import check_against_runner, extract_diff, grade
 from gymenvs.swe.images import image_for
 from gymenvs.swe.patches import filter_diff, protected_reason
 
@@ -67,6 +67,17 @@ def test_a_fake_git_and_a_gitignored_conftest_in_the_agents_container_change_not
     assert reward == 0.0 and report["status"] == "unresolved"
     assert report["ignored_files"] == {"conftest.py": "pytest configuration"}
     assert set(report["fail_to_pass"].values()) == {"FAILED"}
+
+
+def test_extract_diff_reads_the_agents_changes_without_its_git(make_env, docker_client):
+    from .test_swe_env import write_and_apply
+
+    env = start(make_env, TASK.instance_id)
+    env.step(write_and_apply(TASK.patch, "gold.patch"))
+    env.step(bash("printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/git && chmod +x /usr/local/bin/git && echo x > new.txt"))
+    diff = extract_diff(env.unwrapped._sandbox, TASK.base_commit)
+    assert "+    return sep.join(words)" in diff and "+++ b/new.txt" in diff and "/usr/local/bin/git" not in diff
+    assert grade(docker_client, TASK, diff, image=image_for(TASK), timeout=120).reward == 1.0
 
 
 FORGERY = f'''

@@ -52,3 +52,14 @@ def test_warm_pool_is_off_by_default_and_its_size_is_checked(make_env):
     assert make_env().unwrapped.warm_pool == 0
     with pytest.raises(ValueError, match="warm_pool"):
         make_env(warm_pool=-1)
+
+
+def test_the_warm_pool_doc_example_runs(swe_images, docker_client, capsys):
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "swe-warm-pool.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```python\n(.*?)```", doc, re.DOTALL)
+    exec(compile(block, "docs/swe-warm-pool.md", "exec"), {"__name__": "doc_example"})
+    assert capsys.readouterr().out.endswith("/testbed\n[exit code: 0]\n")
+    assert own_containers(docker_client) == []

@@ -190,7 +190,7 @@ def test_orphans_of_killed_processes_are_reaped_once_by_the_next_process_and_liv
         assert result.returncode == 0, result.stderr
         calls, reaped = result.stdout.split(" ", 1)
         assert calls == "1" and docker_client.containers.get(alive_id).name not in reaped  # 3 envs, one reaping
-        remaining = {c.id for c in docker_client.containers.list(all=True)}
+        remaining = {c.id for c in docker_client.containers.list(all=True, ignore_removed=True)}
         assert dead_id not in remaining and alive_id in remaining
         assert reap_orphans(docker_client) == []
     finally:
@@ -205,7 +205,7 @@ def test_containers_are_removed_at_exit_without_close(docker_client, swe_images)
                             timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
     assert result.returncode == 0, result.stderr
     container_id = result.stdout.strip()
-    assert container_id and container_id not in {c.id for c in docker_client.containers.list(all=True)}
+    assert container_id and container_id not in {c.id for c in docker_client.containers.list(all=True, ignore_removed=True)}
 
 
 def test_no_new_privileges_and_no_raw_sockets_or_device_nodes(sandbox):
@@ -283,4 +283,4 @@ def test_sigterm_removes_the_containers_of_the_process(docker_client, swe_images
     assert docker_client.containers.get(name).status == "running"
     process.send_signal(signal.SIGTERM)
     assert process.wait(60) == -signal.SIGTERM  # it still dies of the signal, as its supervisor expects
-    assert name not in {c.name for c in docker_client.containers.list(all=True)}
+    assert name not in {c.name for c in docker_client.containers.list(all=True, ignore_removed=True)}
