@@ -83,7 +83,7 @@ class WarmPool:
                     if not self._ready:
                         break
                     sandbox, shell = self._ready.popleft()
-                if self._alive(shell):
+                if shell.alive():  # a pooled container killed from outside is replaced
                     return sandbox, shell
                 shell.close()
                 discard(sandbox, wait=False)
@@ -157,10 +157,3 @@ class WarmPool:
             sandbox.remove()
             raise
 
-    @staticmethod
-    def _alive(shell: PersistentShell) -> bool:
-        try:
-            result = shell.run("true", timeout=5)
-        except SandboxError:
-            return False
-        return result.exit_code == 0 and not result.restarted

@@ -166,6 +166,16 @@ class ExecStream:
             else:
                 self.eof = True
 
+    def closed(self) -> bool:
+        """Whether the process has closed its output (it exited, or its container stopped); never blocks."""
+        if not self.eof and select.select([self._sock], [], [], 0)[0]:
+            chunk = self._recv(time.monotonic())
+            if chunk:
+                self._buffer += chunk
+            else:
+                self.eof = True
+        return self.eof
+
     def exit_code(self) -> int | None:
         """The process's exit code, or None while it runs."""
         try:

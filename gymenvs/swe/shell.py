@@ -84,6 +84,10 @@ class PersistentShell:
             self._kill_others(signal)
             deadline = time.monotonic() + self.kill_grace
 
+    def alive(self) -> bool:
+        """Whether the shell still runs, checked without running anything in the container."""
+        return self._stream is not None and not self._stream.closed()
+
     def close(self) -> None:
         if self._stream is not None:
             self._stream.close()

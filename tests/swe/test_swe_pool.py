@@ -63,3 +63,15 @@ def test_the_warm_pool_doc_example_runs(swe_images, docker_client, capsys):
     exec(compile(block, "docs/swe-warm-pool.md", "exec"), {"__name__": "doc_example"})
     assert capsys.readouterr().out.endswith("/testbed\n[exit code: 0]\n")
     assert own_containers(docker_client) == []
+
+
+def test_a_pooled_container_killed_from_outside_is_replaced(make_env, docker_client):
+    env = make_env(warm_pool=1)
+    env.reset(options={"instance_id": FIXTURE_IDS[1]})
+    pool = env.unwrapped._pools[0]
+    wait_for(lambda: pool.ready() == 1)
+    killed = pool._ready[0][0]
+    docker_client.api.kill(killed.id)
+    env.reset(options={"instance_id": FIXTURE_IDS[1]})
+    assert env.unwrapped.state()["container"] != killed.name
+    assert env.step(bash("echo fine"))[0] == "fine\n[exit code: 0]"
