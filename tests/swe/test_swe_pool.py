@@ -3,6 +3,7 @@ episode starts pristine, pool containers are labelled like the others and remove
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -48,8 +49,12 @@ def test_warm_pool_episodes_are_pristine_labelled_and_removed_with_the_last_env(
     assert own_containers(docker_client) == [] and WarmPool._pools == {}
 
 
-def test_warm_pool_is_off_by_default_and_its_size_is_checked(make_env):
-    assert make_env().unwrapped.warm_pool == 0
+def test_pool_and_pull_are_off_by_default_and_a_missing_image_says_how_to_get_it(make_env):
+    env = make_env(image_template="gymenvs-missing/{swebench_id}:latest", warm_pool=2)
+    assert env.unwrapped.pull is False and make_env().unwrapped.warm_pool == 0
+    env.unwrapped.tasks = tuple(dataclasses.replace(task, image=None) for task in env.unwrapped.tasks)
+    with pytest.raises(RuntimeError, match="is not present locally; .*or pass pull=True"):
+        env.reset(seed=0)
     with pytest.raises(ValueError, match="warm_pool"):
         make_env(warm_pool=-1)
 
