@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import io
 import json
 import shlex
@@ -47,8 +48,9 @@ TEST_USER = "65534:65534"
 #: Environment of the tests: no pytest plugin loads by itself (an installed package's entry point,
 #: an .egg-info the agent wrote); only grading's own report plugin. A test command that needs a
 #: plugin loads it by name (`pytest -p xdist ...`).
-TEST_ENVIRONMENT = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTEST_PLUGINS": "gymenvs_results", "GYMENVS_RESULTS_FD": "7"}
+TEST_ENVIRONMENT = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "GYMENVS_RESULTS_FD": "7"}
 _PLUGIN_DIR = "/run/gymenvs-python"
+_PLUGIN_SOURCE = Path(__file__).parent / "results_plugin.py"
 _DJANGO_TEST_CMD = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
 _SYMPY_TEST_CMD = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"
 
@@ -152,6 +154,7 @@ def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbo
         try:
             diff = _prepare(sandbox, task, report, apply, take_diff)
             if diff is not None:
+                sandbox.put_files(_PLUGIN_DIR, {f"{plugin_module(nonce)}.py": _PLUGIN_SOURCE.read_bytes()})
                 sandbox.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
                                             "results.jsonl": b""}, mode=0o600)
                 result = sandbox.run(f"bash {STAGING}/run-tests.sh", timeout=timeout, output_limit=_LOG_LIMIT)
@@ -193,16 +196,18 @@ def _prepare(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[
 def _staging_archive() -> bytes:
     """Grading's own directories: a root-only one (scripts, nonce, results) and the report plugin's."""
     archive = io.BytesIO()
-    plugin = (Path(__file__).parent / "results_plugin.py").read_bytes()
     with tarfile.open(fileobj=archive, mode="w") as tar:
         for name, mode in ((STAGING, 0o700), (_PLUGIN_DIR, 0o755)):
             info = tarfile.TarInfo(name.lstrip("/"))
             info.type, info.mode, info.mtime = tarfile.DIRTYPE, mode, int(time.time())
             tar.addfile(info)
-        info = tarfile.TarInfo(f"{_PLUGIN_DIR.lstrip('/')}/gymenvs_results.py")
-        info.size, info.mode, info.mtime = len(plugin), 0o644, int(time.time())
-        tar.addfile(info, io.BytesIO(plugin))
     return archive.getvalue()
+
+
+def plugin_module(nonce: str) -> str:
+    """The report plugin's module name in one grading run: derived from the nonce (which it does not
+    reveal), so no module of the repository can be written in advance to stand in for it."""
+    return "gymenvs_results_" + hashlib.sha256(nonce.encode()).hexdigest()[:16]
 
 
 def _apply_diff(sandbox: Sandbox, diff: str) -> str | None:
@@ -278,6 +283,7 @@ def eval_script(task: Task, nonce: str, test_user: str | None = TEST_USER) -> st
     running before it writes the exit code and the end marker."""
     command, _ = tests_command(task)
     environment = " ".join(f"{key}={value}" for key, value in TEST_ENVIRONMENT.items())
+    environment += f" PYTEST_PLUGINS={plugin_module(nonce)}"
     environment += f' PYTHONPATH={_PLUGIN_DIR}"${{PYTHONPATH:+:$PYTHONPATH}}"'
     if test_user is None:
         as_user, prepare, kill_leftovers = "", "", ""

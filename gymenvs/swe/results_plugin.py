@@ -1,4 +1,4 @@
-"""A pytest plugin that grading loads into the tests' run (`PYTEST_PLUGINS=gymenvs_results`).
+"""A pytest plugin that grading loads into the tests' run (`PYTEST_PLUGINS=gymenvs_results_<hash>`).
 
 It writes every test report, as pytest makes it, to a file descriptor that the root grading runner
 opened on a root-only file: a JSON line per report, framed by a start and a finish record. Output
@@ -6,7 +6,8 @@ the code under test prints (a fake short test summary at exit, say) never reache
 grading checks the log's verdicts against it. Code that deliberately writes to that descriptor
 from inside the pytest process is not stopped: see docs/swe-security.md.
 
-This file is copied into the grading container as is: it imports only the standard library.
+This file is copied into the grading container as is, under a module name that changes with every
+grading run (so the repository cannot ship a module of that name): it imports only the standard library.
 """
 
 import json
