@@ -14,6 +14,7 @@ wait for the engine either.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -25,7 +26,7 @@ from gymenvs.swe.sandbox import Limits, Sandbox, SandboxError
 from gymenvs.swe.shell import PersistentShell
 
 LABEL_POOL = "gymenvs.swe.pool"
-_removals = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gymenvs-swe-remove")
+_removers: dict[int, ThreadPoolExecutor] = {}
 
 
 def discard(sandbox: Sandbox, *, wait: bool = True) -> Future | None:
@@ -33,11 +34,15 @@ def discard(sandbox: Sandbox, *, wait: bool = True) -> Future | None:
     if wait:
         sandbox.remove()
         return None
-    return _removals.submit(sandbox.remove)
+    # Per process: a child forked from a process with threads cannot use its parent's executor.
+    remover = _removers.get(os.getpid()) or _removers.setdefault(
+        os.getpid(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="gymenvs-swe-remove"))
+    return remover.submit(sandbox.remove)
 
 
 @dataclass(frozen=True)
 class _Key:
+    pid: int  # a forked child makes its own pools
     image: str
     limits: Limits
     setup: str
@@ -65,7 +70,7 @@ class WarmPool:
     def for_image(cls, client: Any, image: str, *, size: int, limits: Limits = Limits(), setup: str = "",
                   environment: dict[str, str] | None = None, pull: bool = False) -> WarmPool:
         """The process's pool for `image` with these settings (made, and filled, on first use)."""
-        key = _Key(image, limits, setup, tuple(sorted((environment or {}).items())))
+        key = _Key(os.getpid(), image, limits, setup, tuple(sorted((environment or {}).items())))
         with cls._pools_lock:
             pool = cls._pools.get(key)
             if pool is None:
