@@ -26,7 +26,8 @@ from gymenvs.swe.tasks import FIXTURES, load_tasks
 COMMAND = {"name": "bash", "arguments": {"command": "true"}}
 
 
-def measure(slots: int, resets: int, warm_pool: int, episode_seconds: float, instance_id: str) -> list[float]:
+def measure(slots: int, resets: int, warm_pool: int, episode_seconds: float, instance_id: str) -> tuple[list[float], int, int]:
+    """Reset times in seconds, the distinct containers the timed episodes ran in, and their failed commands."""
     envs = [gym.make("gymenvs/SWE-v0", warm_pool=warm_pool) for _ in range(slots)]
     options = {"instance_id": instance_id}
     try:
@@ -36,6 +37,8 @@ def measure(slots: int, resets: int, warm_pool: int, episode_seconds: float, ins
             while pool.ready() < pool.size:
                 time.sleep(0.1)
         times: list[float] = []
+        containers: set[str] = set()
+        failures = []
         lock = threading.Lock()
 
         def slot(env) -> None:
@@ -49,11 +52,13 @@ def measure(slots: int, resets: int, warm_pool: int, episode_seconds: float, ins
                 started = time.perf_counter()
                 env.reset(options=options)
                 times[index] = time.perf_counter() - started
-                env.step(COMMAND)
+                containers.add(env.unwrapped.state()["container"])
+                if not env.step(COMMAND)[0].endswith("[exit code: 0]"):
+                    failures.append(index)
 
         with ThreadPoolExecutor(slots) as threads:
             list(threads.map(slot, envs))
-        return times
+        return times, len(containers), len(failures)
     finally:
         for env in envs:
             env.close()
@@ -67,11 +72,13 @@ def main() -> None:
     args = parser.parse_args()
     instance_id = load_tasks(FIXTURES)[0].instance_id
     print(f"{args.resets} resets at {args.slots} slots, {args.episode_seconds:g} s per episode, task {instance_id}\n")
-    print(f"{'configuration':<32} {'median ms':>10} {'p99 ms':>10} {'max ms':>10}")
+    print(f"{'configuration':<32} {'median ms':>10} {'p99 ms':>10} {'max ms':>10} {'containers':>11} {'failed':>7}")
     for label, pool in (("no pool (docker run per reset)", 0), (f"warm pool of {args.slots}", args.slots)):
-        times = measure(args.slots, args.resets, pool, args.episode_seconds, instance_id)
+        times, containers, failed = measure(args.slots, args.resets, pool, args.episode_seconds, instance_id)
         p99 = statistics.quantiles(times, n=100, method="inclusive")[98]
-        print(f"{label:<32} {statistics.median(times) * 1000:>10.1f} {p99 * 1000:>10.1f} {max(times) * 1000:>10.1f}")
+        print(f"{label:<32} {statistics.median(times) * 1000:>10.1f} {p99 * 1000:>10.1f} {max(times) * 1000:>10.1f}"
+              f" {containers:>11} {failed:>7}")
+    print("\ncontainers: distinct containers the timed episodes ran in (one each); failed: episodes whose command failed")
 
 
 if __name__ == "__main__":
