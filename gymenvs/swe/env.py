@@ -15,7 +15,7 @@ from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool, validate
 from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
 from gymenvs.swe.images import ENV_SETUP, WORKDIR, check_template, ensure_image, image_for
 from gymenvs.swe.output import decode_output
-from gymenvs.swe.pool import WarmPool, discard
+from gymenvs.swe.pool import WarmPool, discard, start_container
 from gymenvs.swe.sandbox import Limits, Sandbox, SandboxError, install_sigterm_cleanup, reap_orphans_once, shared_client
 from gymenvs.swe.shell import PersistentShell
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
@@ -149,16 +149,11 @@ class SWEEnv(TextEnv):
         reap_orphans_once(self.client)
         if self.warm_pool:
             self._sandbox, self._shell = self._pool_for(image).take(episode_id=self._episode_id)
-            self._shell.output_limit = self.output_limit
         else:
             ensure_image(self.client, image, pull=self.pull)
-            self._sandbox = Sandbox(self.client, image, role="agent", episode_id=self._episode_id, limits=self.limits)
-            try:
-                self._shell = PersistentShell(self._sandbox, setup=ENV_SETUP, environment=SHELL_ENVIRONMENT,
-                                              output_limit=self.output_limit)
-            except BaseException:
-                self._end_sandbox()
-                raise
+            self._sandbox, self._shell = start_container(self.client, image, episode_id=self._episode_id, limits=self.limits,
+                                                         setup=ENV_SETUP, environment=SHELL_ENVIRONMENT)
+        self._shell.output_limit = self.output_limit
         return _PROMPT.format(repo=self.task.repo, workdir=WORKDIR, commit=self.task.base_commit[:12],
                               problem=self.task.problem_statement.strip(), timeout=self.command_timeout)
 

@@ -40,6 +40,18 @@ def discard(sandbox: Sandbox, *, wait: bool = True) -> Future | None:
     return remover.submit(sandbox.remove)
 
 
+def start_container(client: Any, image: str, *, episode_id: str, limits: Limits = Limits(), setup: str = "",
+                    environment: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+                    ) -> tuple[Sandbox, PersistentShell]:
+    """A started container of `image` and its persistent shell, ready for an episode."""
+    sandbox = Sandbox(client, image, role="agent", episode_id=episode_id, limits=limits, labels=labels)
+    try:
+        return sandbox, PersistentShell(sandbox, setup=setup, environment=environment)
+    except BaseException:
+        sandbox.remove()
+        raise
+
+
 @dataclass(frozen=True)
 class _Key:
     pid: int  # a forked child makes its own pools
@@ -154,11 +166,5 @@ class WarmPool:
 
     def _start(self, episode_id: str) -> tuple[Sandbox, PersistentShell]:
         key = self.key
-        sandbox = Sandbox(self.client, key.image, role="agent", episode_id=episode_id, limits=key.limits,
-                          labels={LABEL_POOL: "1"})
-        try:
-            return sandbox, PersistentShell(sandbox, setup=key.setup, environment=dict(key.environment))
-        except BaseException:
-            sandbox.remove()
-            raise
-
+        return start_container(self.client, key.image, episode_id=episode_id, limits=key.limits, setup=key.setup,
+                               environment=dict(key.environment), labels={LABEL_POOL: "1"})

@@ -30,7 +30,6 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
