@@ -61,10 +61,12 @@ class Verdict:
 
 def invalid_log_reason(statuses: Mapping[str, str], exit_code: int | None) -> str | None:
     """Why the harness would reject this log rather than grade it, or None when it is gradable."""
+    failed = exit_code not in (0, None)
+    if failed and not any(status in HARNESS_STATUSES for status in statuses.values()):
+        return f"the test command failed (exit {exit_code}) and its log names no test: the tests could not run"
     if not statuses:
-        return (f"the test command failed (exit {exit_code}) and its log names no test: the tests could not run"
-                if exit_code not in (0, None) else "the test log names no test")
-    if exit_code not in (0, None) and not {FAILED, ERROR} & set(statuses.values()):
+        return "the test log names no test"
+    if failed and not {FAILED, ERROR} & set(statuses.values()):
         return f"the test command failed (exit {exit_code}) but its log shows no failing test"
     return None
 
