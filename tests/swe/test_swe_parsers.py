@@ -4,6 +4,7 @@ quoting. No Docker needed."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -18,6 +19,8 @@ from gymenvs.swe.report import MISSING, RESOLVED_FULL, RESOLVED_NO, RESOLVED_PAR
 from gymenvs.swe.output import OutputCapture, decode_output
 from gymenvs.swe.patches import filter_diff, split_diff
 from gymenvs.swe.shell import ansi_c_quote
+from gymenvs.swe.specs import spec_for
+from gymenvs.swe.tasks import Task, task_from_row
 
 PARITY = Path(__file__).parent / "data" / "parity"  # real logs, see data/parity/record.py
 
@@ -126,6 +129,49 @@ def test_sympy_log_from_its_runner():
     assert statuses["test_kbins"] == "ERROR" and statuses["test_flatten"] == "PASSED"
     # expected failures ("f") and the last test of a file (its line ends in "[OK]") are not named, as in the harness
     assert "test_evenness_in_ternary_integer_product_with_odd" not in statuses and "test_issue_22613" not in statuses
+
+
+# -- test specs ------------------------------------------------------------------------------------
+
+def a_task(repo: str, files=("tests/test_a.py",), **row) -> Task:
+    test_patch = "".join(f"diff --git a/{f} b/{f}\n--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-a\n+b\n" for f in files)
+    return task_from_row({"instance_id": f"{repo.replace('/', '__')}-1", "repo": repo, "base_commit": "abc",
+                          "test_patch": test_patch, "problem_statement": "p", "FAIL_TO_PASS": [], "PASS_TO_PASS": [], **row})
+
+
+def test_specs_for_django_sympy_and_other_repos():
+    django = spec_for(a_task("django/django", ("tests/model_fields/test_charfield.py", "tests/fixtures/data.json")))
+    assert django.command.endswith("runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 model_fields.test_charfield")
+    assert django.parser == "django"
+    sympy = spec_for(a_task("sympy/sympy", ("sympy/core/tests/test_arit.py",)))
+    assert sympy.command.endswith("bin/test -C --verbose sympy/core/tests/test_arit.py") and sympy.parser == "sympy"
+    local = spec_for(a_task("me/local", ("tests/test_a.py", "tests/data.txt")))
+    assert (local.command, local.parser) == ("pytest -rA tests/test_a.py", "pytest")
+
+
+def test_the_swebench_package_picks_the_parser_of_its_repos():
+    astropy = spec_for(a_task("astropy/astropy"))  # the harness reads astropy's logs with its own parser
+    assert astropy.parser == "parse_log_pytest_v2"  # what its table names parse_log_astropy
+    assert astropy.parse("PASSED astropy/io/tests/test_a.py::test_x[log(photon cts)]") == {
+        "astropy/io/tests/test_a.py::test_x[log(photon cts)]": "PASSED"}
+    assert spec_for(a_task("pallets/flask")).parser == "pytest"  # the harness's parse_log_pytest is ours
+
+
+def test_a_row_overrides_the_command_and_the_parser():
+    eval_script = "#!/bin/bash\ncd /testbed\n: '>>>>> Start Test Output'\ntox -e py39 -- tests/test_a.py\n: '>>>>> End Test Output'\n"
+    assert spec_for(a_task("me/local", eval_script=eval_script)).command == "tox -e py39 -- tests/test_a.py"
+    spec = spec_for(a_task("me/local", test_cmd="make test", log_parser="django", eval_script=eval_script))
+    assert (spec.command, spec.parser) == ("make test", "django")
+    with pytest.raises(ValueError, match="log_parser 'nose'"):
+        spec_for(a_task("me/local", log_parser="nose"))
+
+
+def test_the_python_examples_of_docs_swe_grading_run():
+    doc = Path(__file__).resolve().parents[2] / "docs" / "swe-grading.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.DOTALL)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, str(doc), "exec"), {"__name__": "docs_example"})
 
 
 # -- diffs -----------------------------------------------------------------------------------------
