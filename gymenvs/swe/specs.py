@@ -9,8 +9,8 @@ Each comes from the first of these that has it:
 3. the `swebench` package, when installed (`pip install 'gymenvs[swebench]'`): its repo -> log
    parser table, and, in the 4.x releases that still ship it, `MAP_REPO_VERSION_TO_SPECS` for the
    per-version test command and the `eval_commands` / `install` lines the harness runs first;
-4. a built-in default for local repos: Django's and sympy's runners as the harness calls them,
-   else `pytest -rA`, on the test files `test_patch` touches.
+4. a built-in default: the harness's commands for Django, sympy, astropy and sphinx, else
+   `pytest -rA` (local repos, SWE-Gym's), on the test files `test_patch` touches.
 
 A parser name that is neither ours nor the installed `swebench` package's is a `ValueError`.
 """
@@ -30,7 +30,12 @@ from gymenvs.swe.tasks import Task
 DJANGO_TEST_CMD = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
 SYMPY_TEST_CMD = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"
 PYTEST_TEST_CMD = "pytest -rA"
-_BUILT_IN = {"django/django": (DJANGO_TEST_CMD, "django"), "sympy/sympy": (SYMPY_TEST_CMD, "sympy")}
+_BUILT_IN = {  # the harness's commands for the repos that do not run a bare `pytest -rA`
+    "django/django": (DJANGO_TEST_CMD, "django"),
+    "sympy/sympy": (SYMPY_TEST_CMD, "sympy"),
+    "astropy/astropy": ("pytest -rA -vv -o console_output_style=classic --tb=no", "pytest"),
+    "sphinx-doc/sphinx": ("tox --current-env -epy39 -v --", "pytest"),
+}
 #: The harness's own parser names for the formats we parse ourselves.
 _OURS_BY_HARNESS_NAME = {"parse_log_pytest": "pytest", "parse_log_django": "django", "parse_log_sympy": "sympy"}
 #: Extensions the harness never passes to the test command (data files a test patch touches).
