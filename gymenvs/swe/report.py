@@ -15,11 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gymenvs.swe.logparsers import ERROR, FAILED, HARNESS_STATUSES, PASSED, SKIPPED, XFAIL
+from gymenvs.swe.logparsers import ERROR, FAILED, HARNESS_STATUSES, PASSED, SKIPPED, XFAIL, XPASS
 
 MISSING = "MISSING"
 PASSING = frozenset({PASSED, XFAIL})
 MAINTAINED = PASSING | {SKIPPED}
+#: What counts against a test (XPASS, which the harness never reads, as missing). Any other status
+#: (a line the harness misread, such as "ERROR: usage: ...") counts neither way, as in the harness.
+FAILING = frozenset({FAILED, ERROR, SKIPPED, MISSING, XPASS})
 RESOLVED_FULL, RESOLVED_PARTIAL, RESOLVED_NO = "RESOLVED_FULL", "RESOLVED_PARTIAL", "RESOLVED_NO"
 
 
@@ -73,7 +76,7 @@ def invalid_log_reason(statuses: Mapping[str, str], exit_code: int | None) -> st
 
 def _split(statuses: Mapping[str, str], passing: frozenset[str]) -> dict[str, list[str]]:
     return {"success": [t for t, s in statuses.items() if s in passing],
-            "failure": [t for t, s in statuses.items() if s not in passing]}
+            "failure": [t for t, s in statuses.items() if s not in passing and s in FAILING]}
 
 
 def _share(split: Mapping[str, list[str]]) -> float:

@@ -77,6 +77,8 @@ def test_verdicts_xpass_skips_and_empty_lists():
     assert Verdict.from_statuses(statuses, ["c"], []).resolution() == RESOLVED_NO  # XPASS is not a pass
     assert Verdict.from_statuses(statuses, ["a", "c"], ["a"]).resolution() == RESOLVED_PARTIAL
     assert Verdict.from_statuses(statuses, [], []).resolution() == RESOLVED_FULL  # as the harness scores it
+    misread = Verdict.from_statuses({"usage:": "ERROR:"}, ["usage:"], [])  # "ERROR: usage: ..." read as a test
+    assert misread.tests_status()["FAIL_TO_PASS"] == {"success": [], "failure": []}  # neither way, as the harness
 
 
 def test_a_test_command_that_could_not_run_is_an_error_not_a_verdict():
