@@ -95,10 +95,16 @@ def _grade(args: argparse.Namespace) -> int:
     from gymenvs.swe.tasks import load_tasks
 
     if args.workers < 1:
-        raise ValueError(f"--workers={args.workers}: give 1 or more")
+        print(f"--workers={args.workers}: give 1 or more", file=sys.stderr)
+        return 2
     tasks = {task.instance_id: task for task in load_tasks(args.dataset, split=args.split)}
-    predictions = (evaluate.read_predictions(args.predictions) if args.predictions
-                   else evaluate.gold_predictions(tasks.values()))
+    try:
+        predictions = (evaluate.read_predictions(args.predictions) if args.predictions
+                       else evaluate.gold_predictions(tasks.values()))
+        evaluate.check_predictions(predictions, tasks)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     if args.instance_ids:
         predictions = [p for p in predictions if p.instance_id in set(args.instance_ids)]
     client = docker_client()

@@ -13,7 +13,7 @@ the same run id reads back the report.json files it finds instead of grading tho
 from __future__ import annotations
 
 import json
-import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -39,7 +39,7 @@ class Prediction:
 
 
 @dataclass
-class Outcome:
+class InstanceResult:
     """One instance of a run: its harness-shaped report (None when it did not complete) and our status."""
 
     instance_id: str
@@ -93,23 +93,17 @@ def harness_report(prediction: Prediction, graded: GradeReport) -> dict[str, Any
 
 def evaluate(predictions: Iterable[Prediction], tasks: Mapping[str, Task],
              grade_one: Callable[[Task, str], GradeReport], *, run_id: str, log_dir: Path = LOG_DIR,
-             workers: int = 1, progress: bool = True) -> list[Outcome]:
+             workers: int = 1, progress: bool = True) -> list[InstanceResult]:
     """Grade every prediction with `grade_one(task, patch)`, `workers` at a time, resuming a run."""
     from tqdm import tqdm
 
     predictions = list(predictions)
-    unknown = sorted({p.instance_id for p in predictions} - set(tasks))
-    if unknown:
-        raise ValueError(f"predictions for instance ids the dataset does not hold: {unknown[:10]}")
-    repeated = sorted({p.instance_id for p in predictions if sum(q.instance_id == p.instance_id for q in predictions) > 1})
-    if repeated:
-        raise ValueError(f"more than one prediction for instance ids {repeated[:10]}")
+    check_predictions(predictions, tasks)
     outcomes = {p.instance_id: _done_before(p, run_id, log_dir) for p in predictions}
     todo = [p for p in predictions if outcomes[p.instance_id] is None]
-    counts = {"resolved": sum(o is not None and o.status == "resolved" for o in outcomes.values())}
-    lock = threading.Lock()
+    resolved = sum(o is not None and o.status == "resolved" for o in outcomes.values())
 
-    def run(prediction: Prediction) -> Outcome:
+    def run(prediction: Prediction) -> InstanceResult:
         graded = grade_one(tasks[prediction.instance_id], prediction.model_patch or "")
         return _record(prediction, graded, run_id, log_dir)
 
@@ -118,17 +112,27 @@ def evaluate(predictions: Iterable[Prediction], tasks: Mapping[str, Task],
         futures = [pool.submit(run, p) for p in todo]
         for future in as_completed(futures):
             outcome = future.result()
-            with lock:
-                outcomes[outcome.instance_id] = outcome
-                counts["resolved"] += outcome.status == "resolved"
-            bar.set_postfix(resolved=counts["resolved"], refresh=False)
+            outcomes[outcome.instance_id] = outcome
+            resolved += outcome.status == "resolved"
+            bar.set_postfix(resolved=resolved, refresh=False)
             bar.update()
     return [outcomes[p.instance_id] for p in predictions]
 
 
-def _done_before(prediction: Prediction, run_id: str, log_dir: Path) -> Outcome | None:
+def check_predictions(predictions: Iterable[Prediction], tasks: Mapping[str, Task]) -> None:
+    """`ValueError` for a prediction of an instance the dataset lacks, or two of one instance."""
+    counts = Counter(p.instance_id for p in predictions)
+    unknown = sorted(set(counts) - set(tasks))
+    if unknown:
+        raise ValueError(f"predictions for instance ids the dataset does not hold: {unknown[:10]}")
+    repeated = sorted(i for i, n in counts.items() if n > 1)
+    if repeated:
+        raise ValueError(f"more than one prediction for instance ids {repeated[:10]}")
+
+
+def _done_before(prediction: Prediction, run_id: str, log_dir: Path) -> InstanceResult | None:
     if not prediction.model_patch:
-        return Outcome(prediction.instance_id, "empty_patch")  # the harness does not grade an empty patch
+        return InstanceResult(prediction.instance_id, "empty_patch")  # the harness does not grade an empty patch
     path = instance_dir(prediction, run_id, log_dir) / "report.json"
     try:
         report = json.loads(path.read_text())
@@ -136,10 +140,10 @@ def _done_before(prediction: Prediction, run_id: str, log_dir: Path) -> Outcome 
     except (OSError, ValueError, KeyError):
         return None
     status = entry.get("gymenvs", {}).get("status") or ("resolved" if entry["resolved"] else "unresolved")
-    return Outcome(prediction.instance_id, status, report, resumed=True)
+    return InstanceResult(prediction.instance_id, status, report, resumed=True)
 
 
-def _record(prediction: Prediction, graded: GradeReport, run_id: str, log_dir: Path) -> Outcome:
+def _record(prediction: Prediction, graded: GradeReport, run_id: str, log_dir: Path) -> InstanceResult:
     folder = instance_dir(prediction, run_id, log_dir)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "patch.diff").write_text(prediction.model_patch or "", errors="surrogateescape")
@@ -150,10 +154,10 @@ def _record(prediction: Prediction, graded: GradeReport, run_id: str, log_dir: P
         partial = folder / "report.json.partial"
         partial.write_text(json.dumps(report, indent=4))
         partial.replace(folder / "report.json")  # whole or absent: a killed run leaves no half report
-    return Outcome(prediction.instance_id, graded.status, report if tests_ran else None, graded.error, graded.seconds)
+    return InstanceResult(prediction.instance_id, graded.status, report if tests_ran else None, graded.error, graded.seconds)
 
 
-def run_summary(predictions: Iterable[Prediction], outcomes: Iterable[Outcome], total_instances: int) -> dict[str, Any]:
+def run_summary(predictions: Iterable[Prediction], outcomes: Iterable[InstanceResult], total_instances: int) -> dict[str, Any]:
     """The harness's run report: counts and sorted id lists."""
     predictions, outcomes = list(predictions), list(outcomes)
     ids: dict[str, set[str]] = {key: set() for key in ("completed", "resolved", "unresolved", "error", "empty_patch")}

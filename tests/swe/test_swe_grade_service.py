@@ -70,6 +70,16 @@ def test_predictions_in_each_of_the_harness_formats(tmp_path):
         read_predictions(tmp_path / "bad.json")
 
 
+def test_predictions_for_unknown_or_repeated_instances_are_refused(tmp_path):
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text(json.dumps({"instance_id": "nope__nope-1", "model_patch": "x"}) + "\n")
+    refused = grade_cli(tmp_path, "--predictions", str(predictions))
+    assert refused.returncode == 2 and "nope__nope-1" in refused.stderr and "Traceback" not in refused.stderr
+    predictions.write_text(2 * (json.dumps({"instance_id": TEXTKIT, "model_patch": "x"}) + "\n"))
+    refused = grade_cli(tmp_path, "--predictions", str(predictions))
+    assert refused.returncode == 2 and "more than one prediction" in refused.stderr
+
+
 def test_a_test_command_that_cannot_start_truncates_the_episode_with_an_error(make_env, tmp_path):
     """The row's own test_cmd asks for a plugin the image lacks (pytest exits 4): not a failing agent."""
     row = json.loads((Path(__file__).resolve().parents[2] / "gymenvs/swe/fixtures/tasks.jsonl").read_text().splitlines()[0])
