@@ -1,6 +1,7 @@
 """ConcurrentVectorEnv: the gymnasium vector API, seeding, partial steps, autoreset, configuration.
 
-Every behaviour is checked on both backends. Failures (exceptions, dead workers, timeouts) are in
+Every behaviour is checked on the three backends (thread, process, and ray on one local Ray
+shared by the whole session). Failures (exceptions, dead workers, timeouts) are in
 test_vector_failures.py, the many-episode stress test in test_vector_stress.py.
 """
 
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode
-from vector_testing import FaultyEcho, our_processes, our_threads
+from vector_testing import FaultyEcho, local_ray, our_processes, our_threads
 
 import gymenvs  # noqa: F401
 from wrappers import ConcurrentVectorEnv
@@ -27,11 +28,19 @@ from wrappers.vector import make_vector_env
 
 pytestmark = pytest.mark.timeout(120)
 
-BACKENDS = ["thread", "process"]
+BACKENDS = ["thread", "process", "ray"]
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    with local_ray():
+        yield
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
     return request.param
 
 
@@ -87,7 +96,7 @@ def test_each_slot_is_its_own_instance(backend):
         ids = [who["instance_id"] for who in envs.call("whoami")]
         assert len(set(ids)) == 4
         pids = {who["pid"] for who in envs.call("whoami")}
-        assert len(pids) == (4 if backend == "process" else 1)
+        assert len(pids) == (1 if backend == "thread" else 4)
 
 
 def test_process_backend_builds_factories_plain_pickle_cannot_handle():
@@ -355,7 +364,7 @@ def test_close_is_idempotent_and_leaves_no_thread_or_process(backend):
     envs.reset()
     envs.step(["a"] * 4)
     workers = our_processes()
-    assert len(our_threads()) >= 4 if backend == "thread" else len(workers) == 4
+    assert len(our_threads()) >= 4 if backend == "thread" else len(workers) == (4 if backend == "process" else 0)
     envs.close()
     envs.close()
     assert envs.closed

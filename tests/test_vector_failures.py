@@ -14,17 +14,25 @@ import time
 
 import numpy as np
 import pytest
-from vector_testing import FaultyEcho, our_processes, our_threads
+from vector_testing import FaultyEcho, local_ray, our_processes, our_threads
 
 from wrappers import ConcurrentVectorEnv
 
 pytestmark = pytest.mark.timeout(120)
 
-BACKENDS = ["thread", "process"]
+BACKENDS = ["thread", "process", "ray"]
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    with local_ray():
+        yield
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
     return request.param
 
 

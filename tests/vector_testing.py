@@ -6,15 +6,19 @@ small module, not pytest and the tests.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from gymenvs.core import Outcome, TextEnv, ToolCall, tool
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
 class FaultyEcho(TextEnv):
@@ -83,3 +87,32 @@ def our_threads() -> list[threading.Thread]:
 def our_processes() -> list[multiprocessing.process.BaseProcess]:
     """The live worker processes of process backends."""
     return [process for process in multiprocessing.active_children() if process.name.startswith("gymenvs-vector-")]
+
+
+@contextlib.contextmanager
+def local_ray() -> Iterator[None]:
+    """One small local Ray for the whole test session (started by the first user, stopped at the end).
+
+    Every actor is a process of its own (~100 MB), so tests keep their slot counts modest. The
+    workers get the tests folder on their path, to unpickle the helpers defined here.
+    """
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    python_path = os.pathsep.join([TESTS, os.path.dirname(TESTS), os.environ.get("PYTHONPATH", "")])
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=100 * 1024**2,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": python_path}},
+    )
+    try:
+        yield
+    finally:
+        from wrappers.vector.ray_actors import release_idle_actors
+
+        release_idle_actors()
+        ray.shutdown()

@@ -39,11 +39,12 @@ import sys
 import time
 import types
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import cloudpickle
+import pydantic
 
-from wrappers.vector.slot import EnvFactory, Slot, SlotError
+from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +56,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_START_METHOD = "forkserver"
 #: Imported once by the forkserver, so that each forked worker starts with them already loaded.
 FORKSERVER_PRELOAD = ["gymnasium", "numpy", "pydantic", "cloudpickle", "gymenvs", "wrappers.vector.processes"]
-
-Request = tuple[int, str, Any]  # (slot index, command, argument)
 
 _PENDING = object()
 
@@ -94,6 +93,7 @@ def serve(
                 results = [load_error] * len(requests)
             else:
                 results = [slots[index].run(command, argument) for index, command, argument in requests]
+                results = [result.portable() if type(result) is SlotError else result for result in results]
             _send_results(connection, request_id, results)
     except (EOFError, OSError):
         pass  # the parent is gone
@@ -205,7 +205,24 @@ class _Worker:
         return f"it exited with code {code}"
 
 
+class ProcessSettings(pydantic.BaseModel):
+    """The process backend's own settings (keywords of `ConcurrentVectorEnv`)."""
+
+    model_config = pydantic.ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    #: multiprocessing start method; None means `DEFAULT_START_METHOD`.
+    start_method: Literal["forkserver", "spawn", "fork"] | None = None
+
+
 class ProcessBackend:
+    Settings = ProcessSettings
+
+    @classmethod
+    def start(
+        cls, factories: Sequence[EnvFactory], *, max_workers: int, restart_on_error: bool, settings: ProcessSettings
+    ) -> ProcessBackend:
+        return cls(factories, max_workers=max_workers, restart_on_error=restart_on_error, start_method=settings.start_method)
+
     def __init__(
         self,
         factories: Sequence[EnvFactory],
@@ -248,10 +265,10 @@ class ProcessBackend:
         batches: dict[_Worker, list[int]] = {}
         for position, (index, command, _) in enumerate(requests):
             if index in self._lost:
-                if command in ("step", "step_same"):
+                if command in (Command.STEP, Command.STEP_SAME):
                     results[position] = SlotError(self._lost.pop(index), rebuilt=True)
                     continue
-                if command == "reset":
+                if command is Command.RESET:
                     del self._lost[index]
             batches.setdefault(self._workers[self._worker_of_slot[index]], []).append(position)
         request_id = next(self._request_ids)
@@ -319,10 +336,17 @@ class ProcessBackend:
     ) -> None:
         positions = waiting.pop(worker, [])
         try:
-            reply_id, replies = worker.connection.recv()
+            reply = worker.connection.recv_bytes()
         except (EOFError, OSError):
             reason = f"failed: its worker process died ({worker.how_it_ended()})"
             self._replace(worker, requests, positions, results, reason)
+            return
+        try:
+            reply_id, replies = pickle.loads(reply)
+        except Exception as exc:  # the worker is fine, but this reply is lost: its slots' episodes end
+            error = SlotError(f"the worker's reply could not be unpickled: {type(exc).__name__}: {exc}")
+            for position in positions:
+                results[position] = error
             return
         if reply_id != request_id:  # a late reply to an earlier request: dropped
             if positions:
@@ -336,7 +360,7 @@ class ProcessBackend:
     ) -> None:
         """Restart a worker: its requests here fail (`reason` says how), and its other slots lose their episode."""
         for position in positions:
-            message = f"{requests[position][1]} {reason}; the env was rebuilt from its factory"
+            message = f"{requests[position].command.value} {reason}; the env was rebuilt from its factory"
             results[position] = SlotError(message, rebuilt=True)
         answered = {requests[position][0] for position in positions}
         for index in worker.slots:
