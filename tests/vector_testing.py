@@ -6,6 +6,7 @@ small module, not pytest and the tests.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import multiprocessing
 import os
@@ -26,7 +27,8 @@ class FaultyEcho(TextEnv):
 
     `raise <text>` raises RuntimeError, `sysexit` raises SystemExit, `exit <code>` ends the process
     with `os._exit`, `kill` sends the process SIGKILL, `sleep <seconds>` sleeps and then answers
-    `slept <seconds>`.
+    `slept <seconds>`, `interrupt` raises KeyboardInterrupt, `cancel` raises
+    asyncio.CancelledError, `unpicklable` raises an exception that pickles but cannot be unpickled.
     `reset(options={"fail": True})` raises. `state()` names the instance and its process.
     """
 
@@ -59,6 +61,12 @@ class FaultyEcho(TextEnv):
             raise RuntimeError(f"boom {argument}")
         if command == "sysexit":
             raise SystemExit(4)
+        if command == "interrupt":
+            raise KeyboardInterrupt
+        if command == "cancel":
+            raise asyncio.CancelledError
+        if command == "unpicklable":
+            raise UnpicklableError("needs", "two arguments")
         if command == "exit":
             os._exit(int(argument or 3))
         if command == "kill":
@@ -77,6 +85,13 @@ class FaultyEcho(TextEnv):
     def close(self) -> None:
         self.closed = True
         super().close()
+
+
+class UnpicklableError(Exception):
+    """Pickles as `UnpicklableError(message)`, which its constructor refuses."""
+
+    def __init__(self, first: str, second: str):
+        super().__init__(f"{first} {second}")
 
 
 def our_threads() -> list[threading.Thread]:
@@ -107,6 +122,7 @@ def local_ray() -> Iterator[None]:
         include_dashboard=False,
         object_store_memory=100 * 1024**2,
         log_to_driver=False,
+        resources={"docker": 4},  # a custom resource, as SWE slots would ask for on a cluster
         runtime_env={"env_vars": {"PYTHONPATH": python_path}},
     )
     try:

@@ -44,7 +44,7 @@ from typing import Any, Literal
 import cloudpickle
 import pydantic
 
-from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError
+from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError, run_as_worker
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +73,7 @@ def serve(
     closing them lets those workers see the end of their pipe if the parent dies.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
+    run_as_worker()
     for other in inherited:
         other.close()
     if os.environ != environment:  # a forkserver child has the forkserver's environment, not ours

@@ -12,8 +12,9 @@ built from the same factories, and only its own slots see an error.
 
 An actor takes seconds to start (a Python process that imports Ray, gymenvs and the env), so
 `close()` closes every env but parks the emptied actors for the next Ray vector env of this
-process with the same actor options; `release_idle_actors()` ends them (Ray ends them anyway when
-the process exits).
+process, if they reserve nothing (no CPUs, no custom resources: the default); actors that do
+reserve resources are ended, so that they give them back. `release_idle_actors()` ends the parked
+ones (Ray ends them anyway when the process exits).
 
 Actors ask for `num_cpus=0` by default, so that many slots that mostly wait (containers, tools)
 fit on a small cluster; set `num_cpus` and custom `resources` (for example `{"docker": 1}`, for
@@ -33,7 +34,7 @@ from typing import Any
 import pydantic
 from pydantic import Field, StrictStr
 
-from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError
+from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError, run_as_worker
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +67,7 @@ class SlotHost:
     def __init__(self) -> None:
         import gymenvs  # noqa: F401  registers the gymenvs ids for factories that make envs by id
 
+        run_as_worker()
         self.slots: dict[int, Slot] = {}
 
     def load(self, factories: list[tuple[int, EnvFactory]], restart_on_error: bool) -> None:
@@ -141,7 +143,9 @@ class RayBackend:
             _IDLE.clear()  # actors of an earlier Ray session, if any, are gone
         options = {"num_cpus": settings.num_cpus, "resources": settings.resources, **settings.actor_options}
         self.actor_class = ray.remote(SlotHost).options(**options)
-        self.actor_key = json.dumps(options, sort_keys=True, default=repr)
+        #: Parked actors are reused by vector envs with the same options; None: never park these.
+        reserves_nothing = not settings.num_cpus and not settings.resources and not settings.actor_options
+        self.actor_key = json.dumps(options, sort_keys=True, default=repr) if reserves_nothing else None
         self.factories = list(factories)
         self.restart_on_error = restart_on_error
         count = min(max_workers, len(self.factories))
@@ -244,9 +248,9 @@ class RayBackend:
         logger.warning("ray actor %d replaced: a request %s", actor.number, reason)
 
 
-def _park(key: str, handle: Any) -> bool:
-    """Keep an emptied actor for reuse, if there is room."""
-    if sum(len(handles) for handles in _IDLE.values()) >= MAX_IDLE_ACTORS:
+def _park(key: str | None, handle: Any) -> bool:
+    """Keep an emptied actor for reuse, if it reserves nothing and there is room."""
+    if key is None or sum(len(handles) for handles in _IDLE.values()) >= MAX_IDLE_ACTORS:
         return False
     _IDLE.setdefault(key, []).append(handle)
     return True

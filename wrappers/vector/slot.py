@@ -10,7 +10,6 @@ from __future__ import annotations
 import enum
 import logging
 import pickle
-import signal
 import threading
 from typing import Any, Callable, NamedTuple
 
@@ -174,17 +173,26 @@ class Slot:
 
 _HANDLERS: dict[Command, Callable[[Slot, Any], Any]] = {command: getattr(Slot, command.value) for command in Command}
 
+#: True in a worker process or Ray actor, where Ctrl-C is not the user's: every exception is the env's.
+_in_worker = False
+
+
+def run_as_worker() -> None:
+    """Say that this process only serves slots (a worker process or a Ray actor)."""
+    global _in_worker
+    _in_worker = True
+
 
 def raised_by_the_env(exc: BaseException) -> bool:
     """Whether `exc` is the env's failure (reported as a `SlotError`) rather than the caller's own.
 
     Every exception is the env's, including `SystemExit`, `asyncio.CancelledError`, and a
-    `KeyboardInterrupt` the env raised itself, except a `KeyboardInterrupt` on the main thread
-    while Ctrl-C is live there: that is the user stopping the program, so it propagates.
+    `KeyboardInterrupt` the env raised itself, except a `KeyboardInterrupt` on the main thread of
+    the user's process: that is Ctrl-C stopping the program, so it propagates.
     `GeneratorExit` always propagates.
     """
     if isinstance(exc, GeneratorExit):
         return False
     if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
-        return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        return _in_worker
     return True
