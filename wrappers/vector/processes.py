@@ -44,7 +44,8 @@ from typing import Any, Literal
 import cloudpickle
 import pydantic
 
-from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError, run_as_worker
+from wrappers.vector.hosts import SlotHosts
+from wrappers.vector.slot import EnvFactory, Request, Slot, SlotError, run_as_worker
 
 logger = logging.getLogger(__name__)
 
@@ -236,17 +237,13 @@ class ProcessBackend:
         self.context = multiprocessing.get_context(start_method)
         if start_method == "forkserver":
             _start_forkserver()
-        count = min(max_workers, len(factories))
-        self._worker_of_slot = [index % count for index in range(len(factories))]
+        self._hosts = SlotHosts(len(factories), max_workers)
         self._workers = []
-        for number in range(count):
-            slots = list(range(number, len(factories), count))
+        for number, slots in enumerate(self._hosts.slots_of):
             payload = cloudpickle.dumps([(index, factories[index]) for index in slots])
             self._workers.append(_Worker(self, number, slots, payload, restart_on_error))
         self._selector = selectors.DefaultSelector()
         self._request_ids = itertools.count()
-        #: Slots whose worker was restarted while they sat idle: their episode is gone.
-        self._lost: dict[int, str] = {}
         try:
             for worker in self._workers:
                 worker.start()
@@ -263,15 +260,7 @@ class ProcessBackend:
     def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
         """Run the requests, one per slot at most; a result (or `SlotError`) for each, in order."""
         results: list[Any] = [_PENDING] * len(requests)
-        batches: dict[_Worker, list[int]] = {}
-        for position, (index, command, _) in enumerate(requests):
-            if index in self._lost:
-                if command in (Command.STEP, Command.STEP_SAME):
-                    results[position] = SlotError(self._lost.pop(index), rebuilt=True)
-                    continue
-                if command is Command.RESET:
-                    del self._lost[index]
-            batches.setdefault(self._workers[self._worker_of_slot[index]], []).append(position)
+        batches = {self._workers[host]: positions for host, positions in self._hosts.batches(requests, results).items()}
         request_id = next(self._request_ids)
         waiting: dict[_Worker, list[int]] = {}
         for worker, positions in batches.items():
@@ -360,13 +349,7 @@ class ProcessBackend:
         self, worker: _Worker, requests: Sequence[Request], positions: list[int], results: list[Any], reason: str
     ) -> None:
         """Restart a worker: its requests here fail (`reason` says how), and its other slots lose their episode."""
-        for position in positions:
-            message = f"{requests[position].command.value} {reason}; the env was rebuilt from its factory"
-            results[position] = SlotError(message, rebuilt=True)
-        answered = {requests[position][0] for position in positions}
-        for index in worker.slots:
-            if index not in answered:
-                self._lost[index] = f"the episode was lost: its worker process was restarted (a request {reason})"
+        self._hosts.fail(worker.number, requests, positions, results, reason, "its worker process was restarted")
         self._selector.unregister(worker.connection)
         worker.kill()
         worker.start()

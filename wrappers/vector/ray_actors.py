@@ -34,7 +34,8 @@ from typing import Any
 import pydantic
 from pydantic import Field, StrictStr
 
-from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError, run_as_worker
+from wrappers.vector.hosts import SlotHosts
+from wrappers.vector.slot import EnvFactory, Request, Slot, SlotError, run_as_worker
 
 logger = logging.getLogger(__name__)
 
@@ -148,11 +149,8 @@ class RayBackend:
         self.actor_key = json.dumps(options, sort_keys=True, default=repr) if reserves_nothing else None
         self.factories = list(factories)
         self.restart_on_error = restart_on_error
-        count = min(max_workers, len(self.factories))
-        self._actor_of_slot = [index % count for index in range(len(self.factories))]
-        self._actors = [_Actor(self, number, list(range(number, len(self.factories), count))) for number in range(count)]
-        #: Slots whose actor was replaced while they sat idle: their episode is gone.
-        self._lost: dict[int, str] = {}
+        self._hosts = SlotHosts(len(self.factories), max_workers)
+        self._actors = [_Actor(self, number, slots) for number, slots in enumerate(self._hosts.slots_of)]
         for actor in self._actors:
             actor.start()
 
@@ -164,15 +162,7 @@ class RayBackend:
         import ray
 
         results: list[Any] = [None] * len(requests)
-        batches: dict[_Actor, list[int]] = {}
-        for position, (index, command, _) in enumerate(requests):
-            if index in self._lost:
-                if command in (Command.STEP, Command.STEP_SAME):
-                    results[position] = SlotError(self._lost.pop(index), rebuilt=True)
-                    continue
-                if command is Command.RESET:
-                    del self._lost[index]
-            batches.setdefault(self._actors[self._actor_of_slot[index]], []).append(position)
+        batches = {self._actors[host]: positions for host, positions in self._hosts.batches(requests, results).items()}
         self._wait_for_starting_actors(batches)
         refs = {
             actor.handle.run.remote([requests[position] for position in positions]): (actor, positions)
@@ -236,13 +226,7 @@ class RayBackend:
 
     def _replace(self, actor: _Actor, requests: Sequence[Request], positions: list[int], results: list[Any], reason: str) -> None:
         """Start a fresh actor: its requests here fail (`reason` says how), its other slots lose their episode."""
-        for position in positions:
-            message = f"{requests[position].command.value} {reason}; the env was rebuilt from its factory"
-            results[position] = SlotError(message, rebuilt=True)
-        answered = {requests[position].slot for position in positions}
-        for index in actor.slots:
-            if index not in answered:
-                self._lost[index] = f"the episode was lost: its Ray actor was replaced (a request {reason})"
+        self._hosts.fail(actor.number, requests, positions, results, reason, "its Ray actor was replaced")
         actor.kill()
         actor.start()
         logger.warning("ray actor %d replaced: a request %s", actor.number, reason)
