@@ -1,7 +1,7 @@
 """The Ray backend: slots in Ray actors, so a vector env can spread over the nodes of a cluster.
 
 Each actor hosts one slot by default (`max_workers` lower than the slot count makes actor `a`
-host slots `a, a + A, a + 2A, ...`, run one after another, as the process backend's workers do).
+host slots `a, a + A, a + 2A, ...`, which it runs concurrently on threads of its own).
 A vector-env call sends one Ray task per actor with that actor's requests and waits for the
 replies with `ray.wait(timeout=step_timeout_s)`. Every call gets new object refs, so a reply that
 comes too late is never read: a late reply cannot reach a later step.
@@ -35,7 +35,8 @@ import pydantic
 from pydantic import Field, StrictStr
 
 from wrappers.vector.hosts import SlotHosts
-from wrappers.vector.slot import EnvFactory, Request, Slot, SlotError, run_as_worker
+from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker
+from wrappers.vector.threads import ThreadBackend
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ _IDLE: dict[str, list[Any]] = {}
 MAX_IDLE_ACTORS = 256
 #: How long a request waits for its actor to start before its own deadline begins.
 ACTOR_START_TIMEOUT_S = 300.0
+#: How long an actor's `close` waits for its envs to close.
+CLOSE_TIMEOUT_S = 30.0
 
 
 class RaySettings(pydantic.BaseModel):
@@ -63,29 +66,38 @@ class RaySettings(pydantic.BaseModel):
 
 
 class SlotHost:
-    """The object inside a Ray actor: the slots it hosts, and their requests."""
+    """The object inside a Ray actor: the slots it hosts, run by a thread backend of its own.
+
+    So an actor that hosts many slots (`max_workers` below the slot count) runs their requests
+    concurrently, as the thread backend does: one Ray call per actor per step instead of one per
+    slot, which is what Ray's per-call cost needs for steps that wait.
+    """
 
     def __init__(self) -> None:
         import gymenvs  # noqa: F401  registers the gymenvs ids for factories that make envs by id
 
         run_as_worker()
-        self.slots: dict[int, Slot] = {}
+        self.threads: ThreadBackend | None = None
+        self.local: dict[int, int] = {}  # slot index -> its index in this actor
 
     def load(self, factories: list[tuple[int, EnvFactory]], restart_on_error: bool) -> None:
         """Host these slots (their envs are built on first use)."""
-        self.slots = {index: Slot(index, factory, restart_on_error) for index, factory in factories}
+        self.local = {index: position for position, (index, _) in enumerate(factories)}
+        builders = [factory for _, factory in factories]
+        self.threads = ThreadBackend(builders, max_workers=len(builders), restart_on_error=restart_on_error)
 
     def run(self, requests: list[Request]) -> list[Any]:
-        results = [self.slots[index].run(command, argument) for index, command, argument in requests]
+        assert self.threads is not None, "load() first"
+        results = self.threads.run([request._replace(slot=self.local[request.slot]) for request in requests], None)
         return [result.portable() if type(result) is SlotError else result for result in results]
 
     def pid(self) -> int:
         return os.getpid()
 
     def close(self) -> None:
-        for slot in self.slots.values():
-            slot.close_quietly()
-        self.slots = {}
+        if self.threads is not None:
+            self.threads.close(timeout=CLOSE_TIMEOUT_S)
+        self.threads = None
 
 
 class _Actor:

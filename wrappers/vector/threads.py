@@ -26,7 +26,8 @@ each slot a thread of its own for its whole life instead: see `dedicated.py`.
 Why not `concurrent.futures.ThreadPoolExecutor`: a trivial step would then pay a hand-off to a
 pool thread and back for every slot; measured with examples/benchmarks/vector_throughput.py
 (64 slots, trivial JSON tool calls) it costs far more than the 10% we allow for it (see
-docs/vector.md). The dedicated-thread backend, which pays that hand-off anyway, does use it.
+docs/vector.md). The dedicated-thread backend, which pays that hand-off anyway, uses
+`concurrent.futures` futures and `wait`.
 """
 
 from __future__ import annotations
@@ -103,7 +104,8 @@ class ThreadSettings(pydantic.BaseModel):
 
     #: Linux: run the pool threads on one CPU core (see `ConcurrentVectorEnv`).
     pin_threads: StrictBool = False
-    #: One thread per slot, for its whole life (construction, every request, close).
+    #: One thread per slot, for its whole life (construction, every request, close); `max_workers`
+    #: does not apply then.
     dedicated_threads: StrictBool = False
 
 
