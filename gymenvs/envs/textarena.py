@@ -1,0 +1,313 @@
+"""TextArena: any game of the `textarena` package (100+ text games) as a gymenvs env.
+
+`gymnasium.make("gymenvs/TextArena-v0", game="TowerOfHanoi-v0")`. The agent plays one seat; the
+other seats (two-player and multi-player games) are played by an opponent policy. TextArena games
+draw from Python's global `random` module, which every thread shares: each game keeps its own
+`random` state, swapped in under a lock around every call into the game, so games in different
+threads (a thread-backend vector env) neither disturb nor desynchronise each other.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from pydantic import NonNegativeInt, PositiveInt
+
+from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool, validate_config
+from gymenvs.envs.textarena_opponents import Policy, build_opponent
+
+#: Moves the opponents may make in a row before the agent's turn comes back (a game stuck on an
+#: opponent's invalid moves must not hang the env).
+MAX_OPPONENT_MOVES = 200
+_GAME_ID = -1  # textarena.GAME_ID: the sender of the game's own messages
+_RANDOM_LOCK = threading.Lock()
+
+
+def _textarena():
+    try:
+        import textarena
+    except ImportError as exc:
+        raise ImportError("gymenvs/TextArena-v0 needs textarena: pip install 'gymenvs[textarena]'") from exc
+    return textarena
+
+
+class TextArenaEnv(TextEnv):
+    """TextArena-v0. The observation is the game's messages to the agent since its last move
+    (the first one holds the game's instructions and board). `move(action)` sends text in the game's
+    own format, e.g. `[A C]`; a few games also have typed tools (`make_textarena_env` picks them).
+    Free text goes to the game as it is. The reward is the game's own for the agent's seat when the
+    game ends (1 win, -1 loss, 0 draw in two-player games; single-player games may give partial
+    credit). An invalid move is an observation with `info["error"]` = the game's reason; under
+    TextArena's rules the game is lost once a seat exceeds its `error_allowance` of invalid moves.
+
+    Args:
+        game: a TextArena env id, e.g. "TowerOfHanoi-v0", "Minesweeper-v0", "TicTacToe-v0".
+        game_kwargs: keyword arguments for the game (e.g. {"num_disks": 4}).
+        opponent: who plays the other seats: "random" (a move the game lists in brackets), a list
+            of moves played in order, or any callable(observation text) -> move text.
+        num_players: seats in the game (default: 2 for games that require two players, else 1).
+        agent_player: the agent's seat (0 moves first).
+        error_allowance: invalid moves a seat may make before it loses (default: the game's own, 1).
+        max_turns: agent turns allowed (malformed tool calls count too).
+        render_mode: None or "ansi".
+    """
+
+    default_max_turns = 100
+
+    @validate_config
+    def __init__(
+        self,
+        *,
+        game: str = "TowerOfHanoi-v0",
+        game_kwargs: dict[str, Any] | None = None,
+        opponent: str | Sequence[str] | Callable[[str], str] = "random",
+        num_players: PositiveInt | None = None,
+        agent_player: NonNegativeInt = 0,
+        error_allowance: NonNegativeInt | None = None,
+        max_turns: PositiveInt | None = None,
+        render_mode: str | None = None,
+    ):
+        super().__init__(max_turns=max_turns, render_mode=render_mode)
+        ta = _textarena()
+        known = ta.envs.registration.ENV_REGISTRY
+        if game not in known:
+            raise ValueError(f"game={game!r} is not a TextArena env id; e.g. {', '.join(sorted(known)[:8])}, ...")
+        build_opponent(opponent, self.np_random)  # a bad opponent is a ValueError now, not at reset
+        self.game = game
+        self.opponent = opponent
+        self.error_allowance = error_allowance
+        # The "-raw" variant has no observation wrappers: the env formats the messages itself.
+        raw = f"{game}-raw"
+        self._game = ta.make(raw if raw in known else game, **(game_kwargs or {}))
+        self._random_state = random.Random(0).getstate()
+        self.num_players = num_players or self._default_num_players()
+        if agent_player >= self.num_players:
+            raise ValueError(f"agent_player={agent_player}: {game} has {self.num_players} seat(s), numbered from 0")
+        self.agent_player = agent_player
+        self._policy: Policy | None = None
+        self._invalid_reason: str | None = None
+        self._transcript: list[str] = []
+
+    # -- episodes ------------------------------------------------------------------------
+
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        self._policy = build_opponent(self.opponent, self.np_random)
+        game_seed = int(self.np_random.integers(2**31))
+        self._random_state = random.Random(game_seed).getstate()
+        with self._game_random():
+            self._game.reset(num_players=self.num_players, seed=game_seed)
+            self._watch_invalid_moves()
+        self._transcript = []
+        problem = self._play_opponents()
+        return self._agent_view() + (f"\n{problem}" if problem else "")
+
+    def _parse_text(self, text: str) -> ToolCall:
+        return ToolCall("move", {"action": text})
+
+    @tool
+    def move(self, action: str) -> Outcome:
+        """Make your move, written in the game's own format as its instructions describe (usually in square brackets, e.g. [4] or [A C]).
+
+        Args:
+            action: The move; the game reads it as it reads any player's text.
+        """
+        self._invalid_reason = None
+        with self._game_random():
+            self._game.step(action)
+        error = self._invalid_reason
+        problem = None if self._game_over() else self._play_opponents()
+        text = self._agent_view()
+        info: dict[str, Any] = {"error": error} if error else {}
+        if problem:
+            return Outcome(f"{text}\n{problem}", truncated=True, info={"error": problem})
+        if not self._game_over():
+            return Outcome(text, info=info)
+        reward, reason = self._result()
+        info.update(reward_reason=reason, game_info=self._game.state.game_info.get(self.agent_player, {}))
+        return Outcome(f"{text}\nGame over: {reason} Your reward: {reward:g}.", reward=reward, terminated=True, info=info)
+
+    # -- the game ------------------------------------------------------------------------
+
+    def _play_opponents(self) -> str | None:
+        """Let the other seats move until it is the agent's turn; a problem message if they never stop."""
+        for _ in range(MAX_OPPONENT_MOVES):
+            if self._game_over() or self._game.state.current_player_id == self.agent_player:
+                return None
+            with self._game_random():
+                seat, messages = self._game.get_observation()
+            move = self._policy(self._format(messages, seat))
+            if not isinstance(move, str):
+                return f"The opponent policy returned {type(move).__name__}, not a move string; the episode is cut short."
+            with self._game_random():
+                self._game.step(move)
+        return f"The opponents made {MAX_OPPONENT_MOVES} moves in a row; the episode is cut short."
+
+    def _agent_view(self) -> str:
+        """The messages the agent has not seen yet (its own echoed moves left out)."""
+        state = self._game.state
+        messages, state.observations[self.agent_player] = state.observations[self.agent_player], []
+        text = self._format(messages, self.agent_player)
+        self._transcript.append(text)
+        return text
+
+    def _format(self, messages: list[tuple], seat: int) -> str:
+        roles = self._game.state.role_mapping
+        lines = []
+        for sender, message, *_ in messages:
+            if sender == seat and sender != _GAME_ID:
+                continue
+            name = "GAME" if sender == _GAME_ID else roles.get(sender, f"Player {sender}")
+            lines.append(f"[{name}] {str(message).strip()}")
+        return "\n".join(lines)
+
+    def _game_over(self) -> bool:
+        return bool(self._game.state.done)
+
+    def _result(self) -> tuple[float, str]:
+        state = self._game.state
+        rewards = state.rewards or {}
+        reason = str(state.game_info.get(self.agent_player, {}).get("reason") or "the game ended.")
+        return float(rewards.get(self.agent_player, 0.0)), reason
+
+    def _watch_invalid_moves(self) -> None:
+        """Record the reason of each invalid move the agent makes (TextArena only puts it in a message)."""
+        state = self._game.state
+        if self.error_allowance is not None:
+            state.error_allowance = self.error_allowance
+        record = state.set_invalid_move
+
+        def set_invalid_move(*args: Any, **kwargs: Any) -> Any:
+            if state.current_player_id == self.agent_player:
+                self._invalid_reason = str(kwargs.get("reason", args[0] if args else "invalid move")).strip()
+            return record(*args, **kwargs)
+
+        state.set_invalid_move = set_invalid_move
+
+    def _default_num_players(self) -> int:
+        """1, unless the game insists on two seats (TextArena's two-player state asserts it)."""
+        try:
+            with self._game_random():
+                self._game.reset(num_players=1, seed=0)
+        except AssertionError:
+            return 2
+        return 1
+
+    @contextmanager
+    def _game_random(self) -> Iterator[None]:
+        """Python's global `random` set to this game's own state while the game runs."""
+        with _RANDOM_LOCK:
+            outside = random.getstate()
+            random.setstate(self._random_state)
+            try:
+                yield
+            finally:
+                self._random_state = random.getstate()
+                random.setstate(outside)
+
+    # -- state ---------------------------------------------------------------------------
+
+    def _episode_state(self) -> dict[str, Any]:
+        state = getattr(self._game, "state", None)
+        return {
+            "game": self.game,
+            "agent_player": self.agent_player,
+            "current_player": getattr(state, "current_player_id", None),
+            "game_over": bool(getattr(state, "done", False)),
+        }
+
+    def _render_ansi(self) -> str:
+        return "\n".join(self._transcript) or "(no game yet)"
+
+
+# -- typed tools for some well-known games ---------------------------------------------------
+
+
+class HanoiTools(TextArenaEnv):
+    @tool
+    def move_disk(self, source: Literal["A", "B", "C"], target: Literal["A", "B", "C"]) -> Outcome:
+        """Move the top disk of one tower onto another.
+
+        Args:
+            source: The tower to take the top disk from.
+            target: The tower to put it on.
+        """
+        return self.move(f"[{source} {target}]")
+
+
+class TicTacToeTools(TextArenaEnv):
+    @tool
+    def mark(self, cell: int) -> Outcome:
+        """Put your mark in a cell of the board.
+
+        Args:
+            cell: The cell number, 0 to 8, row by row from the top left.
+        """
+        return self.move(f"[{cell}]")
+
+
+class MinesweeperTools(TextArenaEnv):
+    @tool
+    def reveal(self, row: int, col: int) -> Outcome:
+        """Reveal a cell of the board.
+
+        Args:
+            row: Row number, from 0 at the top.
+            col: Column number, from 0 at the left.
+        """
+        return self.move(f"[{row} {col}]")
+
+
+class SudokuTools(TextArenaEnv):
+    @tool
+    def place(self, row: int, col: int, number: int) -> Outcome:
+        """Write a number in an empty cell.
+
+        Args:
+            row: Row number, 1 to 9 from the top.
+            col: Column number, 1 to 9 from the left.
+            number: The number to write, 1 to 9.
+        """
+        return self.move(f"[{row} {col} {number}]")
+
+
+class WordGuessTools(TextArenaEnv):
+    @tool
+    def guess(self, word: str) -> Outcome:
+        """Guess the hidden word.
+
+        Args:
+            word: Your guess.
+        """
+        return self.move(f"[{word}]")
+
+
+class NumberGuessTools(TextArenaEnv):
+    @tool
+    def guess(self, number: int) -> Outcome:
+        """Guess the hidden number.
+
+        Args:
+            number: Your guess.
+        """
+        return self.move(f"[{number}]")
+
+
+#: Game families (the id before "-v") with typed tools; every game has `move(action)` too.
+TYPED_GAMES: dict[str, type[TextArenaEnv]] = {
+    "TowerOfHanoi": HanoiTools,
+    "TicTacToe": TicTacToeTools,
+    "Minesweeper": MinesweeperTools,
+    "Sudoku": SudokuTools,
+    "Wordle": WordGuessTools,
+    "GuessTheNumber": NumberGuessTools,
+}
+
+
+def make_textarena_env(*, game: str = "TowerOfHanoi-v0", **kwargs: Any) -> TextArenaEnv:
+    """The entry point of gymenvs/TextArena-v0: the env class with the game's typed tools, if it has any."""
+    family = game.split("-v", 1)[0] if isinstance(game, str) else ""
+    return TYPED_GAMES.get(family, TextArenaEnv)(game=game, **kwargs)
