@@ -221,7 +221,7 @@ class MiniWoBEnv(TextEnv):
     def _observation(self, text: str, info: dict[str, Any]) -> Any:
         if self.observation_mode == "text":
             return text
-        observation = {TEXT_KEY: text, IMAGE_KEY: self._screenshot}
+        observation = {TEXT_KEY: text, IMAGE_KEY: self._screenshot.copy()}  # callers keep observations: never share one
         info["content"] = content_blocks(observation)
         return observation
 

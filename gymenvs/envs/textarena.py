@@ -9,6 +9,7 @@ threads (a thread-backend vector env) neither disturb nor desynchronise each oth
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -157,9 +158,9 @@ class TextArenaEnv(TextEnv):
     def _format(self, messages: list[tuple], seat: int) -> str:
         roles = self._game.state.role_mapping
         lines = []
-        for sender, message, *_ in messages:
-            if sender == seat and sender != _GAME_ID:
-                continue
+        for sender, message, *kind in messages:
+            if sender == seat or (sender == _GAME_ID and kind and kind[0].name == "PLAYER_ACTION"):
+                continue  # the seat's own move, echoed back (single-player games echo it as the game's)
             name = "GAME" if sender == _GAME_ID else roles.get(sender, f"Player {sender}")
             lines.append(f"[{name}] {str(message).strip()}")
         return "\n".join(lines)
@@ -217,6 +218,7 @@ class TextArenaEnv(TextEnv):
             "agent_player": self.agent_player,
             "current_player": getattr(state, "current_player_id", None),
             "game_over": bool(getattr(state, "done", False)),
+            "game_state": json.loads(json.dumps(getattr(state, "game_state", None), default=str)),
         }
 
     def _render_ansi(self) -> str:
