@@ -162,7 +162,7 @@ def reap_orphans() -> None:
         if len(owner) < 3 or not owner[0].isdigit():
             continue
         prefix = f"{owner[0]}-{owner[1]}-"
-        if prefix not in live_owners and _owner_is_running(int(owner[0]), prefix):
+        if prefix in live_owners or _owner_is_running(int(owner[0]), prefix):
             live_owners.add(prefix)
             continue
         kill_browser_processes(str(entry))
