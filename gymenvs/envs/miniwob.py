@@ -176,7 +176,7 @@ class MiniWoBEnv(TextEnv):
     # -- acting and observing ------------------------------------------------------------
 
     def _act(self, action) -> Outcome:
-        if not self._episode_done():  # the task's own clock may have ended it since the last step
+        if self.time_limit_s is None or not self._episode_done():  # with a clock, the task may have ended meanwhile
             action()
         metadata = self._instance.get_metadata()
         if not metadata["done"]:
