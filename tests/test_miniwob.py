@@ -23,7 +23,6 @@ if not (shutil.which("chromium") and shutil.which("chromedriver")):
     pytest.skip("Debian's chromium and chromium-driver are not installed (.ci/setup installs them)", allow_module_level=True)
 
 from gymenvs.envs import browser  # noqa: E402
-from wrappers.vector import ConcurrentVectorEnv  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

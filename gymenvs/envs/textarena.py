@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import NonNegativeInt, PositiveInt
 
-from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool, validate_config
+from gymenvs.core import Outcome, TextEnv, ToolCall, tool, validate_config
 from gymenvs.envs.textarena_opponents import Policy, build_opponent
 
 #: Moves the opponents may make in a row before the agent's turn comes back (a game stuck on an
