@@ -24,6 +24,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from gymenvs.envs.optional import require
+
 BROWSER_ROOT = Path(tempfile.gettempdir()) / "gymenvs-browsers"
 MARKER_ENV = "GYMENVS_BROWSER_DIR"
 #: Flags for Chromium as root in a container: no sandbox, no GPU, and nothing that reaches out
@@ -51,11 +53,7 @@ _guard: tuple[int, subprocess.Popen] | None = None  # (owner pid, guard process)
 
 
 def _psutil():
-    try:
-        import psutil
-    except ImportError as exc:
-        raise ImportError("the browser envs need psutil and selenium: pip install 'gymenvs[miniwob]'") from exc
-    return psutil
+    return require("psutil", extra="miniwob", needed_by="the browser envs")
 
 
 def owner_prefix(pid: int | None = None) -> str:

@@ -1,8 +1,10 @@
 """MiniWoB++: web tasks (click a button, fill a form, log in, ...) in a real headless Chromium.
 
 The tasks are the HTML pages that Farama's `miniwob` package ships, opened from `file://` URLs
-(no server); its `SeleniumInstance` runs the episodes (seeding, start, DOM, screenshot, reward),
-driving a `Browser` of ours: Debian's Chromium, kept off the network, reaped when its owner dies.
+(no server). Its `SeleniumInstance` starts the episodes (seeding, start) and its JavaScript core
+(`core.getDOMInfo`, `core.elementClick`, the reward globals) is what a step reads and clicks, in one
+round trip per read. It drives a `Browser` of ours: Debian's Chromium, kept off the network,
+reaped when its owner dies.
 """
 
 from __future__ import annotations
@@ -13,24 +15,30 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import PositiveFloat, PositiveInt
 
 from gymenvs.core import ActionError, Outcome, TextEnv, tool, validate_config
 from gymenvs.core.images import IMAGE_KEY, TEXT_KEY, content_blocks, text_image_space
 from gymenvs.envs.browser import Browser
+from gymenvs.envs.optional import require
 
 #: JavaScript timers take at most 2**31 - 1 ms; that long is "no time limit" for a MiniWoB episode.
 NO_TIME_LIMIT_MS = 2**31 - 1
 SCROLL_PIXELS = 100
+#: One round trip to the browser for what a step reads: MiniWoB's episode state and, while the
+#: episode runs, the instruction and the DOM (miniwob's own reads take one round trip each).
+READ_PAGE = """
+var page = {done: WOB_DONE_GLOBAL, env_reward: WOB_REWARD_GLOBAL, raw_reward: WOB_RAW_REWARD_GLOBAL, reason: WOB_REWARD_REASON};
+if (!page.done) { page.utterance = core.getUtterance(); page.dom = core.getDOMInfo(); }
+return page;
+"""
 _SPECIAL_KEYS_HELP = "a character, or <Enter>, <Tab>, <Backspace>, <Escape>, <ArrowUp>, ... with optional C-, S-, A-, M- modifiers (e.g. C-a)"
 
 
 def _miniwob():
-    try:
-        import miniwob.selenium_instance
-    except ImportError as exc:
-        raise ImportError("gymenvs/MiniWoB-v0 needs miniwob and selenium: pip install 'gymenvs[miniwob]'") from exc
-    return miniwob
+    require("miniwob.selenium_instance", extra="miniwob", needed_by="gymenvs/MiniWoB-v0")
+    return require("miniwob", extra="miniwob", needed_by="gymenvs/MiniWoB-v0")
 
 
 @cache
@@ -90,7 +98,6 @@ class MiniWoBEnv(TextEnv):
             window_size=(instance.window_width, instance.window_height),
         )
         self._closer = weakref.finalize(self, self._browser.close)
-        instance.record_screenshots = observation == "screenshot+text"
         try:
             self._open_task_page()
         except BaseException:
@@ -178,14 +185,15 @@ class MiniWoBEnv(TextEnv):
     def _act(self, action) -> Outcome:
         if self.time_limit_s is None or not self._episode_done():  # with a clock, the task may have ended meanwhile
             action()
-        metadata = self._instance.get_metadata()
-        if not metadata["done"]:
-            return Outcome(self._page_text())
-        reward = float(metadata["env_reward"] if self.time_limit_s is not None else metadata["raw_reward"])
-        reason = metadata.get("reason")
-        self._screenshot = None if self._screenshot is None else self._screenshot * 0
+        page = self._instance.driver.execute_script(READ_PAGE)
+        if not page["done"]:
+            return Outcome(self._page_text(page))
+        reward = float(page["env_reward"] if self.time_limit_s is not None else page["raw_reward"])
+        reason = page.get("reason")
+        if self._screenshot is not None:  # the page shows MiniWoB's start cover now: a blank image
+            self._screenshot = np.zeros_like(self._screenshot)
         text = f"Task: {self._utterance}\nThe episode is over: reward {reward:g}" + (f" ({reason})." if reason else ".")
-        info = {"raw_reward": float(metadata["raw_reward"]), "reason": None if reason is None else str(reason)}
+        info = {"raw_reward": float(page["raw_reward"]), "reason": None if reason is None else str(reason)}
         return Outcome(text, reward=reward, terminated=True, info=info)
 
     def _episode_done(self) -> bool:
@@ -211,11 +219,21 @@ class MiniWoBEnv(TextEnv):
             known = ", ".join(map(str, sorted(self._elements)))
             raise ActionError(f"there is no element {element} on the page; the element ids are: {known}")
 
-    def _page_text(self) -> str:
-        observation, _ = self._instance.get_observation(use_cached_fields=False)
-        self._utterance = observation["utterance"]
-        self._screenshot = observation["screenshot"] if self.observation_mode == "screenshot+text" else None
-        lines, self._elements = describe_elements(observation["dom_elements"])
+    def _page_text(self, page: dict[str, Any] | None = None) -> str:
+        """The instruction and the element list, from `READ_PAGE`'s result (read now if not given)."""
+        from miniwob.dom import DOMElement
+        from miniwob.observation import serialize_dom_element
+        from miniwob.screenshot import get_screenshot, pil_to_numpy_array
+
+        page = page or self._instance.driver.execute_script(READ_PAGE)
+        utterance = page["utterance"]
+        self._utterance = utterance["utterance"] if isinstance(utterance, dict) else str(utterance)
+        elements = [serialize_dom_element(element) for element in DOMElement(page["dom"]).subtree_elements]
+        lines, self._elements = describe_elements(elements)
+        if self.observation_mode == "screenshot+text":
+            instance = self._instance
+            screenshot = get_screenshot(instance.driver, instance.inner_width, instance.inner_height, instance.task_width, instance.task_height)
+            self._screenshot = pil_to_numpy_array(screenshot)
         return f"Task: {self._utterance}\nPage elements ([id] tag, text, value):\n" + "\n".join(lines)
 
     def _observation(self, text: str, info: dict[str, Any]) -> Any:

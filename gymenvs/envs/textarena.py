@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import NonNegativeInt, PositiveInt
 
 from gymenvs.core import Outcome, TextEnv, ToolCall, tool, validate_config
+from gymenvs.envs.optional import require
 from gymenvs.envs.textarena_opponents import Policy, build_opponent
 
 #: Moves the opponents may make in a row before the agent's turn comes back (a game stuck on an
@@ -29,11 +30,7 @@ _RANDOM_LOCK = threading.Lock()
 
 
 def _textarena():
-    try:
-        import textarena
-    except ImportError as exc:
-        raise ImportError("gymenvs/TextArena-v0 needs textarena: pip install 'gymenvs[textarena]'") from exc
-    return textarena
+    return require("textarena", extra="textarena", needed_by="gymenvs/TextArena-v0")
 
 
 class TextArenaEnv(TextEnv):
