@@ -1,5 +1,6 @@
 """gymenvs/TextArena-v0: TextArena games played to a win and to a loss, seeding, invalid moves, opponents."""
 
+import random
 import re
 from concurrent.futures import ThreadPoolExecutor
 
@@ -179,6 +180,16 @@ def test_games_in_threads_play_as_they_do_alone():
     expected = [play_alone(seed) for seed in range(8)]
     with ThreadPoolExecutor(8) as pool:
         assert list(pool.map(play_alone, range(8))) == expected
+
+
+def test_games_leave_the_global_random_stream_alone():
+    random.seed(123)
+    expected = [random.random() for _ in range(3)]
+    random.seed(123)
+    env = make("Minesweeper-v0")
+    env.reset(seed=0)
+    env.step("[4 4]")  # places the mines at random
+    assert [random.random() for _ in range(3)] == expected
 
 
 def test_malformed_tool_calls_are_observations_and_cost_no_game_penalty():

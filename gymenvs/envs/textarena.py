@@ -1,16 +1,21 @@
 """TextArena: any game of the `textarena` package (100+ text games) as a gymenvs env.
 
 `gymnasium.make("gymenvs/TextArena-v0", game="TowerOfHanoi-v0")`. The agent plays one seat; the
-other seats (two-player and multi-player games) are played by an opponent policy. TextArena games
-draw from Python's global `random` module, which every thread shares: each game keeps its own
-`random` state, swapped in under a lock around every call into the game, so games in different
-threads (a thread-backend vector env) neither disturb nor desynchronise each other.
+other seats (two-player and multi-player games) are played by an opponent policy.
+
+TextArena games draw from Python's global `random` module, which every thread shares (and which
+textarena reseeds at each reset). Inside textarena's modules the name `random` is therefore pointed
+at `GAME_RANDOM`, which sends each call to the generator of the game that the current thread is
+running (and to the global one when none is). Each game has its own generator, so games in
+different threads (a thread-backend vector env) neither disturb nor desynchronise each other, and
+code outside textarena keeps its global `random` stream.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,7 +31,32 @@ from gymenvs.envs.textarena_opponents import Policy, build_opponent
 #: opponent's invalid moves must not hang the env).
 MAX_OPPONENT_MOVES = 200
 _GAME_ID = -1  # textarena.GAME_ID: the sender of the game's own messages
-_RANDOM_LOCK = threading.Lock()
+
+
+class _GameRandom:
+    """Stands in for the `random` module inside textarena: the module-level functions (`seed`,
+    `randint`, `choice`, ...) go to the current thread's game generator; the rest to `random`."""
+
+    GENERATOR_FUNCTIONS = frozenset(name for name in dir(random) if getattr(getattr(random, name), "__self__", None) is random._inst)
+
+    def __init__(self) -> None:
+        self.local = threading.local()
+
+    def __getattr__(self, name: str) -> Any:
+        generator = getattr(self.local, "generator", None)
+        if generator is not None and name in self.GENERATOR_FUNCTIONS:
+            return getattr(generator, name)
+        return getattr(random, name)
+
+
+GAME_RANDOM = _GameRandom()
+
+
+def _route_random_to_games() -> None:
+    """Point the name `random` at `GAME_RANDOM` in every textarena module imported so far."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith("textarena") and getattr(module, "random", None) is random:
+            module.random = GAME_RANDOM
 
 
 def _textarena():
@@ -81,7 +111,8 @@ class TextArenaEnv(TextEnv):
         # The "-raw" variant has no observation wrappers: the env formats the messages itself.
         raw = f"{game}-raw"
         self._game = ta.make(raw if raw in known else game, **(game_kwargs or {}))
-        self._random_state = random.Random(0).getstate()
+        _route_random_to_games()  # the game's own modules are imported now
+        self._random = random.Random(0)
         self.num_players = num_players or self._default_num_players()
         if agent_player >= self.num_players:
             raise ValueError(f"agent_player={agent_player}: {game} has {self.num_players} seat(s), numbered from 0")
@@ -95,7 +126,7 @@ class TextArenaEnv(TextEnv):
     def _start_episode(self, options: dict[str, Any]) -> str:
         self._policy = build_opponent(self.opponent, self.np_random)
         game_seed = int(self.np_random.integers(2**31))
-        self._random_state = random.Random(game_seed).getstate()
+        self._random = random.Random(game_seed)
         with self._game_random():
             self._game.reset(num_players=self.num_players, seed=game_seed)
             self._watch_invalid_moves()
@@ -196,15 +227,14 @@ class TextArenaEnv(TextEnv):
 
     @contextmanager
     def _game_random(self) -> Iterator[None]:
-        """Python's global `random` set to this game's own state while the game runs."""
-        with _RANDOM_LOCK:
-            outside = random.getstate()
-            random.setstate(self._random_state)
-            try:
-                yield
-            finally:
-                self._random_state = random.getstate()
-                random.setstate(outside)
+        """Inside textarena, `random` is this game's generator while the game runs on this thread."""
+        local = GAME_RANDOM.local
+        outer = getattr(local, "generator", None)
+        local.generator = self._random
+        try:
+            yield
+        finally:
+            local.generator = outer
 
     # -- state ---------------------------------------------------------------------------
 
