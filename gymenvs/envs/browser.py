@@ -68,7 +68,7 @@ class Browser:
     Selenium talks HTTP to chromedriver, so any thread may drive the browser, one at a time.
     """
 
-    def __init__(self, *, chromium: str, chromedriver: str, window_size: tuple[int, int], page_load_timeout_s: float = 30):
+    def __init__(self, *, chromium: str, chromedriver: str, window_size: tuple[int, int], page_load_timeout_s: float = 120):
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 

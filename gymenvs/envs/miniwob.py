@@ -108,12 +108,16 @@ class MiniWoBEnv(TextEnv):
         self._screenshot = None
 
     def _open_task_page(self) -> None:
+        from selenium.common.exceptions import TimeoutException
         from selenium.webdriver.common.by import By
         from selenium.webdriver.support import expected_conditions
         from selenium.webdriver.support.wait import WebDriverWait
 
         driver = self._instance.driver = self._browser.driver
-        driver.get(self._instance.url)
+        try:
+            driver.get(self._instance.url)
+        except TimeoutException:  # a renderer starved of CPU (many browsers starting at once): once more
+            driver.get(self._instance.url)
         WebDriverWait(driver, 10).until(expected_conditions.presence_of_element_located((By.ID, self._instance.SYNC_SCREEN_ID)))
         self._instance.inner_width, self._instance.inner_height = driver.execute_script("return [window.innerWidth, window.innerHeight];")
 
