@@ -118,7 +118,7 @@ class MiniWoBEnv(TextEnv):
             driver.get(self._instance.url)
         except TimeoutException:  # a renderer starved of CPU (many browsers starting at once): once more
             driver.get(self._instance.url)
-        WebDriverWait(driver, 10).until(expected_conditions.presence_of_element_located((By.ID, self._instance.SYNC_SCREEN_ID)))
+        WebDriverWait(driver, 60).until(expected_conditions.presence_of_element_located((By.ID, self._instance.SYNC_SCREEN_ID)))
         self._instance.inner_width, self._instance.inner_height = driver.execute_script("return [window.innerWidth, window.innerHeight];")
 
     # -- episodes ------------------------------------------------------------------------
