@@ -137,8 +137,9 @@ def test_tic_tac_toe_against_any_callable_and_as_the_second_player():
     assert "Available Moves" in seen[0]
 
 
-def test_connect_four_against_the_random_opponent_plays_to_the_end():
-    env = make("ConnectFour-v0", opponent="random")
+@pytest.mark.parametrize("game", ["ConnectFour-v0", "ConnectFour-v0-train"])  # any variant of a game
+def test_connect_four_against_the_random_opponent_plays_to_the_end(game):
+    env = make(game, opponent="random")
     for seed in range(3):
         env.reset(seed=seed)
         for step in range(42):

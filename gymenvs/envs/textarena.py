@@ -108,9 +108,9 @@ class TextArenaEnv(TextEnv):
         self.game = game
         self.opponent = opponent
         self.error_allowance = error_allowance
-        # The "-raw" variant has no observation wrappers: the env formats the messages itself.
-        raw = f"{game}-raw"
-        self._game = ta.make(raw if raw in known else game, **(game_kwargs or {}))
+        self._game = ta.make(game, **(game_kwargs or {}))
+        while isinstance(self._game, ta.Wrapper):  # TextArena's own observation and action wrappers:
+            self._game = self._game.env  # the env formats the messages itself
         _route_random_to_games()  # the game's own modules are imported now
         self._random = random.Random(0)
         self.num_players = num_players or self._default_num_players()
