@@ -36,6 +36,16 @@ ENVS: tuple[EnvEntry, ...] = (
     EnvEntry("gymenvs/Sudoku-v0", "gymenvs.envs.sudoku:SudokuEnv", "Solve a generated 9x9 Sudoku with a unique solution."),
     EnvEntry("gymenvs/Catch-v0", "gymenvs.envs.catch:CatchEnv", "Move a paddle left, stay or right to catch a falling ball."),
     EnvEntry(
+        "gymenvs/TextArena-v0",
+        "gymenvs.envs.textarena:make_textarena_env",
+        "Any TextArena game (game=...), single-player or against an opponent policy.",
+    ),
+    EnvEntry(
+        "gymenvs/MiniWoB-v0",
+        "gymenvs.envs.miniwob:MiniWoBEnv",
+        "A MiniWoB++ web task (task=...) in headless Chromium; page text, optionally a screenshot.",
+    ),
+    EnvEntry(
         "gymenvs/SWE-v0",
         "gymenvs.swe.env:SWEEnv",
         "Fix a repository's issue in a Docker container; graded host-side by its FAIL_TO_PASS / PASS_TO_PASS tests.",
