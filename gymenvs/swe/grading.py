@@ -13,8 +13,10 @@
    process the tests left behind is killed before the end marker is written.
 4. The log is parsed on the host. For pytest, every passing verdict in the log is checked against
    a report a plugin wrote, test by test, to a root-only file: printed output cannot forge a pass.
-   The task is resolved only if every FAIL_TO_PASS test passes and no PASS_TO_PASS test fails or
-   goes missing. What is and is not defended is written in docs/swe-security.md.
+   The log is then judged as the SWE-bench harness judges it (`report`): the task is resolved only
+   if every FAIL_TO_PASS test passes and no PASS_TO_PASS test fails or goes missing; a log the
+   harness would reject is an error, not a failing agent. What is and is not defended is written
+   in docs/swe-security.md.
 """
 
 from __future__ import annotations
@@ -34,15 +36,24 @@ from typing import Any
 
 from gymenvs.swe.changes import STAGING, TRUSTED_GIT, copy_changes, disk_changes, enforce_policy
 from gymenvs.swe.images import ENV_SETUP, WORKDIR
-from gymenvs.swe.logparsers import ERROR, FAILED, PARSERS, PASSING, SKIPPED
+from gymenvs.swe.logparsers import FAILED
 from gymenvs.swe.output import decode_output
 from gymenvs.swe.patches import filter_diff
+from gymenvs.swe.report import PASSING, RESOLVED_FULL, Verdict, invalid_log_reason
 from gymenvs.swe.sandbox import Limits, Sandbox, SandboxError
+from gymenvs.swe.specs import spec_for
 from gymenvs.swe.tasks import Task
 
-MISSING = "MISSING"
 _LOG_LIMIT = 8 << 20
 _DIFF_LIMIT = 16 << 20
+#: Who runs the tests: "uid:gid" of an unprivileged user (nobody), or None for root (as SWE-bench does).
+TEST_USER = "65534:65534"
+#: Environment of the tests: no pytest plugin loads by itself (an installed package's entry point,
+#: an .egg-info the agent wrote); only grading's own report plugin. A test command that needs a
+#: plugin loads it by name (`pytest -p xdist ...`).
+TEST_ENVIRONMENT = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "GYMENVS_RESULTS_FD": "7"}
+_PLUGIN_DIR = "/run/gymenvs-python"
+_PLUGIN_SOURCE = Path(__file__).parent / "results_plugin.py"
 #: Who runs the tests: "uid:gid" of an unprivileged user (nobody), or None for root (as SWE-bench does).
 TEST_USER = "65534:65534"
 #: Environment of the tests: no pytest plugin loads by itself (an installed package's entry point,
@@ -85,10 +96,7 @@ class GradeReport:
 
     def tests_status(self) -> dict[str, dict[str, list[str]]]:
         """SWE-bench's report shape: each list split into success and failure."""
-        return {
-            "FAIL_TO_PASS": _split(self.fail_to_pass, _f2p_passed),
-            "PASS_TO_PASS": _split(self.pass_to_pass, _p2p_passed),
-        }
+        return Verdict(self.fail_to_pass, self.pass_to_pass).tests_status()
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "resolved": self.resolved, "tests_status": self.tests_status()}
@@ -153,6 +161,8 @@ def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbo
         sandbox = Sandbox(client, image, role="grading", episode_id=episode_id or task.instance_id, limits=limits)
         try:
             diff = _prepare(sandbox, task, report, apply, take_diff)
+            if diff is not None and not _run_setup(sandbox, task, report):
+                diff = None
             if diff is not None:
                 sandbox.put_files(_PLUGIN_DIR, {f"{plugin_module(nonce)}.py": _PLUGIN_SOURCE.read_bytes()})
                 sandbox.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
@@ -191,6 +201,21 @@ def _prepare(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[
         report.error = "the task's test_patch does not apply: the task is broken"
         return None
     return diff
+
+
+def _run_setup(sandbox: Sandbox, task: Task, report: GradeReport) -> bool:
+    """Run the task's setup lines (the harness's `eval_commands` and `install`) as root, before the nonce
+    exists; keep the variables they export for the tests; kill whatever they left running."""
+    setup = spec_for(task).setup
+    if not setup:
+        return True
+    script = f"{ENV_SETUP}\n" + "\n".join(setup) + f"\nexport -p > {STAGING}/setup-environment.sh"
+    result = sandbox.run(script, timeout=1800, output_limit=1 << 16)
+    sandbox.kill_all("KILL")
+    if result.exit_code != 0:
+        report.error = f"the task's setup failed (exit {result.exit_code}): {result.output.text()[-1000:]}"
+        return False
+    return True
 
 
 def _staging_archive() -> bytes:
@@ -257,31 +282,11 @@ def _runner_records(sandbox: Sandbox) -> list[dict[str, Any]]:
     return records
 
 
-def tests_command(task: Task) -> tuple[str, str]:
-    """The command that runs the task's tests and the log parser that reads its output.
-
-    A row's own `test_cmd` / `log_parser` win; otherwise Django and sympy use their runners as
-    SWE-bench does, and every other repo `pytest -rA` on the files `test_patch` touches.
-    """
-    files = [path for path in task.test_files if path.endswith(".py")]
-    if task.repo == "django/django":
-        labels = [path.removeprefix("tests/").removesuffix(".py").replace("/", ".") for path in files]
-        command, parser = _DJANGO_TEST_CMD + " " + " ".join(map(shlex.quote, labels)), "django"
-    elif task.repo == "sympy/sympy":
-        command, parser = _SYMPY_TEST_CMD + " " + " ".join(map(shlex.quote, files)), "sympy"
-    else:
-        command, parser = "pytest -rA " + " ".join(map(shlex.quote, files)), "pytest"
-    parser = task.log_parser or parser
-    if parser not in PARSERS:
-        raise ValueError(f"task {task.instance_id}: log_parser {parser!r} is not one of {sorted(PARSERS)}")
-    return task.test_cmd or command, parser
-
-
 def eval_script(task: Task, nonce: str, test_user: str | None = TEST_USER) -> str:
     """The root-only bash script that runs the tests: as `test_user` (the repository's directories
     handed to it, so it can create files), framed by nonce markers; it kills whatever the tests left
     running before it writes the exit code and the end marker."""
-    command, _ = tests_command(task)
+    command = spec_for(task).command
     environment = " ".join(f"{key}={value}" for key, value in TEST_ENVIRONMENT.items())
     environment += f" PYTEST_PLUGINS={plugin_module(nonce)}"
     environment += f' PYTHONPATH={_PLUGIN_DIR}"${{PYTHONPATH:+:$PYTHONPATH}}"'
@@ -296,6 +301,8 @@ mkdir -p /tmp/gymenvs-home && chown {test_user} /tmp/gymenvs-home && export HOME
     return f"""#!/bin/bash
 set -uo pipefail
 {ENV_SETUP}
+[ -f {STAGING}/setup-environment.sh ] && . {STAGING}/setup-environment.sh
+cd {WORKDIR}
 mark() {{ echo ">>>>> {nonce} $*"; }}
 {prepare}
 exec 7>>{STAGING}/results.jsonl
@@ -323,19 +330,18 @@ def _read_log(report: GradeReport, task: Task, log: str, nonce: str, *, timed_ou
     section = log.split(start, 1)[1].rsplit(end, 1)[0]
     exit_line = section.rsplit(marker + "Test Exit Code: ", 1)
     report.test_exit_code = int(exit_line[1].split()[0]) if len(exit_line) == 2 else None
-    statuses = PARSERS[tests_command(task)[1]](exit_line[0])
+    spec = spec_for(task)
+    statuses = spec.parse(exit_line[0]) or spec.parse(log)  # the harness also reads the whole log
     statuses, forged = check_against_runner(statuses, runner)
     if forged is None:
         report.error = "the tests' report was cut short (its file was closed or the run crashed): no verdict"
         return
-    report.fail_to_pass = {name: statuses.get(name, MISSING) for name in task.fail_to_pass}
-    report.pass_to_pass = {name: statuses.get(name, MISSING) for name in task.pass_to_pass}
-    resolved = all(map(_f2p_passed, report.fail_to_pass.values())) and all(map(_p2p_passed, report.pass_to_pass.values()))
-    report.status = "resolved" if resolved else "unresolved"
-    if resolved and report.test_exit_code not in (0, None) and not {FAILED, ERROR} & set(statuses.values()):
-        # A failing run whose log shows no failure was not read right (or was tampered with): no verdict.
-        report.status = "error"
-        report.error = f"the test command failed (exit {report.test_exit_code}) but its log shows no failing test"
+    report.error = invalid_log_reason(statuses, report.test_exit_code)
+    if report.error:
+        return  # status stays "error": no verdict on a log the harness would reject
+    tests = Verdict.from_statuses(statuses, task.fail_to_pass, task.pass_to_pass)
+    report.fail_to_pass, report.pass_to_pass = tests.fail_to_pass, tests.pass_to_pass
+    report.status = "resolved" if tests.resolution() == RESOLVED_FULL else "unresolved"
     if forged:
         report.error = (f"the log claims {len(forged)} test(s) passed that the test runner saw fail or never ran "
                         f"(counted as failed): {', '.join(forged[:5])}")
@@ -368,15 +374,3 @@ def check_against_runner(statuses: dict[str, str], runner: list[dict[str, Any]])
         if name in seen or name.split("[", 1)[0] not in stems:  # a parser may rewrite parameters: match on the stem
             forged.append(name)
     return {**statuses, **dict.fromkeys(forged, FAILED)}, forged
-
-
-def _f2p_passed(status: str) -> bool:
-    return status in PASSING
-
-
-def _p2p_passed(status: str) -> bool:
-    return status in PASSING or status == SKIPPED
-
-
-def _split(statuses: dict[str, str], passed) -> dict[str, list[str]]:
-    return {"success": [t for t, s in statuses.items() if passed(s)], "failure": [t for t, s in statuses.items() if not passed(s)]}
