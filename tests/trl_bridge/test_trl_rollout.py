@@ -104,7 +104,7 @@ def test_group_members_start_from_the_same_state_and_groups_differ(model_and_tok
         assert len({tuple(member.prompt_ids) for member in members}) == 1
     assert len(set(first_observations)) > 1
     reference = gym.make("gymenvs/Catch-v0", columns=50)
-    observation, _ = reference.reset(seed=episode_seed(prompts[0]))
+    observation, _ = reference.reset(seed=episode_seed({"prompt": prompts[0]}))
     assert first_observations[0].endswith(observation)
 
 
@@ -230,7 +230,7 @@ def test_a_max_completion_length_too_small_is_rejected_before_the_first_episode(
     rollout = EnvRollout(button_env)
     with pytest.raises(ValueError, match="too small for one turn"):
         rollout.run(["Play."], generator_for(model, tokenizer), tokenizer, max_completion_length=8)
-    assert rollout._vector_env is None  # no env was started
+    assert rollout._vector_envs == {}  # no env was started
 
 
 @pytest.mark.parametrize("option", [{"max_tokens_per_turn": 0}, {"max_completion_length": -3}])
