@@ -211,3 +211,30 @@ class StandInLLM:
             )
             outputs.append(SimpleNamespace(outputs=[output]))
         return outputs
+
+
+def recorded_envs():
+    """Wordle and Catch subclasses that record each episode's start state (the secret, the ball's
+    column) in `starts`, in reset order, so tests can count distinct starts per group."""
+    from gymenvs.envs.catch import CatchEnv
+    from gymenvs.envs.wordle import WordleEnv
+
+    starts: list[tuple[str, Any]] = []
+
+    class RecordedWordle(WordleEnv):
+        def _start_episode(self, options):
+            observation = super()._start_episode(options)
+            starts.append(("wordle", self.state()["secret"]))
+            return observation
+
+    class RecordedCatch(CatchEnv):
+        def _start_episode(self, options):
+            observation = super()._start_episode(options)
+            starts.append(("catch", self.state()["ball"][1]))
+            return observation
+
+    return RecordedWordle, RecordedCatch, starts
+
+
+def groups_of(states, size):
+    return [tuple(states[i : i + size]) for i in range(0, len(states), size)]

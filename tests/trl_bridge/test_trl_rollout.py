@@ -269,7 +269,7 @@ def test_as_a_rollout_func_it_samples_from_the_trainers_model_with_matching_logp
     )
     output = rollout([row["prompt"] for row in dataset for _ in range(2)], trainer)
     rollout.close()
-    assert set(output) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_turns"}
+    assert set(output) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_turns", "env_seed"}
     assert output["env_reward"] == [2.0] * 8 and output["env_turns"] == [2] * 8
     for prompt_ids, completion_ids, logprobs, env_mask in zip(
         output["prompt_ids"], output["completion_ids"], output["logprobs"], output["env_mask"]

@@ -128,6 +128,7 @@ class EnvRollout:
             "env_mask": [episode.env_mask for episode in episodes],
             "env_reward": [episode.reward for episode in episodes],
             "env_turns": [episode.turns for episode in episodes],
+            "env_seed": [episode.seed for episode in episodes],
         }
         if self.multi_env:
             output["env_name"] = [episode.env_name for episode in episodes]
@@ -309,8 +310,8 @@ def make_rollout_func(env_id: str | Mapping[str, EnvSpec] | Sequence[str], **opt
 
     It returns `prompt_ids`, `completion_ids` (model turns and env replies, appended as tokens),
     `logprobs` (the sampling policy's logprob of each sampled token, 0.0 on env tokens), `env_mask`
-    (0 on env tokens), and `env_reward` and `env_turns` per episode (and `env_name` with several
-    envs). Generation uses the trainer's vLLM engine when `use_vllm` is on, else `generate` on the
+    (0 on env tokens), and `env_reward`, `env_turns` and `env_seed` per episode (and `env_name`
+    with several envs). Generation uses the trainer's vLLM engine when `use_vllm` is on, else `generate` on the
     model being trained. A dataset's `seed` and `options` columns set each episode's start; rows
     without a seed get one start per GRPO group and a different one per group.
 
