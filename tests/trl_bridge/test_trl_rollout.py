@@ -246,6 +246,8 @@ def test_as_a_rollout_func_it_samples_from_the_trainers_model_with_matching_logp
     from wrappers.trl import episode_dataset
 
     model, tokenizer = model_and_tokenizer
+    # A template variable, as GRPOConfig(chat_template_kwargs={"enable_thinking": False}) sets Qwen3's.
+    tokenizer.chat_template = "{% if greeting is defined %}{{ greeting }}{% endif %}" + tokenizer.chat_template
     rollout = make_rollout_func("gymenvs/Echo-v0", env_kwargs={"max_turns": 2}, max_tokens_per_turn=5)
     config = GRPOConfig(
         output_dir=str(tmp_path),
@@ -257,6 +259,7 @@ def test_as_a_rollout_func_it_samples_from_the_trainers_model_with_matching_logp
         max_completion_length=64,
         temperature=0.7,
         max_steps=1,
+        chat_template_kwargs={"greeting": "Hello there."},
     )
     dataset = episode_dataset(4)
     trainer = GRPOTrainer(
@@ -271,6 +274,7 @@ def test_as_a_rollout_func_it_samples_from_the_trainers_model_with_matching_logp
     rollout.close()
     assert set(output) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_turns", "env_seed"}
     assert output["env_reward"] == [2.0] * 8 and output["env_turns"] == [2] * 8
+    assert all(tokenizer.decode(ids).startswith("Hello there.") for ids in output["prompt_ids"])  # trainer's kwargs
     for prompt_ids, completion_ids, logprobs, env_mask in zip(
         output["prompt_ids"], output["completion_ids"], output["logprobs"], output["env_mask"]
     ):
