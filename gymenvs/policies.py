@@ -7,6 +7,7 @@ reads the env's hidden state. `make_policy(kind, env_id, ...)` builds one by nam
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -37,25 +38,40 @@ class WordlePlayer:
     name = "scripted"
 
     def __init__(self) -> None:
-        from gymenvs.envs.wordle import load_word_list
-
-        self.candidates = [w.lower() for w in load_word_list("wordle_answers") if len(w) == 5]
+        self.candidates: tuple[str, ...] = _answers()
         self.last_guess: str | None = None
 
     def new_episode(self) -> WordlePlayer:
         return WordlePlayer()
 
     def act(self, messages: Messages, tools: Sequence[dict[str, Any]]) -> Action:
-        from gymenvs.envs.wordle import _MARKS, score_guess
+        from gymenvs.envs.wordle import _MARKS
 
         feedback = re.search(r"^([GY-](?: [GY-]){4})$", messages[-1]["content"], re.MULTILINE)
         if self.last_guess is not None and feedback:
-            symbols = feedback.group(1).split()
             marks_of = {symbol: mark for mark, symbol in _MARKS.items()}
-            marks = [marks_of[symbol] for symbol in symbols]
-            self.candidates = [word for word in self.candidates if score_guess(self.last_guess, word) == marks]
+            marks = tuple(marks_of[symbol] for symbol in feedback.group(1).split())
+            self.candidates = _partition(self.candidates, self.last_guess).get(marks, ())
         self.last_guess = self.candidates[0] if self.candidates else "crane"
         return {"name": "guess", "arguments": {"word": self.last_guess}}
+
+
+@functools.cache
+def _answers() -> tuple[str, ...]:
+    from gymenvs.envs.wordle import load_word_list
+
+    return tuple(word.lower() for word in load_word_list("wordle_answers") if len(word) == 5)
+
+
+@functools.lru_cache(maxsize=1024)  # every episode starts from the same list and first guess: split it once
+def _partition(candidates: tuple[str, ...], guess: str) -> dict[tuple[str, ...], tuple[str, ...]]:
+    """The candidates grouped by the feedback `guess` would get if each were the secret."""
+    from gymenvs.envs.wordle import score_guess
+
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for word in candidates:
+        groups.setdefault(tuple(score_guess(guess, word)), []).append(word)
+    return {marks: tuple(words) for marks, words in groups.items()}
 
 
 class CatchPlayer:
