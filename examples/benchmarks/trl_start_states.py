@@ -5,12 +5,13 @@ model and every episode's start state is recorded (the Wordle secret, the Catch 
 good bridge gives each group one start and different groups different starts: 4 distinct states
 per 16 rollouts, every group sharing one.
 
-    python examples/benchmarks/trl_start_states.py
+    python examples/benchmarks/trl_start_states.py [factory|rollout]   (default: both)
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 import warnings
 
@@ -69,6 +70,8 @@ def summary(starts: list) -> str:
 
 
 def measure(label: str, **trainer_kwargs) -> None:
+    if sys.argv[1:] and not label.startswith(sys.argv[1]):
+        return
     STARTS.clear()
     train_one_step(**trainer_kwargs)
     starts = STARTS[-ROLLOUTS:]  # the factory probes build no episode; a rollout resets exactly once per rollout
@@ -98,17 +101,20 @@ def main() -> None:
             environment_factory=environment_factory("bench/Wordle-v0"))
     measure("factory: dict form, Dataset({'environment': [...]})", train_dataset=dict_form,
             environment_factory=factory, reward_funcs=zero)
-    rollout = make_rollout_func("bench/Wordle-v0")
+    # One worker thread: the envs reset in slot order, so the recorded starts line up with the groups.
+    rollout = make_rollout_func("bench/Wordle-v0", max_workers=1)
     measure("rollout: seed column, identical prompts", train_dataset=seeded, rollout_func=rollout, reward_funcs=zero)
     measure("rollout: identical prompts, no seed column", train_dataset=same_prompt, rollout_func=rollout,
             reward_funcs=zero)
     rollout.close()
     try:
-        multi = make_rollout_func({"wordle": "bench/Wordle-v0", "catch": "bench/Catch-v0"})
+        multi = make_rollout_func({"wordle": "bench/Wordle-v0", "catch": "bench/Catch-v0"}, max_workers=1)
     except Exception as exc:  # the bridge before issue 10 had no multi-env rollout
         print(f"{'rollout: dict form, Dataset({environment: [...]})':<62} -       {type(exc).__name__}: {exc}")
     else:
-        measure("rollout: dict form, Dataset({'environment': [...]})", train_dataset=dict_form, rollout_func=multi,
+        # Without environment_factory TRL needs a prompt column: empty prompts beside the environment names.
+        with_prompts = dict_form.add_column("prompt", [[{"role": "user", "content": ""}]] * len(dict_form))
+        measure("rollout: dict form + empty prompts", train_dataset=with_prompts, rollout_func=multi,
                 reward_funcs=zero)
         multi.close()
 
