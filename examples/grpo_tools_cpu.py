@@ -21,7 +21,6 @@ import statistics
 import tempfile
 import time
 import warnings
-from typing import Any
 
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
 # trl 1.16 still calls transformers' gradient_checkpointing* names, which transformers 5.23 deprecates.
@@ -34,32 +33,8 @@ from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from gymenvs.core import Outcome, TextEnv, tool  # noqa: E402
+from grpo_cpu import COLUMNS, LetterCatch  # noqa: E402  (the same toy env; here only its tool is used)
 from wrappers.trl import environment_factory, teach_tool_calls, tiny_model, tool_call_text  # noqa: E402
-
-COLUMNS = "abc"
-
-
-class LetterCatch(TextEnv):
-    """A ball falls into column a, b or c; `catch(column)` puts the paddle there.
-    Reward 1 for a catch, 0 otherwise; one move per episode."""
-
-    default_max_turns = 1
-
-    def _start_episode(self, options: dict[str, Any]) -> str:
-        self._column = COLUMNS[int(self.np_random.integers(len(COLUMNS)))]
-        return f"The ball falls in column {self._column}."
-
-    @tool
-    def catch(self, column: str) -> Outcome:
-        """Put the paddle under a column.
-
-        Args:
-            column: The column's letter.
-        """
-        caught = column == self._column
-        return Outcome("Caught!" if caught else "Missed.", reward=float(caught), terminated=True)
-
 
 class Progress(TrainerCallback):
     def __init__(self) -> None:
