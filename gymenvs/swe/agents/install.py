@@ -45,7 +45,7 @@ def install_agent(client: Any, spec: AgentSpec, images: Iterable[str], *, cache:
     """Build `spec`'s derived image of every image in `images` (skipping those that exist); return the built names."""
     from tqdm import tqdm
 
-    if spec.requirement is None:
+    if not spec.requirements:
         raise ValueError(f"agent {spec.name!r} runs on the task image as it is: there is nothing to install")
     todo = [image for image in dict.fromkeys(images) if force or not image_exists(client, derived_image(image, spec))]
     built = []
@@ -54,7 +54,7 @@ def install_agent(client: Any, spec: AgentSpec, images: Iterable[str], *, cache:
             bar.set_postfix_str(image)
             python, version = container_python(client, image)
             bar.update()
-            wheelhouse = download_wheels(spec.requirement, version, (cache or default_cache()))
+            wheelhouse = download_wheels(spec.requirements, version, cache or default_cache())
             bar.update()
             build_derived_image(client, spec, image, python=python, wheelhouse=wheelhouse)
             bar.update()
@@ -79,20 +79,20 @@ def container_python(client: Any, image: str) -> tuple[str, str]:
     return python, version
 
 
-def download_wheels(requirement: str, python_version: str, cache: Path) -> Path:
-    """A directory of wheels for `requirement` and pip, for CPython `python_version` on Linux (cached)."""
-    name = re.sub(r"[^A-Za-z0-9.]+", "-", requirement)
+def download_wheels(requirements: tuple[str, ...], python_version: str, cache: Path) -> Path:
+    """A directory of wheels for `requirements` and pip, for CPython `python_version` on Linux (cached)."""
+    name = re.sub(r"[^A-Za-z0-9.]+", "-", "-".join(requirements))
     wheelhouse = cache / f"{name}-cp{python_version.replace('.', '')}"
     done = wheelhouse / ".complete"
     if done.exists():
         return wheelhouse
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", requirement, "pip",
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", *requirements, "pip",
                "--dest", str(wheelhouse), "--only-binary=:all:", "--implementation", "cp",
                "--python-version", python_version, *(arg for tag in _PLATFORMS for arg in ("--platform", tag))]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise ImageBuildError(f"pip could not download {requirement} for Python {python_version}:\n{result.stderr[-2000:]}")
+        raise ImageBuildError(f"pip could not download {' '.join(requirements)} for Python {python_version}:\n{result.stderr[-2000:]}")
     done.touch()
     return wheelhouse
 
@@ -102,7 +102,7 @@ def build_derived_image(client: Any, spec: AgentSpec, image: str, *, python: str
     pip_wheel = sorted(wheelhouse.glob("pip-*.whl"))[-1].name
     dockerfile = f".Dockerfile.{uuid.uuid4().hex[:8]}"
     (wheelhouse / dockerfile).write_text(_DOCKERFILE.format(image=image, python=python, venv=spec.venv, pip_wheel=pip_wheel,
-                                                            requirement=shlex.quote(spec.requirement), name=spec.name))
+                                                            requirement=shlex.join(spec.requirements), name=spec.name))
     tag = derived_image(image, spec)
     log = []
     try:

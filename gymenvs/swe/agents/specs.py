@@ -28,13 +28,14 @@ AGENTS_ROOT = "/opt/gymenvs-agents"
 @dataclass(frozen=True)
 class AgentSpec:
     """How to run one agent. `files` are package resources of `gymenvs.swe.agents` placed in MOUNT;
-    `requirement` and `image_suffix` describe an agent installed into a derived image (see install.py)."""
+    `requirements` and `image_suffix` describe an agent installed into a derived image (see install.py)."""
 
     name: str
     command: str
     environment: Mapping[str, str] = field(default_factory=dict)
     files: tuple[str, ...] = ()
-    requirement: str | None = None
+    #: pip requirements installed offline into the derived image's virtual environment.
+    requirements: tuple[str, ...] = ()
     #: The derived image is the task image's name with "-<image_suffix>" added to its tag.
     image_suffix: str | None = None
 
@@ -68,7 +69,8 @@ MINI_SWE_AGENT = AgentSpec(
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # litellm would otherwise fetch its price list at import
     },
     files=("mini-swe-agent.yaml",),
-    requirement="mini-swe-agent==2.4.6",
+    # litellm releases from 1.100 on import the optional `mcp` package whenever tools are passed.
+    requirements=("mini-swe-agent==2.4.6", "litellm==1.83.0"),
     image_suffix="mini-swe-agent-2.4.6",
 )
 
