@@ -210,7 +210,9 @@ def make_rollout_func(env_id: str, **options: Any) -> EnvRollout:
         backend, max_workers, step_timeout_s: the `ConcurrentVectorEnv` the episodes run in. An env
             that crashes or outlives `step_timeout_s` ends its own episode (reward 0, error recorded).
     """
-    return EnvRollout(env_id, **options)
+    from wrappers.trl.agent_rollout import AgentRollout, is_agent_env
+
+    return (AgentRollout if is_agent_env(env_id) else EnvRollout)(env_id, **options)
 
 
 def evaluate(

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 
 #: Where the episode's directory (socket, task file, agent files) appears inside the container.
 MOUNT = "/run/gymenvs"
@@ -27,7 +28,8 @@ AGENTS_ROOT = "/opt/gymenvs-agents"
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """How to run one agent. `files` are package resources of `gymenvs.swe.agents` placed in MOUNT;
+    """How to run one agent. `files` are placed in MOUNT: a name is a resource of `gymenvs.swe.agents`,
+    an absolute path a file of the host (placed under its base name);
     `requirements` and `image_suffix` describe an agent installed into a derived image (see install.py)."""
 
     name: str
@@ -41,7 +43,8 @@ class AgentSpec:
 
     def file_contents(self) -> dict[str, bytes]:
         package = resources.files("gymenvs.swe.agents")
-        return {name: package.joinpath(name).read_bytes() for name in self.files}
+        return {Path(name).name: Path(name).read_bytes() if Path(name).is_absolute() else package.joinpath(name).read_bytes()
+                for name in self.files}
 
     @property
     def venv(self) -> str:
