@@ -192,3 +192,10 @@ def test_sixteen_agents_in_a_vector_env_without_cross_talk(swe_images, docker_cl
     finally:
         envs.close()
     assert not own_containers(docker_client) and not agent_threads()
+
+
+def test_the_documented_quick_start_runs(swe_images, capsys):
+    docs = Path(__file__).resolve().parents[2] / "docs" / "swe-agents.md"
+    block = docs.read_text().split("```python\n")[1].split("```")[0]
+    exec(compile(block, str(docs), "exec"), {"__name__": "documented_example"})
+    assert capsys.readouterr().out.endswith("1.0 resolved\n")
