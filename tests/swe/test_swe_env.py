@@ -213,10 +213,10 @@ def test_env_passes_gymnasiums_checker(make_env):
     check_env(make_env(command_timeout=5.0).unwrapped, skip_render_check=True)
 
 
-def test_the_readme_swe_example_runs(swe_images, capsys):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.DOTALL) if "gymenvs/SWE-v0" in b]
-    exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+def test_the_documented_swe_example_runs(swe_images, capsys):
+    page = (Path(__file__).resolve().parents[2] / "docs" / "swe.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", page, re.DOTALL) if "gymenvs/SWE-v0" in b]
+    exec(compile(block, "docs/swe.md", "exec"), {"__name__": "documented_example"})
     assert "1.0 resolved" in capsys.readouterr().out
 
 
