@@ -11,6 +11,8 @@ os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFL
 torch = pytest.importorskip("torch", reason="training needs the trl extra: pip install -e '.[trl]'")
 pytest.importorskip("trl", reason="training needs the trl extra: pip install -e '.[trl]'")
 
+from tests.trl_bridge.bridge_support import teacher_forced_logprobs  # noqa: E402
+
 from .conftest import FIXTURE_IDS  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -22,13 +24,6 @@ def tiny():
     from wrappers.trl.offline_model import tiny_model
 
     return tiny_model(seed=0)
-
-
-def teacher_forced_logprobs(model, prompt_ids, completion_ids, temperature=1.0):
-    ids = torch.tensor([list(prompt_ids) + list(completion_ids)])
-    with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt_ids) - 1 : -1].float() / temperature
-    return logits.log_softmax(-1).gather(-1, torch.tensor(completion_ids)[:, None]).squeeze(-1)
 
 
 class RecordingGenerator:

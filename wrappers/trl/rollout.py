@@ -131,7 +131,7 @@ class EnvRollout:
         vector_env = self._vector_env_for(len(prompts))
         observations, infos = vector_env.reset(seed=seeds)
         episodes = [
-            _start(prompt, observation, seed, _slot_info(infos, index), renderer)
+            self._start_episode(prompt, observation, seed, _slot_info(infos, index), renderer)
             for index, (prompt, observation, seed) in enumerate(zip(prompts, observations, seeds))
         ]
         while live := [index for index, episode in enumerate(episodes) if not episode.finished]:
@@ -155,6 +155,12 @@ class EnvRollout:
                         max_length,
                     )
         return episodes
+
+    def _start_episode(
+        self, prompt: Prompt, observation: str, seed: int, info: Mapping[str, Any], renderer: ChatRenderer
+    ) -> Episode:
+        """The episode a reset slot begins (agent rollouts build theirs from the agent's request)."""
+        return _start(prompt, observation, seed, info, renderer)
 
     def _turn_budget(self, episode: Episode, max_length: int) -> int:
         remaining = max_length - len(episode.completion_ids)

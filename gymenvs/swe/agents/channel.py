@@ -163,6 +163,12 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
             self._connections.discard(request)
         super().shutdown_request(request)
 
+    def handle_error(self, request, client_address) -> None:
+        """A connection thread failed (the agent hung up mid-reply, say): that ends the episode, quietly."""
+        import sys
+
+        self.channel.fail(f"the channel failed while serving a request: {sys.exc_info()[1]!r}")
+
     def close_connections(self) -> None:
         import socket
 

@@ -13,21 +13,23 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import json
 import shlex
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import PositiveFloat, PositiveInt
+from pydantic import Field, PositiveFloat, PositiveInt
 
 from gymenvs.core import Outcome, TextEnv, ToolCall, validate_config
 from gymenvs.swe.agents.channel import SOCKET_NAME, AgentExited, AgentRequest, Call, ChannelError, LLMChannel, reap_channel_directories
-from gymenvs.swe.agents.messages import chat_completion, extends, render, reply_message, text_of, tool_call
+from gymenvs.swe.agents.messages import chat_completion, extends, render, reply_message, tool_call
 from gymenvs.swe.agents.specs import MOUNT, AgentSpec, agent_spec, derived_image
 from gymenvs.swe.env import SHELL_ENVIRONMENT
+from gymenvs.swe.env import _select  # SWE-v0's choice of tasks by instance_ids, shared
 from gymenvs.swe.grading import GradeReport, extract_diff, grade
-from gymenvs.swe.images import ENV_SETUP, WORKDIR, check_template, ensure_image, image_for
+from gymenvs.swe.images import ENV_SETUP, WORKDIR, check_template, ensure_image, image_exists, image_for
 from gymenvs.swe.sandbox import ExecStream, Limits, Sandbox, SandboxError, docker_client, reap_orphans
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
 
@@ -82,7 +84,7 @@ class SWEAgentEnv(TextEnv):
         episode_timeout: PositiveFloat = 3600.0,
         command_timeout: PositiveFloat = 60.0,
         grading_timeout: PositiveFloat = 1800.0,
-        mem_limit: str = "2g",
+        mem_limit: Annotated[str, Field(pattern=r"^[0-9]+[bkmgBKMG]?$")] = "2g",
         cpus: PositiveFloat = 1.0,
         pids_limit: PositiveInt = 512,
         max_turns: PositiveInt | None = None,
@@ -156,8 +158,8 @@ class SWEAgentEnv(TextEnv):
     def _start_agent(self, image: str) -> None:
         if self.agent.image_suffix is None:
             ensure_image(self.client, image, pull=self.pull)
-        else:
-            ensure_image(self.client, image, pull=False)
+        elif not image_exists(self.client, image):
+            raise SandboxError(f"image {image!r} is not present: build it with `gymenvs swe install-agent {self.agent.name}`")
         self._channel = LLMChannel(model_name=self.model_name)
         files = {_FORWARDER: _package_file(_FORWARDER), **self.agent.file_contents(),
                  "task.md": self.task.problem_statement.encode("utf-8", "surrogateescape")}
@@ -239,7 +241,8 @@ class SWEAgentEnv(TextEnv):
         if call.name == _TEXT:
             return chat_completion(model=self.model_name, content=call.arguments["content"])
         if not request.get("tools"):  # the agent reads text only: hand it the action as written
-            return chat_completion(model=self.model_name, content=self._action if isinstance(self._action, str) else text_of(str(self._action)))
+            text = self._action if isinstance(self._action, str) else json.dumps(self._action)
+            return chat_completion(model=self.model_name, content=text)
         return chat_completion(model=self.model_name, content=None, tool_calls=[tool_call(call.name, call.arguments)])
 
     def _upstream_reply(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -273,7 +276,8 @@ class SWEAgentEnv(TextEnv):
         self.report = grade(self.client, self.task, diff, image=image, timeout=self.grading_timeout,
                             limits=dataclasses.replace(self.limits, network=False), episode_id=self._episode_id)
         info.update(report=self.report.to_dict(), status=self.report.status, patch=diff)
-        error = error or self.report.error if self.report.status == "error" else error
+        if self.report.status == "error":
+            error = error or self.report.error
         if error:
             info["error"] = error
         ended = f"The episode ended: {error}." if error else "The agent finished."
@@ -358,9 +362,3 @@ def _package_file(name: str) -> bytes:
     from importlib import resources
 
     return resources.files("gymenvs.swe.agents").joinpath(name).read_bytes()
-
-
-def _select(tasks: tuple[Task, ...], instance_ids: Sequence[str] | None) -> tuple[Task, ...]:
-    from gymenvs.swe.env import _select as select
-
-    return select(tasks, instance_ids)
