@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 import gymenvs
 from action_strategies import actions, play_arbitrary_actions
 
-# SWE-v0 drives Docker containers: tests/swe/test_swe_properties.py runs these properties on it.
-IN_PROCESS_ENVS = [env_id for env_id in gymenvs.list_envs() if env_id != "gymenvs/SWE-v0"]
+# The SWE envs drive Docker containers: tests/swe/test_swe_properties.py runs these properties on SWE-v0,
+# tests/swe/test_swe_agent_env.py runs the env checker on SWEAgent-v0.
+IN_PROCESS_ENVS = [env_id for env_id in gymenvs.list_envs() if not env_id.startswith("gymenvs/SWE")]
 
 
 def make(env_id):

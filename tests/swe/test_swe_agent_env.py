@@ -44,6 +44,12 @@ def start(make_agent_env, instance_id: str, **kwargs):
     return env, observation, info
 
 
+def test_gymnasium_env_checker_passes(make_agent_env):
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(make_agent_env(max_turns=3).unwrapped, skip_render_check=True)
+
+
 @pytest.mark.parametrize("instance_id", FIXTURE_IDS)
 def test_gold_patch_applied_through_the_reference_agent_grades_one(make_agent_env, instance_id):
     task = TASKS[instance_id]
