@@ -197,7 +197,7 @@ class SWEAgentEnv(TextEnv):
             status, payload = self._upstream_reply(pending.body)
         pending.answer(status, payload)
         self.trajectory.append({"request": pending.body, "response": payload, "status": status,
-                                "agent_seconds": started - pending.received_at})
+                                "policy_seconds": started - pending.received_at})
         if status != 200:
             return self._finish(error=f"the upstream failed: HTTP {status}: {payload.get('error', payload)}")
         return self._await_agent(previous=(pending.body["messages"], reply_message(payload)))
