@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import logging
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
+from gymenvs.core.images import has_image, text_view
 from wrappers.trl import trl_internals
 from wrappers.trl.seeding import GroupSeeds, reset_options
 from wrappers.trl.transcript import ChatRenderer, Episode, first_message_with
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
     from wrappers.trl.generation import Generator
 
 Prompt = list[dict[str, Any]] | str
+logger = logging.getLogger(__name__)
 
 
 def env_reward(
@@ -94,6 +97,7 @@ class EnvRollout:
         self._vector_envs: dict[str, ConcurrentVectorEnv] = {}
         self._finalizer = weakref.finalize(self, _close_all_quietly, self._vector_envs)
         self._trainer_generator: tuple[Any, Generator] | None = None
+        self._told_about_images = False
         if tokenizer is not None and max_completion_length is not None:
             self._check_budget(tokenizer, max_completion_length)
 
@@ -225,7 +229,10 @@ class EnvRollout:
             vector_env = self._vector_env_for(name, len(indices))
             for slot, (observation, info) in enumerate(_reset(vector_env, [starts[i] for i in indices])):
                 start = starts[indices[slot]]
-                episodes[indices[slot]] = _start(start.prompt, observation, start.seed, info, renderers[name], name)
+                (observation,) = self._text_views([observation])
+                episode = self._start_episode(start.prompt, observation, start.seed, info, renderers[name])
+                episode.env_name = name
+                episodes[indices[slot]] = episode
         while live := [index for index, episode in enumerate(episodes) if not episode.finished]:
             budgets = [self._turn_budget(episodes[index], max_length) for index in live]
             completions = generator.generate([episodes[index].input_ids for index in live], budgets)
@@ -254,6 +261,7 @@ class EnvRollout:
         if all(action is None for action in slot_actions):
             return
         observations, rewards, terminated, truncated, infos = vector_env.step(slot_actions)
+        observations = self._text_views(observations)
         for slot, index in enumerate(indices):
             if slot_actions[slot] is not None:
                 episodes[index].add_env_turn(
@@ -265,6 +273,23 @@ class EnvRollout:
                     renderer,
                     max_length,
                 )
+
+    def _start_episode(
+        self, prompt: Prompt, observation: str, seed: int, info: Mapping[str, Any], renderer: ChatRenderer
+    ) -> Episode:
+        """The episode a reset slot begins (agent rollouts build theirs from the agent's request)."""
+        return _start(prompt, observation, seed, info, renderer)
+
+    def _text_views(self, observations: Sequence[Any]) -> list[Any]:
+        """The text of each observation: the model here reads text only, so images are dropped (said once)."""
+        if not self._told_about_images and any(has_image(observation) for observation in observations):
+            logger.warning(
+                "%s returns images; make_rollout_func plays text-only models, so it feeds them each observation's "
+                "text view and drops the images (use environment_factory for a vision model)",
+                self.env_id,
+            )
+            self._told_about_images = True
+        return [text_view(observation) if has_image(observation) else observation for observation in observations]
 
     def _turn_budget(self, episode: Episode, max_length: int) -> int:
         remaining = max_length - len(episode.completion_ids)
@@ -338,7 +363,9 @@ def make_rollout_func(env_id: str | Mapping[str, EnvSpec] | Sequence[str], **opt
     options = {key: value for key, value in options.items() if key in rollout_options}
     if env_kwargs:
         options["env_kwargs"] = {**(options.get("env_kwargs") or {}), **env_kwargs}
-    return EnvRollout(env_id, **options)
+    from wrappers.trl.agent_rollout import AgentRollout, is_agent_env
+
+    return (AgentRollout if isinstance(env_id, str) and is_agent_env(env_id) else EnvRollout)(env_id, **options)
 
 
 def evaluate(
