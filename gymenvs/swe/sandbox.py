@@ -221,7 +221,10 @@ class Sandbox:
     """One running container from `image`, labelled with its owner and removed when no longer needed."""
 
     def __init__(self, client: Any, image: str, *, role: str, episode_id: str, limits: Limits = Limits(),
-                 workdir: str = "/testbed", labels: dict[str, str] | None = None):
+                 workdir: str = "/testbed", read_only_binds: dict[str, str] | None = None,
+                 labels: dict[str, str] | None = None):
+        """`read_only_binds` maps host directories to where the container sees them, read-only;
+        `labels` are added to the ownership labels."""
         import docker
 
         install_sigterm_cleanup()
@@ -244,6 +247,7 @@ class Sandbox:
             cap_drop=["ALL"],
             cap_add=list(KEPT_CAPABILITIES),
             security_opt=list(SECURITY_OPTIONS),
+            volumes={host: {"bind": inside, "mode": "ro"} for host, inside in (read_only_binds or {}).items()},
         )
         try:
             container = self._create(image, options)

@@ -27,13 +27,21 @@ class ChatRenderer:
     Args:
         tokenizer: a tokenizer with a chat template whose end-of-turn token is its `eos_token`.
         tools: the env's tool schemas, shown to the model in the prompt (None: not shown).
+        chat_template_kwargs: extra template variables (`enable_thinking`, say), as TRL's
+            `GRPOConfig(chat_template_kwargs=...)` passes them.
     """
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, tools: Sequence[dict] | None):
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        tools: Sequence[dict] | None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+    ):
         if tokenizer.chat_template is None:
             raise ValueError("the tokenizer has no chat template; make_rollout_func renders conversations with it")
         self.tokenizer = tokenizer
         self.tools = list(tools) if tools else None
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.end_of_turn_id = tokenizer.eos_token_id
 
     def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
@@ -43,20 +51,25 @@ class ChatRenderer:
         """The tokens after the model's end-of-turn token that carry the env's reply and open the next
         assistant turn. A reply to a tool call is a tool result; a reply to plain text is a user message."""
         tool_name = called_tool(model_text)
+        reply = {"role": "user", "content": text} if tool_name is None else {"role": "tool", "name": tool_name, "content": text}
+        return self.continuation_ids([reply], model_text)
+
+    def continuation_ids(self, messages: list[dict[str, Any]], model_text: str) -> list[int]:
+        """The tokens after the model's end-of-turn token that carry `messages` (what followed the model's
+        turn `model_text`) and open the next assistant turn."""
+        tool_name = called_tool(model_text)
         if tool_name is None:
             previous = {"role": "assistant", "content": "x"}
-            reply = {"role": "user", "content": text}
         else:
             previous = {
                 "role": "assistant",
                 "content": "",
                 "tool_calls": [{"type": "function", "function": {"name": tool_name, "arguments": {}}}],
             }
-            reply = {"role": "tool", "name": tool_name, "content": text}
         head = [{"role": "user", "content": "x"}, previous]
         # Tool schemas only change the system block, which the slicing below drops: leave them out.
         prefix = self._render(head, add_generation_prompt=False, tools=None)
-        full = self._render([*head, reply], add_generation_prompt=True, tools=None)
+        full = self._render([*head, *messages], add_generation_prompt=True, tools=None)
         if self.end_of_turn_id in prefix:  # keep what a template writes after the end-of-turn token (a newline)
             prefix = prefix[: len(prefix) - prefix[::-1].index(self.end_of_turn_id)]
         if full[: len(prefix)] != prefix:
@@ -70,7 +83,12 @@ class ChatRenderer:
         self, messages: list[dict[str, Any]], add_generation_prompt: bool, tools: list[dict] | None = None
     ) -> list[int]:
         rendered = self.tokenizer.apply_chat_template(
-            messages, tools=tools, add_generation_prompt=add_generation_prompt, tokenize=True, return_dict=True
+            messages,
+            tools=tools,
+            add_generation_prompt=add_generation_prompt,
+            tokenize=True,
+            return_dict=True,
+            **self.chat_template_kwargs,
         )
         return list(rendered["input_ids"])
 
@@ -123,6 +141,7 @@ class Episode:
     turns: int = 0
     end_reason: EndReason | None = None
     error: str | None = None
+    env_name: str | None = None
 
     @property
     def finished(self) -> bool:
