@@ -572,3 +572,44 @@ def test_a_user_registered_env_gets_the_concurrent_vector_env_through_one_helper
             assert envs.step(["hi", "there"])[0] == ("HI", "THERE")
     finally:
         del gym.registry["testing/Shout-v0"]
+
+
+THREAD_AFFINE_LOG: list = []
+
+
+class ThreadAffineRecorder(RecordsItsThreads):
+    """A thread-affine env (like MiniWoB's browser) that logs which thread touches which instance."""
+
+    thread_affine = True
+
+    def __init__(self):
+        super().__init__(THREAD_AFFINE_LOG)
+
+    def step(self, action):
+        THREAD_AFFINE_LOG.append(("step-of", id(self), threading.get_ident()))
+        return super().step(action)
+
+
+def test_make_vec_gives_a_thread_affine_env_a_dedicated_thread_per_slot():
+    env_id = "gymenvs-tests/ThreadAffine-v0"
+    if env_id not in gym.registry:
+        gym.register(env_id, entry_point=ThreadAffineRecorder, vector_entry_point=gymenvs.vector_entry_point(env_id))
+    THREAD_AFFINE_LOG.clear()
+    with gym.make_vec(env_id, num_envs=3) as envs:
+        assert envs.backend_settings.dedicated_threads
+        envs.reset(seed=0)
+        for _ in range(6):
+            envs.step(["a", "b", "c"])
+    threads_of = {}
+    for entry in THREAD_AFFINE_LOG:
+        if entry[0] == "step-of":
+            threads_of.setdefault(entry[1], set()).add(entry[2])
+    assert len(threads_of) == 3 and all(len(threads) == 1 for threads in threads_of.values())
+    with gym.make_vec(env_id, num_envs=2, dedicated_threads=False) as envs:  # the caller decides
+        assert not envs.backend_settings.dedicated_threads
+
+
+def test_miniwob_is_marked_thread_affine():
+    from gymenvs.envs.miniwob import MiniWoBEnv
+
+    assert MiniWoBEnv.thread_affine and not gymenvs.TextEnv.thread_affine

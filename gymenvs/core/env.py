@@ -46,6 +46,9 @@ class TextEnv(gym.Env[str, str]):
     #: Keys `reset(options=...)` accepts; any other key is a `ValueError`.
     reset_option_keys: ClassVar[frozenset[str]] = frozenset()
     tools: ClassVar[dict[str, ToolSpec]] = {}
+    #: True when the env must be driven from the thread that built it (a browser, a GUI toolkit):
+    #: `gymnasium.make_vec` on the thread backend then gives each slot a dedicated thread.
+    thread_affine: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

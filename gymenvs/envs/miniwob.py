@@ -67,6 +67,8 @@ class MiniWoBEnv(TextEnv):
         render_mode: None or "ansi".
     """
 
+    thread_affine = True  # one browser per slot, driven from the thread that started it
+
     default_max_turns = 20
 
     @validate_config

@@ -26,15 +26,28 @@ def make_vector_env(
     the env. `wrappers` are applied, in order, to each slot's env.
 
     Each slot is made from the env's spec rather than its id, so worker processes need no registry.
+    An env class marked `thread_affine` gets `dedicated_threads=True` on the thread backend unless
+    the caller says otherwise.
     """
     if type(num_envs) is not int or num_envs <= 0:
         raise ValueError(f"num_envs={num_envs!r}: expected a positive integer")
-    names = setting_names(kwargs.get("backend", "thread"))
+    backend = kwargs.get("backend", "thread")
+    names = setting_names(backend)
     settings = {name: kwargs.pop(name) for name in names if name in kwargs}
-    factory = functools.partial(gym.make, gym.spec(env_id), **kwargs)
+    spec = gym.spec(env_id)
+    if backend == "thread" and _is_thread_affine(spec):
+        settings.setdefault("dedicated_threads", True)
+    factory = functools.partial(gym.make, spec, **kwargs)
     if wrappers:
         factory = functools.partial(_wrapped, factory, tuple(wrappers))
     return ConcurrentVectorEnv([factory] * num_envs, **settings)
+
+
+def _is_thread_affine(spec: gym.envs.registration.EnvSpec) -> bool:
+    from gymnasium.envs.registration import load_env_creator
+
+    creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+    return bool(getattr(creator, "thread_affine", False))
 
 
 def _wrapped(factory: Callable[[], gym.Env], wrappers: tuple[Callable[[gym.Env], gym.Env], ...]) -> gym.Env:
