@@ -95,7 +95,9 @@ class EnvRolloutWorker:
         max_tokens_per_turn, show_tools: as in `make_rollout_func`.
         groups_in_flight: groups played at once, each on its own thread and vector env.
         max_staleness: the trainer's `max_staleness`.
-        queue_maxsize: capacity of `rollout_buffer`; a full buffer holds the groups back.
+        queue_maxsize: capacity of `rollout_buffer`. No group starts while it is full, so the worker
+            runs at most about `queue_maxsize + groups_in_flight * num_generations` samples ahead of
+            the trainer: keep that within `max_staleness` steps, or the surplus goes stale.
         backend, max_workers, step_timeout_s: the `ConcurrentVectorEnv` of each group.
         request_timeout_s: seconds to wait for one generation request.
         model: the model name to request (default: the first one the server lists).
@@ -231,7 +233,7 @@ class EnvRolloutWorker:
                 stop_token_ids=[self.tokenizer.eos_token_id],
                 timeout_s=self.request_timeout_s,
             )
-            while not self._stopping.is_set():
+            while self._room_for_a_group():
                 self._play_group(rollout, generator)
         except BaseException as error:  # the server never answered: nothing this thread can do
             self._fail(error)
@@ -239,6 +241,16 @@ class EnvRolloutWorker:
             if generator is not None:
                 generator.close()
             rollout.close()
+
+    def _room_for_a_group(self) -> bool:
+        """Wait while the buffer is full (a group started now would only wait there, growing stale);
+        False once the worker stops."""
+        while not self._stopping.is_set():
+            if not self.rollout_buffer.full():
+                return True
+            self._beat()  # waiting for the trainer is not a stall
+            self._stopping.wait(0.05)
+        return False
 
     def _play_group(self, rollout: EnvRollout, generator: Generator) -> None:
         group = self._next_group()

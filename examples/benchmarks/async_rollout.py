@@ -1,0 +1,216 @@
+"""How busy the generator stays: EnvRolloutWorker + AsyncGRPOTrainer against make_rollout_func + GRPOTrainer.
+
+Both train the same tiny model on CPU for the same number of steps, with the same batch, group size,
+turn budget and env, one after the other in this one run:
+
+- sync: `GRPOTrainer(rollout_func=make_rollout_func(...))`. Each step generates for the batch, lets
+  the envs step, generates again..., then trains; the generator (the trained model's `generate`)
+  waits while the envs step and while the optimizer runs.
+- async: `CPUAsyncGRPOTrainer` with `EnvRolloutWorker` and the CPU inference server in its own
+  process; groups play continuously while the trainer trains, and weights are pushed after every step.
+
+Two envs: `gymenvs/Echo-v0` whose steps sleep (`--step-sleep`, I/O-bound; thread slots), and Echo
+whose steps hash (`--cpu-work` rounds of SHA-256, CPU-bound; process slots). Printed per env and
+path: the generator's busy time as a share of the training wall time (time inside `generate`),
+samples trained per second, and for the async path the time from each weight sync to the first
+queued sample of the new version.
+
+    python examples/benchmarks/async_rollout.py [--steps 6] [--batch 32] [--group 4] [--turns 4]
+
+Figures depend on the machine and its load: they are printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import tempfile
+import time
+import warnings
+
+os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
+warnings.filterwarnings("ignore", message=".*is deprecated and will be removed in v6", category=FutureWarning)
+
+import httpx  # noqa: E402
+from transformers import PrinterCallback  # noqa: E402
+from transformers.utils import logging as transformers_logging  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+from trl.experimental.async_grpo import AsyncGRPOConfig  # noqa: E402
+
+from wrappers.trl import CPUAsyncGRPOTrainer, EnvRolloutWorker, HTTPWeightTransfer, Sampling  # noqa: E402
+from wrappers.trl import episode_dataset, tiny_model  # noqa: E402
+from wrappers.trl.inference_server import ServerProcess  # noqa: E402
+from wrappers.trl.rollout import EnvRollout  # noqa: E402
+
+ENV_ID = "gymenvs/Echo-v0"
+TEMPERATURE = 1.0
+
+
+class TimedGenerator:
+    """Adds the time spent inside `generate` to `rollout.generation_s`."""
+
+    def __init__(self, generator, rollout: TimedRollout):
+        self.generator, self.rollout = generator, rollout
+
+    def generate(self, prompts, max_tokens):
+        start = time.perf_counter()
+        try:
+            return self.generator.generate(prompts, max_tokens)
+        finally:
+            self.rollout.generation_s += time.perf_counter() - start
+
+
+class TimedRollout(EnvRollout):
+    """make_rollout_func's rollout function, timing the trainer's generator."""
+
+    generation_s = 0.0
+
+    def _generator_for(self, trainer):
+        return TimedGenerator(super()._generator_for(trainer), self)
+
+
+def run_sync(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict:
+    rollout = TimedRollout(
+        ENV_ID, env_kwargs=env_kwargs, max_tokens_per_turn=options.turn_tokens, show_tools=False, backend=backend
+    )
+    with tempfile.TemporaryDirectory() as output_dir:
+        config = GRPOConfig(
+            output_dir=output_dir,
+            bf16=False,
+            use_cpu=True,
+            report_to="none",
+            save_strategy="no",
+            disable_tqdm=True,
+            per_device_train_batch_size=options.batch,
+            num_generations=options.group,
+            max_completion_length=options.turns * (options.turn_tokens + 8),
+            max_steps=options.steps,
+            learning_rate=1e-4,
+            temperature=TEMPERATURE,
+            seed=0,
+        )
+        trainer = GRPOTrainer(
+            model=copy.deepcopy(model),
+            processing_class=copy.deepcopy(tokenizer),
+            args=config,
+            train_dataset=episode_dataset(options.batch * options.steps),
+            rollout_func=rollout,
+            reward_funcs=rollout.reward_func,
+        )
+        trainer.remove_callback(PrinterCallback)
+        start = time.perf_counter()
+        trainer.train()
+        wall_s = time.perf_counter() - start
+    rollout.close()
+    return {"path": "sync make_rollout_func", "wall_s": wall_s, "busy_s": rollout.generation_s, "lags": []}
+
+
+def run_async(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict:
+    with tempfile.TemporaryDirectory() as model_dir:
+        model.save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
+        with ServerProcess(model_dir) as server:
+            worker = EnvRolloutWorker(
+                ENV_ID,
+                env_kwargs=env_kwargs,
+                server_url=server.base_url,
+                tokenizer=tokenizer,
+                num_generations=options.group,
+                max_completion_length=options.turns * (options.turn_tokens + 8),
+                max_tokens_per_turn=options.turn_tokens,
+                show_tools=False,
+                sampling=Sampling(temperature=TEMPERATURE),
+                groups_in_flight=options.groups_in_flight,
+                max_staleness=1,
+                backend=backend,
+            )
+            config = AsyncGRPOConfig(
+                output_dir=f"{model_dir}/out",
+                bf16=False,
+                use_cpu=True,
+                report_to="none",
+                save_strategy="no",
+                disable_tqdm=True,
+                per_device_train_batch_size=options.batch,
+                num_generations=options.group,
+                max_completion_length=options.turns * (options.turn_tokens + 8),
+                max_steps=options.steps,
+                learning_rate=1e-4,
+                temperature=TEMPERATURE,
+                max_staleness=1,
+                token_budget=0,
+                seed=0,
+            )
+            trainer = CPUAsyncGRPOTrainer(
+                model_dir,
+                processing_class=tokenizer,
+                args=config,
+                rollout_worker=worker,
+                weight_transfer=HTTPWeightTransfer(server.base_url),
+            )
+            trainer.remove_callback(PrinterCallback)
+            before = httpx.get(f"{server.base_url}/stats").json()
+            start = time.perf_counter()
+            trainer.train()
+            wall_s = time.perf_counter() - start
+            after = httpx.get(f"{server.base_url}/stats").json()
+    # The first sync comes before the worker starts: its lag is the start-up, not a sync.
+    return {
+        "path": "async EnvRolloutWorker",
+        "wall_s": wall_s,
+        "busy_s": after["busy_s"] - before["busy_s"],
+        "lags": worker.version_lags[1:],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=6, help="training steps per path")
+    parser.add_argument("--batch", type=int, default=32, help="samples (episodes) per training step")
+    parser.add_argument("--group", type=int, default=4, help="GRPO group size")
+    parser.add_argument("--turns", type=int, default=4, help="env steps per episode")
+    parser.add_argument("--turn-tokens", type=int, default=8, help="cap on one model turn")
+    parser.add_argument("--groups-in-flight", type=int, default=16, help="async worker: groups played at once")
+    parser.add_argument("--step-sleep", type=float, default=0.05, help="I/O-bound env: seconds each step sleeps")
+    parser.add_argument("--cpu-work", type=int, default=50_000, help="CPU-bound env: SHA-256 rounds per step")
+    options = parser.parse_args()
+    transformers_logging.set_verbosity_error()
+    model, tokenizer = tiny_model(seed=0)
+    envs = [
+        (f"Echo, {options.step_sleep * 1000:.0f} ms sleep per step", {"step_sleep_s": options.step_sleep}, "thread"),
+        (f"Echo, {options.cpu_work} SHA-256 rounds per step", {"step_cpu_work": options.cpu_work}, "process"),
+    ]
+    rows = []
+    for label, env_kwargs, backend in envs:
+        env_kwargs = {**env_kwargs, "max_turns": options.turns}
+        for run in (run_sync, run_async):
+            result = run(env_kwargs, backend, model, tokenizer, options)
+            rows.append((label, result))
+            print(f"{label}: {result['path']} done in {result['wall_s']:.1f} s", flush=True)
+    print_table(rows, options)
+
+
+def print_table(rows: list[tuple[str, dict]], options) -> None:
+    load = os.getloadavg()
+    print(
+        f"\n{options.steps} training steps of {options.batch} episodes (groups of {options.group}, up to "
+        f"{options.turns} turns of <= {options.turn_tokens} tokens), tiny model on CPU; "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n"
+    )
+    header = ("env", "path", "generator busy", "samples / s", "sync -> first new sample s (median, max)")
+    table = []
+    for label, r in rows:
+        lags = f"{statistics.median(r['lags']):.2f}, {max(r['lags']):.2f}" if r["lags"] else "-"
+        busy = f"{100 * r['busy_s'] / r['wall_s']:.0f}%"
+        table.append((label, r["path"], busy, f"{options.steps * options.batch / r['wall_s']:.1f}", lags))
+    widths = [max(len(row[i]) for row in (header, *table)) for i in range(len(header))]
+    print("| " + " | ".join(cell.ljust(width) for cell, width in zip(header, widths)) + " |")
+    print("|" + "|".join("-" * (width + 2) for width in widths) + "|")
+    for row in table:
+        print("| " + " | ".join(cell.ljust(width) for cell, width in zip(row, widths)) + " |")
+
+
+if __name__ == "__main__":
+    main()
