@@ -34,7 +34,7 @@ os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFL
 warnings.filterwarnings("ignore", message=".*is deprecated and will be removed in v6", category=FutureWarning)
 
 import httpx  # noqa: E402
-from transformers import PrinterCallback  # noqa: E402
+from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.experimental.async_grpo import AsyncGRPOConfig  # noqa: E402
@@ -71,26 +71,39 @@ class TimedRollout(EnvRollout):
         return TimedGenerator(super()._generator_for(trainer), self)
 
 
+class DroppedSamples(TrainerCallback):
+    """Samples the async trainer dropped for being more than max_staleness versions old."""
+
+    count = 0
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self.count += int((logs or {}).get("sample/dropped_stale_total") or 0)
+
+
+def training_options(options) -> dict:
+    """What both trainers are configured with."""
+    return {
+        "bf16": False,
+        "use_cpu": True,
+        "report_to": "none",
+        "save_strategy": "no",
+        "disable_tqdm": True,
+        "per_device_train_batch_size": options.batch,
+        "num_generations": options.group,
+        "max_completion_length": options.turns * (options.turn_tokens + 8),
+        "max_steps": options.steps,
+        "learning_rate": 1e-4,
+        "temperature": TEMPERATURE,
+        "seed": 0,
+    }
+
+
 def run_sync(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict:
     rollout = TimedRollout(
         ENV_ID, env_kwargs=env_kwargs, max_tokens_per_turn=options.turn_tokens, show_tools=False, backend=backend
     )
     with tempfile.TemporaryDirectory() as output_dir:
-        config = GRPOConfig(
-            output_dir=output_dir,
-            bf16=False,
-            use_cpu=True,
-            report_to="none",
-            save_strategy="no",
-            disable_tqdm=True,
-            per_device_train_batch_size=options.batch,
-            num_generations=options.group,
-            max_completion_length=options.turns * (options.turn_tokens + 8),
-            max_steps=options.steps,
-            learning_rate=1e-4,
-            temperature=TEMPERATURE,
-            seed=0,
-        )
+        config = GRPOConfig(output_dir=output_dir, **training_options(options))
         trainer = GRPOTrainer(
             model=copy.deepcopy(model),
             processing_class=copy.deepcopy(tokenizer),
@@ -104,10 +117,11 @@ def run_sync(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict:
         trainer.train()
         wall_s = time.perf_counter() - start
     rollout.close()
-    return {"path": "sync make_rollout_func", "wall_s": wall_s, "busy_s": rollout.generation_s, "lags": []}
+    return {"path": "sync make_rollout_func", "wall_s": wall_s, "busy_s": rollout.generation_s, "lags": [], "dropped": 0}
 
 
 def run_async(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict:
+    dropped = DroppedSamples()
     with tempfile.TemporaryDirectory() as model_dir:
         model.save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)
@@ -124,24 +138,11 @@ def run_async(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict
                 sampling=Sampling(temperature=TEMPERATURE),
                 groups_in_flight=options.groups_in_flight,
                 max_staleness=1,
+                queue_maxsize=options.batch,  # about one step ahead, plus the groups in flight
                 backend=backend,
             )
             config = AsyncGRPOConfig(
-                output_dir=f"{model_dir}/out",
-                bf16=False,
-                use_cpu=True,
-                report_to="none",
-                save_strategy="no",
-                disable_tqdm=True,
-                per_device_train_batch_size=options.batch,
-                num_generations=options.group,
-                max_completion_length=options.turns * (options.turn_tokens + 8),
-                max_steps=options.steps,
-                learning_rate=1e-4,
-                temperature=TEMPERATURE,
-                max_staleness=1,
-                token_budget=0,
-                seed=0,
+                output_dir=f"{model_dir}/out", max_staleness=1, token_budget=0, **training_options(options)
             )
             trainer = CPUAsyncGRPOTrainer(
                 model_dir,
@@ -149,6 +150,7 @@ def run_async(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict
                 args=config,
                 rollout_worker=worker,
                 weight_transfer=HTTPWeightTransfer(server.base_url),
+                callbacks=[dropped],
             )
             trainer.remove_callback(PrinterCallback)
             before = httpx.get(f"{server.base_url}/stats").json()
@@ -162,6 +164,7 @@ def run_async(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict
         "wall_s": wall_s,
         "busy_s": after["busy_s"] - before["busy_s"],
         "lags": worker.version_lags[1:],
+        "dropped": dropped.count,
     }
 
 
@@ -172,7 +175,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=4, help="GRPO group size")
     parser.add_argument("--turns", type=int, default=4, help="env steps per episode")
     parser.add_argument("--turn-tokens", type=int, default=8, help="cap on one model turn")
-    parser.add_argument("--groups-in-flight", type=int, default=16, help="async worker: groups played at once")
+    parser.add_argument("--groups-in-flight", type=int, default=8, help="async worker: groups played at once")
     parser.add_argument("--step-sleep", type=float, default=0.05, help="I/O-bound env: seconds each step sleeps")
     parser.add_argument("--cpu-work", type=int, default=50_000, help="CPU-bound env: SHA-256 rounds per step")
     options = parser.parse_args()
@@ -199,12 +202,13 @@ def print_table(rows: list[tuple[str, dict]], options) -> None:
         f"{options.turns} turns of <= {options.turn_tokens} tokens), tiny model on CPU; "
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n"
     )
-    header = ("env", "path", "generator busy", "samples / s", "sync -> first new sample s (median, max)")
+    header = ("env", "path", "generator busy", "samples / s", "stale dropped", "sync -> first new sample s (median, max)")
     table = []
     for label, r in rows:
         lags = f"{statistics.median(r['lags']):.2f}, {max(r['lags']):.2f}" if r["lags"] else "-"
         busy = f"{100 * r['busy_s'] / r['wall_s']:.0f}%"
-        table.append((label, r["path"], busy, f"{options.steps * options.batch / r['wall_s']:.1f}", lags))
+        rate = f"{options.steps * options.batch / r['wall_s']:.1f}"
+        table.append((label, r["path"], busy, rate, str(r["dropped"]), lags))
     widths = [max(len(row[i]) for row in (header, *table)) for i in range(len(header))]
     print("| " + " | ".join(cell.ljust(width) for cell, width in zip(header, widths)) + " |")
     print("|" + "|".join("-" * (width + 2) for width in widths) + "|")

@@ -65,3 +65,28 @@ for _name, _cls in (("NumberedEcho", NumberedEcho), ("FlakyEcho", FlakyEcho)):
 def model_logprobs(engine, input_ids, temperature):
     """Each token's logprob under the served model, given the tokens before it (None for the first)."""
     return engine.prompt_logprobs(list(map(int, input_ids)), temperature)
+
+
+def packed_logprobs(model, sequences, prompt_length):
+    """Score sequences as AsyncGRPOTrainer does: packed into one prefix tree (shared prefixes forwarded
+    once), through its fused head; the logprob of every token after the first `prompt_length` of each."""
+    import numpy as np
+    import torch
+    from trl.experimental.async_grpo.packing import TreeRow
+
+    row = TreeRow()
+    for index, ids in enumerate(sequences):
+        mask = np.array([0] * prompt_length + [1] * (len(ids) - prompt_length))
+        row.add({"input_ids": np.array(ids), "completion_mask": mask, "old_log_probs": np.zeros(len(ids)), "advantage": 0.0, "group_id": index})
+    packed = row.pack()
+    tree = {key: packed[key] for key in ("tree_kv_index", "tree_cu_seqlens_q", "tree_cu_seqlens_k")}
+    tree["tree_max_seqlen_q"], tree["tree_max_seqlen_k"] = packed["tree_max_seqlens"].tolist()
+    with torch.no_grad():
+        output = model(
+            input_ids=packed["input_ids"][None],
+            position_ids=packed["position_ids"][None],
+            shift_labels=packed["shift_labels"][None],
+            fused_lm_head=True,
+            **tree,
+        )
+    return output.log_probs.flatten()[packed["token_index"]], len(packed["input_ids"])

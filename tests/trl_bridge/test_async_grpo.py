@@ -6,7 +6,7 @@ import httpx
 import numpy as np
 import pytest
 import torch
-from async_support import RETURNS, episode_number
+from async_support import RETURNS, episode_number, packed_logprobs
 
 pytestmark = pytest.mark.slow
 
@@ -108,30 +108,13 @@ def run(_tiny, tmp_path_factory):
 
 def trainer_logprobs(trainer, sequence, parameters=None):
     """The trainer's own score of `sequence`: its model, its fused head at its temperature, its tree packing."""
-    from trl.experimental.async_grpo.packing import TreeRow
-
-    model = trainer.model
-    saved = None
+    saved = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
     if parameters is not None:
-        saved = {name: p.detach().clone() for name, p in model.named_parameters()}
-        model.load_state_dict(parameters, strict=False)
-    row = TreeRow()
-    ids = np.array(sequence)
-    row.add({"input_ids": ids, "completion_mask": np.ones(len(ids)), "old_log_probs": np.zeros(len(ids)), "advantage": 0.0, "group_id": 0})
-    packed = row.pack()
-    tree = {key: packed[key] for key in ("tree_kv_index", "tree_cu_seqlens_q", "tree_cu_seqlens_k")}
-    tree["tree_max_seqlen_q"], tree["tree_max_seqlen_k"] = packed["tree_max_seqlens"].tolist()
-    with torch.no_grad():
-        output = model(
-            input_ids=packed["input_ids"][None],
-            position_ids=packed["position_ids"][None],
-            shift_labels=packed["shift_labels"][None],
-            fused_lm_head=True,
-            **tree,
-        )
-    if saved is not None:
-        model.load_state_dict(saved, strict=False)
-    return output.log_probs.flatten()[packed["token_index"]]
+        trainer.model.load_state_dict(parameters, strict=False)
+    try:
+        return packed_logprobs(trainer.model, [sequence], prompt_length=1)[0]
+    finally:
+        trainer.model.load_state_dict(saved, strict=False)
 
 
 def test_after_a_weight_sync_the_server_scores_as_the_trainer_does(run):

@@ -4,9 +4,9 @@ import copy
 import threading
 
 import httpx
-import numpy as np
 import pytest
 import torch
+from async_support import packed_logprobs
 from bridge_support import teacher_forced_logprobs
 
 from wrappers.trl import HTTPWeightTransfer, InferenceServer
@@ -114,7 +114,6 @@ def test_the_weight_transfer_makes_the_server_compute_the_trainers_logprobs(serv
 def test_the_cpu_tree_attention_scores_packed_samples_as_separate_forward_passes(model_and_tokenizer):
     """TRL packs samples that share a prefix into one row; each token must see only its own sample's past."""
     from trl.experimental.async_grpo.async_grpo_trainer import add_fused_lm_head
-    from trl.experimental.async_grpo.packing import TreeRow
 
     from wrappers.trl.cpu_async_grpo import CPU_TREE_ATTENTION, register_cpu_tree_attention
 
@@ -125,22 +124,7 @@ def test_the_cpu_tree_attention_scores_packed_samples_as_separate_forward_passes
     add_fused_lm_head(packed_model, temperature=0.7)
     prefix = list(range(20, 32))
     samples = [prefix + list(range(40, 45)), prefix + list(range(50, 59)), prefix[:5] + [7, 8], list(range(60, 67))]
-    row = TreeRow()
-    for index, ids in enumerate(samples):
-        mask = np.array([0] * 4 + [1] * (len(ids) - 4))
-        row.add({"input_ids": np.array(ids), "completion_mask": mask, "old_log_probs": np.zeros(len(ids)), "advantage": 0.0, "group_id": index})
-    packed = row.pack()
-    assert len(packed["input_ids"]) < sum(map(len, samples))  # the shared prefix is forwarded once
-    tree = {key: packed[key] for key in ("tree_kv_index", "tree_cu_seqlens_q", "tree_cu_seqlens_k")}
-    tree["tree_max_seqlen_q"], tree["tree_max_seqlen_k"] = packed["tree_max_seqlens"].tolist()
-    with torch.no_grad():
-        output = packed_model(
-            input_ids=packed["input_ids"][None],
-            position_ids=packed["position_ids"][None],
-            shift_labels=packed["shift_labels"][None],
-            fused_lm_head=True,
-            **tree,
-        )
-    scored = output.log_probs.flatten()[packed["token_index"]]
+    scored, forwarded = packed_logprobs(packed_model, samples, prompt_length=4)
+    assert forwarded < sum(map(len, samples))  # the shared prefix is forwarded once
     separate = torch.cat([teacher_forced_logprobs(model, ids[:4], ids[4:], temperature=0.7) for ids in samples])
     assert torch.allclose(scored, separate, atol=1e-5, rtol=0)
