@@ -128,3 +128,18 @@ def test_the_cpu_tree_attention_scores_packed_samples_as_separate_forward_passes
     assert forwarded < sum(map(len, samples))  # the shared prefix is forwarded once
     separate = torch.cat([teacher_forced_logprobs(model, ids[:4], ids[4:], temperature=0.7) for ids in samples])
     assert torch.allclose(scored, separate, atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+def test_the_server_runs_as_its_own_process_from_a_model_directory(model_and_tokenizer, tmp_path):
+    from wrappers.trl.inference_server import ServerProcess
+
+    model, tokenizer = model_and_tokenizer
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    with ServerProcess(tmp_path) as server:
+        (card,) = httpx.get(f"{server.base_url}/v1/models").json()["data"]
+        assert card["id"] == str(tmp_path)
+        body = {"model": str(tmp_path), "prompt": [[5, 6, 7]], "max_tokens": 3, "logprobs": 0, "return_token_ids": True}
+        assert len(httpx.post(f"{server.base_url}/v1/completions", json=body, timeout=60).json()["choices"]) == 1
+    assert server.process.poll() is not None  # closed: the process has ended
