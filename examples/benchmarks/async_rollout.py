@@ -12,7 +12,7 @@ turn budget and env, one after the other in this one run:
 Two envs: `gymenvs/Echo-v0` whose steps sleep (`--step-sleep`, I/O-bound; thread slots), and Echo
 whose steps hash (`--cpu-work` rounds of SHA-256, CPU-bound; process slots). Printed per env and
 path: the generator's busy time as a share of the training wall time (time inside `generate`),
-samples trained per second, and for the async path the time from each weight sync to the first
+samples trained per second (both over the steps after the first, which warms up), and for the async path the time from each weight sync to the first
 queued sample of the new version.
 
     python examples/benchmarks/async_rollout.py [--steps 6] [--batch 32] [--group 4] [--turns 4]
@@ -71,6 +71,25 @@ class TimedRollout(EnvRollout):
         return TimedGenerator(super()._generator_for(trainer), self)
 
 
+class Window(TrainerCallback):
+    """Opens the measuring window when the first training step ends (the first step warms up: the
+    first `generate` and the first backward pass of a process are slow) and closes it at the end."""
+
+    def __init__(self, busy_s) -> None:
+        self.busy_s = busy_s  # reads the generator's busy seconds so far
+        self.start = self.end = None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == 1:
+            self.start = (time.perf_counter(), self.busy_s())
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.end = (time.perf_counter(), self.busy_s())
+
+    def figures(self) -> dict:
+        return {"wall_s": self.end[0] - self.start[0], "busy_s": self.end[1] - self.start[1]}
+
+
 class DroppedSamples(TrainerCallback):
     """Samples the async trainer dropped for being more than max_staleness versions old."""
 
@@ -102,6 +121,7 @@ def run_sync(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict:
     rollout = TimedRollout(
         ENV_ID, env_kwargs=env_kwargs, max_tokens_per_turn=options.turn_tokens, show_tools=False, backend=backend
     )
+    window = Window(lambda: rollout.generation_s)
     with tempfile.TemporaryDirectory() as output_dir:
         config = GRPOConfig(output_dir=output_dir, **training_options(options))
         trainer = GRPOTrainer(
@@ -111,13 +131,12 @@ def run_sync(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict:
             train_dataset=episode_dataset(options.batch * options.steps),
             rollout_func=rollout,
             reward_funcs=rollout.reward_func,
+            callbacks=[window],
         )
         trainer.remove_callback(PrinterCallback)
-        start = time.perf_counter()
         trainer.train()
-        wall_s = time.perf_counter() - start
     rollout.close()
-    return {"path": "sync make_rollout_func", "wall_s": wall_s, "busy_s": rollout.generation_s, "lags": [], "dropped": 0}
+    return {"path": "sync make_rollout_func", **window.figures(), "lags": [], "dropped": 0}
 
 
 def run_async(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict:
@@ -126,6 +145,7 @@ def run_async(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict
         model.save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)
         with ServerProcess(model_dir) as server:
+            window = Window(lambda: httpx.get(f"{server.base_url}/stats").json()["busy_s"])
             worker = EnvRolloutWorker(
                 ENV_ID,
                 env_kwargs=env_kwargs,
@@ -150,19 +170,14 @@ def run_async(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict
                 args=config,
                 rollout_worker=worker,
                 weight_transfer=HTTPWeightTransfer(server.base_url),
-                callbacks=[dropped],
+                callbacks=[dropped, window],
             )
             trainer.remove_callback(PrinterCallback)
-            before = httpx.get(f"{server.base_url}/stats").json()
-            start = time.perf_counter()
             trainer.train()
-            wall_s = time.perf_counter() - start
-            after = httpx.get(f"{server.base_url}/stats").json()
     # The first sync comes before the worker starts: its lag is the start-up, not a sync.
     return {
         "path": "async EnvRolloutWorker",
-        "wall_s": wall_s,
-        "busy_s": after["busy_s"] - before["busy_s"],
+        **window.figures(),
         "lags": worker.version_lags[1:],
         "dropped": dropped.count,
     }
@@ -170,7 +185,7 @@ def run_async(env_kwargs: dict, backend: str, model, tokenizer, options) -> dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=6, help="training steps per path")
+    parser.add_argument("--steps", type=int, default=6, help="training steps per path (the first warms up)")
     parser.add_argument("--batch", type=int, default=32, help="samples (episodes) per training step")
     parser.add_argument("--group", type=int, default=4, help="GRPO group size")
     parser.add_argument("--turns", type=int, default=4, help="env steps per episode")
@@ -198,8 +213,8 @@ def main() -> None:
 def print_table(rows: list[tuple[str, dict]], options) -> None:
     load = os.getloadavg()
     print(
-        f"\n{options.steps} training steps of {options.batch} episodes (groups of {options.group}, up to "
-        f"{options.turns} turns of <= {options.turn_tokens} tokens), tiny model on CPU; "
+        f"\n{options.steps - 1} training steps (after a warm-up step) of {options.batch} episodes "
+        f"(groups of {options.group}, up to {options.turns} turns of <= {options.turn_tokens} tokens), tiny model on CPU; "
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n"
     )
     header = ("env", "path", "generator busy", "samples / s", "stale dropped", "sync -> first new sample s (median, max)")
@@ -207,7 +222,7 @@ def print_table(rows: list[tuple[str, dict]], options) -> None:
     for label, r in rows:
         lags = f"{statistics.median(r['lags']):.2f}, {max(r['lags']):.2f}" if r["lags"] else "-"
         busy = f"{100 * r['busy_s'] / r['wall_s']:.0f}%"
-        rate = f"{options.steps * options.batch / r['wall_s']:.1f}"
+        rate = f"{(options.steps - 1) * options.batch / r['wall_s']:.1f}"
         table.append((label, r["path"], busy, rate, str(r["dropped"]), lags))
     widths = [max(len(row[i]) for row in (header, *table)) for i in range(len(header))]
     print("| " + " | ".join(cell.ljust(width) for cell, width in zip(header, widths)) + " |")
