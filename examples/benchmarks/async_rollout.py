@@ -12,8 +12,8 @@ turn budget and env, one after the other in this one run:
 Two envs: `gymenvs/Echo-v0` whose steps sleep (`--step-sleep`, I/O-bound; thread slots), and Echo
 whose steps hash (`--cpu-work` rounds of SHA-256, CPU-bound; process slots). Printed per env and
 path: the generator's busy time as a share of the training wall time (time inside `generate`),
-samples trained per second (both over the steps after the first, which warms up), and for the async path the time from each weight sync to the first
-queued sample of the new version.
+samples trained per second (both over the steps after the first, which warms up), and for the
+async path the time from each weight sync to the first queued sample of the new version.
 
     python examples/benchmarks/async_rollout.py [--steps 6] [--batch 32] [--group 4] [--turns 4]
 
@@ -214,10 +214,12 @@ def print_table(rows: list[tuple[str, dict]], options) -> None:
     load = os.getloadavg()
     print(
         f"\n{options.steps - 1} training steps (after a warm-up step) of {options.batch} episodes "
-        f"(groups of {options.group}, up to {options.turns} turns of <= {options.turn_tokens} tokens), tiny model on CPU; "
+        f"(groups of {options.group}, up to {options.turns} turns of <= {options.turn_tokens} tokens), "
+        "tiny model on CPU; "
         f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n"
     )
-    header = ("env", "path", "generator busy", "samples / s", "stale dropped", "sync -> first new sample s (median, max)")
+    lag = "sync -> first new sample s (median, max)"
+    header = ("env", "path", "generator busy", "samples / s", "stale dropped", lag)
     table = []
     for label, r in rows:
         lags = f"{statistics.median(r['lags']):.2f}, {max(r['lags']):.2f}" if r["lags"] else "-"

@@ -77,7 +77,8 @@ def packed_logprobs(model, sequences, prompt_length):
     row = TreeRow()
     for index, ids in enumerate(sequences):
         mask = np.array([0] * prompt_length + [1] * (len(ids) - prompt_length))
-        row.add({"input_ids": np.array(ids), "completion_mask": mask, "old_log_probs": np.zeros(len(ids)), "advantage": 0.0, "group_id": index})
+        sample = {"input_ids": np.array(ids), "completion_mask": mask, "old_log_probs": np.zeros(len(ids))}
+        row.add({**sample, "advantage": 0.0, "group_id": index})
     packed = row.pack()
     tree = {key: packed[key] for key in ("tree_kv_index", "tree_cu_seqlens_q", "tree_cu_seqlens_k")}
     tree["tree_max_seqlen_q"], tree["tree_max_seqlen_k"] = packed["tree_max_seqlens"].tolist()

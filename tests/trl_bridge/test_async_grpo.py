@@ -92,7 +92,8 @@ def run(_tiny, tmp_path_factory):
         initial = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
         trainer.train()
         sequence = tokenizer("the quick brown fox jumps over the lazy dog")["input_ids"]
-        body = {"model": "tiny", "prompt": [sequence], "max_tokens": 1, "prompt_logprobs": 0, "temperature": TEMPERATURE}
+        body = {"model": "tiny", "prompt": [sequence], "max_tokens": 1, "prompt_logprobs": 0}
+        body["temperature"] = TEMPERATURE
         served = httpx.post(f"{server.base_url}/v1/completions", json=body).json()["choices"][0]["prompt_logprobs"]
         stats = httpx.get(f"{server.base_url}/stats").json()
     yield {
@@ -133,7 +134,8 @@ def test_the_trainers_weights_change(run):
 
 def trained_samples(run):
     """The samples the trainer took and kept, in order: it drops those more than max_staleness behind."""
-    return [sample for sample, version in run["worker"].rollout_buffer.taken if version - sample.model_version <= MAX_STALENESS]
+    taken = run["worker"].rollout_buffer.taken
+    return [sample for sample, version in taken if version - sample.model_version <= MAX_STALENESS]
 
 
 def test_the_model_version_goes_up_once_per_sync_and_stale_samples_are_dropped(run):

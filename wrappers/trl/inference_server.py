@@ -176,7 +176,7 @@ def create_app(
             if body.prompt_logprobs is not None:
                 logprobs = await run_in_threadpool(engine.prompt_logprobs, prompt, body.temperature)
                 choice["prompt_logprobs"] = [
-                    None if value is None else {str(token): {"logprob": value, "decoded_token": tokenizer.decode([token])}}
+                    None if value is None else {str(token): _logprob_entry(value, token, tokenizer)}
                     for token, value in zip(prompt, logprobs)
                 ]
             choices.append(choice)
@@ -240,6 +240,10 @@ def _check_request(body: CompletionRequest, prompts: list[list[int]], max_model_
         )
     except ValueError as exc:
         raise BadRequest(str(exc)) from exc
+
+
+def _logprob_entry(value: float, token: int, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
+    return {"logprob": value, "decoded_token": tokenizer.decode([token])}
 
 
 def _choice(
