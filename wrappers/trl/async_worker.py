@@ -47,6 +47,8 @@ logger = logging.getLogger(__name__)
 
 #: Consecutive failed groups (server down, env broken) after which the worker is declared failed.
 MAX_CONSECUTIVE_FAILURES = 3
+#: Retries of a generation request that failed in transport (connection reset, server disconnected).
+TRANSPORT_RETRIES = 2
 
 
 @dataclass
@@ -71,11 +73,24 @@ class _GroupGenerator:
     def generate(self, prompts: Sequence[Sequence[int]], max_tokens: Sequence[int]) -> list[Completion]:
         self.worker._check_alive(self.group)
         started = time.monotonic()
-        completions = self.generator.generate(prompts, max_tokens)
+        completions = self._generate(prompts, max_tokens)
         self.group.generation_s += time.monotonic() - started
         self.worker._beat()
         self.worker._check_alive(self.group)
         return completions
+
+    def _generate(self, prompts: Sequence[Sequence[int]], max_tokens: Sequence[int]) -> list[Completion]:
+        """Retry a request lost in transport: a server may close a kept-alive connection as it is reused."""
+        import httpx
+
+        for attempt in range(TRANSPORT_RETRIES + 1):
+            try:
+                return self.generator.generate(prompts, max_tokens)
+            except httpx.TransportError:
+                if attempt == TRANSPORT_RETRIES or self.worker._stopping.is_set():
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
 
 
 class EnvRolloutWorker:

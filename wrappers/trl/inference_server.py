@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 TokenPrompt = list[int]
+KEEP_ALIVE_S = 120
 
 
 class CompletionRequest(BaseModel):
@@ -309,7 +310,9 @@ class InferenceServer:
         app = create_app(self.engine, tokenizer, self.model_name, self.max_model_len)
         self._socket = _bind(host, port)
         self.base_url = f"http://{host}:{self._socket.getsockname()[1]}"
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        # Workers keep their connections; uvicorn's 5 s default closes idle ones under their feet.
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_keep_alive=KEEP_ALIVE_S)
+        self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 
     @property
