@@ -83,14 +83,15 @@ class _GroupGenerator:
         """Retry a request lost in transport: a server may close a kept-alive connection as it is reused."""
         import httpx
 
-        for attempt in range(TRANSPORT_RETRIES + 1):
+        attempt = 0
+        while True:
             try:
                 return self.generator.generate(prompts, max_tokens)
             except httpx.TransportError:
-                if attempt == TRANSPORT_RETRIES or self.worker._stopping.is_set():
+                attempt += 1
+                if attempt > TRANSPORT_RETRIES or self.worker._stopping.is_set():
                     raise
-                time.sleep(0.5 * (attempt + 1))
-        raise AssertionError("unreachable")
+                time.sleep(0.5 * attempt)
 
 
 class EnvRolloutWorker:
