@@ -59,7 +59,12 @@ class HTTPWeightTransfer:
         self._client.close()
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        response = self._client.request(method, path, **kwargs)
+        import httpx
+
+        try:
+            response = self._client.request(method, path, **kwargs)
+        except httpx.RemoteProtocolError:  # a kept-alive connection the server had just closed: once more
+            response = self._client.request(method, path, **kwargs)
         if response.status_code != 200:
             raise RuntimeError(f"{method} {self.base_url}{path} answered {response.status_code}: {response.text[:500]}")
         return response
