@@ -189,3 +189,37 @@ def test_bad_options_are_rejected_at_construction(server, model_and_tokenizer):
         make_worker(server, tokenizer, num_generations=1)
     with pytest.raises(ValueError, match="not registered"):
         make_worker(server, tokenizer, env_id="gymenvs/Nope-v0")
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_the_worker_plays_swe_episodes_and_stop_leaves_no_container(server, model_and_tokenizer):
+    pytest.importorskip("docker")
+    import os
+
+    from gymenvs.swe.images import BASE_IMAGE, build_base_image, build_fixture_images
+    from gymenvs.swe.sandbox import LABEL_PID, SandboxError, docker_client
+
+    try:
+        client = docker_client()
+    except SandboxError as exc:
+        pytest.skip(f"no Docker engine can run here: {exc}")
+    build_base_image(client, tag=BASE_IMAGE, progress=False)
+    build_fixture_images(client, base=BASE_IMAGE, progress=False)
+    _, tokenizer = model_and_tokenizer
+    worker = make_worker(
+        server,
+        tokenizer,
+        env_id="gymenvs/SWE-v0",
+        env_kwargs={"max_turns": 1, "command_timeout": 10.0},
+        num_generations=2,
+        groups_in_flight=1,
+        max_completion_length=24,
+    )
+    worker.start()
+    try:
+        samples = take(worker, 2, timeout_s=300)
+    finally:
+        worker.stop()
+    assert {sample.group_id for sample in samples} == {0}
+    assert client.containers.list(all=True, filters={"label": f"{LABEL_PID}={os.getpid()}"}) == []
