@@ -35,18 +35,22 @@ class EngineStats:
     """What the engine did since it started: `busy_s` is the time spent inside `generate`."""
 
     started_at: float = field(default_factory=time.monotonic)
-    busy_s: float = 0.0
+    busy_s: float = 0.0  # finished batches; `as_dict` adds the running one
+    running_since: float | None = None
     batches: int = 0
     prompts: int = 0
     completion_tokens: int = 0
     weight_version: int = 0
 
     def as_dict(self) -> dict[str, float]:
-        wall_s = time.monotonic() - self.started_at
+        now = time.monotonic()
+        running_since = self.running_since
+        busy_s = self.busy_s + (now - running_since if running_since is not None else 0.0)
+        wall_s = now - self.started_at
         return {
             "wall_s": wall_s,
-            "busy_s": self.busy_s,
-            "busy_share": self.busy_s / wall_s if wall_s else 0.0,
+            "busy_s": busy_s,
+            "busy_share": busy_s / wall_s if wall_s else 0.0,
             "batches": self.batches,
             "prompts": self.prompts,
             "completion_tokens": self.completion_tokens,
@@ -141,7 +145,7 @@ class InferenceEngine:
         )
         prompts = [prompt for request in batch for prompt in request.prompts]
         budgets = [budget for request in batch for budget in request.max_tokens]
-        started = time.monotonic()
+        started = self.stats.running_since = time.monotonic()
         try:
             completions = generator.generate(prompts, budgets)
         except Exception as error:  # a bad request fails its batch, never the engine
@@ -150,6 +154,7 @@ class InferenceEngine:
             return
         finally:
             self.stats.busy_s += time.monotonic() - started
+            self.stats.running_since = None
         self.stats.batches += 1
         self.stats.prompts += len(prompts)
         self.stats.completion_tokens += sum(len(c.token_ids) for c in completions)
