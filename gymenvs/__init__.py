@@ -7,9 +7,9 @@
 """
 
 from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool
-from gymenvs.registry import describe_envs, list_envs, register_envs
+from gymenvs.registry import describe_envs, list_envs, register_envs, vector_entry_point
 
 __version__ = "0.1.0"
-__all__ = ["ActionError", "Outcome", "TextEnv", "ToolCall", "describe_envs", "list_envs", "tool"]
+__all__ = ["ActionError", "Outcome", "TextEnv", "ToolCall", "describe_envs", "list_envs", "tool", "vector_entry_point"]
 
 register_envs()

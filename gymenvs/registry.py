@@ -3,14 +3,19 @@
 Entry points are strings, so registering imports no env module: `gymnasium.make` imports
 the one it builds (and its heavy dependencies) on first use. The vector entry point makes
 `gymnasium.make_vec(id, num_envs=N)` return a `wrappers.vector.ConcurrentVectorEnv`
-(`backend="process"` and its other settings are keywords of `make_vec`; the rest go to the env).
+(`backend="process"` and its other settings are keywords of `make_vec`; the rest go to the env);
+`vector_entry_point(id)` gives envs that users register themselves the same.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from dataclasses import dataclass
 
 import gymnasium as gym
+from gymnasium.vector.utils import create_shared_memory
+
+from gymenvs.core.spaces import UnicodeText
 
 
 @dataclass(frozen=True)
@@ -31,6 +36,16 @@ ENVS: tuple[EnvEntry, ...] = (
     EnvEntry("gymenvs/Sudoku-v0", "gymenvs.envs.sudoku:SudokuEnv", "Solve a generated 9x9 Sudoku with a unique solution."),
     EnvEntry("gymenvs/Catch-v0", "gymenvs.envs.catch:CatchEnv", "Move a paddle left, stay or right to catch a falling ball."),
     EnvEntry(
+        "gymenvs/TextArena-v0",
+        "gymenvs.envs.textarena:make_textarena_env",
+        "Any TextArena game (game=...), single-player or against an opponent policy.",
+    ),
+    EnvEntry(
+        "gymenvs/MiniWoB-v0",
+        "gymenvs.envs.miniwob:MiniWoBEnv",
+        "A MiniWoB++ web task (task=...) in headless Chromium; page text, optionally a screenshot.",
+    ),
+    EnvEntry(
         "gymenvs/SWE-v0",
         "gymenvs.swe.env:SWEEnv",
         "Fix a repository's issue in a Docker container; graded host-side by its FAIL_TO_PASS / PASS_TO_PASS tests.",
@@ -42,10 +57,31 @@ ENVS: tuple[EnvEntry, ...] = (
 VECTOR_ENTRY_POINT = "wrappers.vector.registered:{id}"
 
 
+def vector_entry_point(env_id: str) -> str:
+    """The `vector_entry_point` that makes `gymnasium.make_vec(env_id, ...)` return a
+    `ConcurrentVectorEnv`, for an env you register yourself:
+
+        gym.register("my/Env-v0", entry_point=MyEnv, vector_entry_point=gymenvs.vector_entry_point("my/Env-v0"))
+    """
+    return VECTOR_ENTRY_POINT.format(id=env_id)
+
+
 def register_envs() -> None:
     for entry in ENVS:
         if entry.id not in gym.registry:
-            gym.register(entry.id, entry_point=entry.entry_point, vector_entry_point=VECTOR_ENTRY_POINT.format(id=entry.id))
+            gym.register(entry.id, entry_point=entry.entry_point, vector_entry_point=vector_entry_point(entry.id))
+
+
+@create_shared_memory.register(UnicodeText)
+def _no_shared_memory_for_text(space: UnicodeText, n: int = 1, ctx: object = multiprocessing) -> None:
+    """Gymnasium's `AsyncVectorEnv` reads a `Text` observation out of shared memory once, when it is
+    built, so every later observation would be the placeholder '000...'. Refuse, and say what works."""
+    raise ValueError(
+        "gymnasium's AsyncVectorEnv cannot keep text observations in shared memory (every observation "
+        "would come back as '000...'). Use gymnasium.make_vec(id, num_envs=N) without vectorization_mode "
+        "(a ConcurrentVectorEnv; add backend='process' for subprocesses), or "
+        "vectorization_mode='async' with vector_kwargs={'shared_memory': False}."
+    )
 
 
 def list_envs() -> list[str]:

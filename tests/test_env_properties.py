@@ -13,13 +13,17 @@ import gymenvs
 from action_strategies import actions, play_arbitrary_actions
 
 # SWE-v0 drives Docker containers: tests/swe/test_swe_properties.py runs these properties on it.
-IN_PROCESS_ENVS = [env_id for env_id in gymenvs.list_envs() if env_id != "gymenvs/SWE-v0"]
+# MiniWoB-v0 drives a browser: tests/test_miniwob.py runs gymnasium's checker on it.
+IN_PROCESS_ENVS = [env_id for env_id in gymenvs.list_envs() if env_id not in ("gymenvs/SWE-v0", "gymenvs/MiniWoB-v0")]
+#: Keyword arguments where the defaults make no use of the seed (Tower of Hanoi always starts alike).
+ENV_KWARGS = {"gymenvs/TextArena-v0": {"game": "TicTacToe-v0", "agent_player": 1}}  # the random opponent opens
+OPTIONAL_DEPENDENCY = {"gymenvs/ReasoningGym-v0": "reasoning_gym", "gymenvs/TextArena-v0": "textarena"}
 
 
-def make(env_id):
-    if env_id == "gymenvs/ReasoningGym-v0":
-        pytest.importorskip("reasoning_gym")
-    return gym.make(env_id)
+def make(env_id, **kwargs):
+    if env_id in OPTIONAL_DEPENDENCY:
+        pytest.importorskip(OPTIONAL_DEPENDENCY[env_id])
+    return gym.make(env_id, **ENV_KWARGS.get(env_id, {}), **kwargs)
 
 
 @pytest.fixture(scope="module", params=IN_PROCESS_ENVS)
@@ -76,6 +80,6 @@ def test_different_seeds_give_different_episodes(env_id):
 
 
 def test_render_ansi_returns_text(env):
-    rendered = gym.make(env.spec.id, render_mode="ansi")
+    rendered = make(env.spec.id, render_mode="ansi")
     rendered.reset(seed=0)
     assert isinstance(rendered.render(), str) and rendered.render()

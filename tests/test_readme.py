@@ -1,15 +1,30 @@
-"""The README's Python examples run as written."""
+"""The Python examples in the README and in docs/ run as written.
+
+A block that starts with `# not run in tests` is skipped here; its comment says which test runs it
+(or why none can).
+"""
 
 import re
 from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
-RUNNABLE = [block for block in BLOCKS if not block.startswith("# not run in tests")]
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-@pytest.mark.parametrize("block", RUNNABLE, ids=[f"block{i}" for i in range(len(RUNNABLE))])
-def test_readme_example_runs(block):
-    exec(compile(block, str(README), "exec"), {"__name__": "readme_example"})
+def python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL)
+
+
+RUNNABLE = [
+    pytest.param(page, block, id=f"{page.relative_to(ROOT)}:block{index}")
+    for page in PAGES
+    for index, block in enumerate(python_blocks(page))
+    if not block.startswith("# not run in tests")
+]
+
+
+@pytest.mark.parametrize(("page", "block"), RUNNABLE)
+def test_documented_example_runs(page, block):
+    exec(compile(block, str(page), "exec"), {"__name__": "documented_example"})

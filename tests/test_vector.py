@@ -1,6 +1,7 @@
 """ConcurrentVectorEnv: the gymnasium vector API, seeding, partial steps, autoreset, configuration.
 
-Every behaviour is checked on both backends. Failures (exceptions, dead workers, timeouts) are in
+Every behaviour is checked on the three backends (thread, process, and ray on one local Ray
+shared by the whole session). Failures (exceptions, dead workers, timeouts) are in
 test_vector_failures.py, the many-episode stress test in test_vector_stress.py.
 """
 
@@ -12,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -19,7 +21,7 @@ import numpy as np
 import pytest
 from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode
-from vector_testing import FaultyEcho, our_processes, our_threads
+from vector_testing import FaultyEcho, local_ray, our_processes, our_threads
 
 import gymenvs  # noqa: F401
 from wrappers import ConcurrentVectorEnv
@@ -27,11 +29,19 @@ from wrappers.vector import make_vector_env
 
 pytestmark = pytest.mark.timeout(120)
 
-BACKENDS = ["thread", "process"]
+BACKENDS = ["thread", "process", "ray"]
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    with local_ray():
+        yield
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
     return request.param
 
 
@@ -87,7 +97,7 @@ def test_each_slot_is_its_own_instance(backend):
         ids = [who["instance_id"] for who in envs.call("whoami")]
         assert len(set(ids)) == 4
         pids = {who["pid"] for who in envs.call("whoami")}
-        assert len(pids) == (4 if backend == "process" else 1)
+        assert len(pids) == (1 if backend == "thread" else 4)
 
 
 def test_process_backend_builds_factories_plain_pickle_cannot_handle():
@@ -355,7 +365,7 @@ def test_close_is_idempotent_and_leaves_no_thread_or_process(backend):
     envs.reset()
     envs.step(["a"] * 4)
     workers = our_processes()
-    assert len(our_threads()) >= 4 if backend == "thread" else len(workers) == 4
+    assert len(our_threads()) >= 4 if backend == "thread" else len(workers) == (4 if backend == "process" else 0)
     envs.close()
     envs.close()
     assert envs.closed
@@ -442,3 +452,123 @@ def test_thread_backend_pins_its_pool_threads_to_one_core_only(pin_threads):
         pool = [os.sched_getaffinity(thread.native_id) for thread in our_threads()]
         assert pool and all(cores == ({max(allowed)} if pin_threads else allowed) for cores in pool)
         assert os.sched_getaffinity(0) == allowed  # the caller's thread is left alone
+
+
+def test_pinning_is_off_by_default():
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    with echo_vector("thread", num_envs=3) as vector_env:
+        assert vector_env.backend_settings.pin_threads is False
+        vector_env.reset(seed=0)
+        if allowed is not None:
+            assert all(os.sched_getaffinity(thread.native_id) == allowed for thread in our_threads())
+
+
+# -- dedicated threads -----------------------------------------------------------------------
+
+
+class RecordsItsThreads(FaultyEcho):
+    """Appends (what, thread id) to a list shared with the test, for construction, reset, step and close."""
+
+    def __init__(self, log: list):
+        self.log = log
+        log.append(("init", threading.get_ident()))
+        super().__init__()
+
+    def reset(self, *, seed=None, options=None):
+        self.log.append(("reset", threading.get_ident()))
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        self.log.append(("step", threading.get_ident()))
+        return super().step(action)
+
+    def close(self):
+        self.log.append(("close", threading.get_ident()))
+        super().close()
+
+
+@pytest.mark.parametrize("step_timeout_s", [None, 5.0])
+def test_dedicated_threads_drive_each_env_from_one_thread_for_its_whole_life(step_timeout_s):
+    logs = [[] for _ in range(4)]
+    factories = [functools.partial(RecordsItsThreads, log) for log in logs]
+    with ConcurrentVectorEnv(factories, dedicated_threads=True, step_timeout_s=step_timeout_s) as envs:
+        envs.reset(seed=0)
+        for _ in range(5):
+            envs.step(["a", "sleep 0.01", "b", "c"])
+        envs.reset(seed=1)
+    for log in logs:
+        assert [what for what, _ in log][:2] == ["init", "reset"] and log[-1][0] == "close"
+        assert len({thread for _, thread in log}) == 1
+    assert len({log[0][1] for log in logs}) == 4 and threading.get_ident() not in {log[0][1] for log in logs}
+    assert not our_threads()
+
+
+def test_a_slot_with_a_dedicated_thread_that_times_out_gets_a_new_thread_and_env():
+    logs = [[] for _ in range(2)]
+    factories = [functools.partial(RecordsItsThreads, log) for log in logs]
+    with ConcurrentVectorEnv(factories, dedicated_threads=True, step_timeout_s=0.3) as envs:
+        envs.reset(seed=0)
+        _, _, _, truncated, infos = envs.step(["a", "sleep 1"])
+        assert truncated.tolist() == [False, True] and "timed out" in infos["error"][1]
+        assert envs.step(["b", "c"])[0] == ("b", "ready")
+        time.sleep(1)  # the old env, once its step returns, is closed on its own thread
+    first_thread = logs[1][0][1]
+    old = [entry for entry in logs[1] if entry[1] == first_thread]
+    assert [what for what, _ in old] == ["init", "reset", "step", "close"]
+    new = [entry for entry in logs[1] if entry[1] != first_thread]
+    assert [what for what, _ in new] == ["init", "reset", "close"] and len({thread for _, thread in new}) == 1
+
+
+# -- defects of gymnasium's own paths, and exit ---------------------------------------------
+
+
+def test_an_unclosed_vector_env_lets_the_interpreter_exit_at_once():
+    """It used to wait 30 s at exit for pool threads that the interpreter had already frozen."""
+    script = (
+        "import time, atexit; atexit.register(lambda: print(time.monotonic(), flush=True)); "  # runs last of the exit hooks
+        "import gymnasium as gym, gymenvs; e = gym.make_vec('gymenvs/Wordle-v0', num_envs=2); e.reset(seed=0)"
+    )
+    repository = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([repository, os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    exited = time.monotonic()
+    assert child.returncode == 0, child.stderr
+    assert exited - float(child.stdout.split()[-1]) < 1.0 and "timed out" not in child.stderr
+
+
+def test_async_vectorization_refuses_shared_memory_for_text_and_says_what_works():
+    with pytest.raises(ValueError, match="shared memory.*make_vec\\(id, num_envs=N\\).*shared_memory': False"):
+        gym.make_vec("gymenvs/Echo-v0", num_envs=2, vectorization_mode="async")
+    envs = gym.make_vec("gymenvs/Echo-v0", num_envs=2, vectorization_mode="async", vector_kwargs={"shared_memory": False})
+    try:
+        envs.reset(seed=0)
+        assert envs.step(("hi", "there"))[0] == ("hi", "there")
+    finally:
+        envs.close()
+
+
+def test_wrappers_go_through_make_vector_env_and_gymnasium_says_the_entry_point_takes_none():
+    with pytest.raises(gym.error.Error, match="wrappers"):
+        gym.make_vec("gymenvs/Echo-v0", num_envs=2, wrappers=[gym.wrappers.RecordEpisodeStatistics])
+    with pytest.raises(gym.error.Error, match="only through kwargs"):
+        gym.make_vec("gymenvs/Echo-v0", num_envs=2, vector_kwargs={"backend": "process"})
+    wrapper = functools.partial(gym.wrappers.TransformObservation, func=str.upper, observation_space=None)
+    with make_vector_env("gymenvs/Echo-v0", 2, wrappers=[wrapper], backend="process") as envs:
+        envs.reset(seed=0)
+        assert envs.step(["hi", "there"])[0] == ("HI", "THERE")
+
+
+class Shout(FaultyEcho):
+    def _parse_text(self, text):
+        return super()._parse_text(text.upper())
+
+
+def test_a_user_registered_env_gets_the_concurrent_vector_env_through_one_helper():
+    gym.register("testing/Shout-v0", entry_point=Shout, vector_entry_point=gymenvs.vector_entry_point("testing/Shout-v0"))
+    try:
+        with gym.make_vec("testing/Shout-v0", num_envs=2, backend="process") as envs:
+            assert isinstance(envs, ConcurrentVectorEnv)
+            envs.reset(seed=0)
+            assert envs.step(["hi", "there"])[0] == ("HI", "THERE")
+    finally:
+        del gym.registry["testing/Shout-v0"]

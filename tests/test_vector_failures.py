@@ -14,17 +14,25 @@ import time
 
 import numpy as np
 import pytest
-from vector_testing import FaultyEcho, our_processes, our_threads
+from vector_testing import FaultyEcho, local_ray, our_processes, our_threads
 
 from wrappers import ConcurrentVectorEnv
 
 pytestmark = pytest.mark.timeout(120)
 
-BACKENDS = ["thread", "process"]
+BACKENDS = ["thread", "process", "ray"]
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    with local_ray():
+        yield
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
     return request.param
 
 
@@ -225,6 +233,27 @@ def test_an_env_calling_sys_exit_is_an_error_not_a_dead_worker(backend):
         envs.reset()
         _, _, _, truncated, infos = envs.step(["a", "sysexit", "c"])
         assert truncated.tolist() == [False, True, False] and "SystemExit" in infos["error"][1]
+        envs.step(["a", "b", "c"])
+        assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")
+
+
+@pytest.mark.parametrize(("action", "named"), [("interrupt", "KeyboardInterrupt"), ("cancel", "CancelledError")])
+def test_an_env_raising_keyboard_interrupt_or_cancelled_error_fails_only_its_slot(backend, action, named):
+    """With no deadline too: a pool thread of the thread backend used to die of it, and the step wait forever."""
+    with faulty_vector(backend) as envs:
+        envs.reset()
+        _, _, _, truncated, infos = envs.step(["sleep 0.3", action, "c"])  # slot 1 runs on a pool thread
+        assert truncated.tolist() == [False, True, False] and named in infos["error"][1]
+        envs.step(["a", "b", "c"])
+        assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")
+
+
+def test_an_exception_that_cannot_be_unpickled_fails_only_its_slot(backend):
+    """It pickles in the worker but not back: the process backend used to raise for every slot."""
+    with faulty_vector(backend) as envs:
+        envs.reset()
+        _, _, _, truncated, infos = envs.step(["a", "unpicklable", "c"])
+        assert truncated.tolist() == [False, True, False] and "UnpicklableError in step" in infos["error"][1]
         envs.step(["a", "b", "c"])
         assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")
 

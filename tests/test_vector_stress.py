@@ -11,6 +11,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
+from vector_testing import local_ray
 
 import gymenvs  # noqa: F401
 from gymenvs.envs.wordle import load_word_list
@@ -72,10 +73,21 @@ def replay(transcript: dict, env: gym.Env) -> dict:
     return {**transcript, "observations": observations, "rewards": rewards}
 
 
+@pytest.fixture(scope="session")
+def ray_session():
+    with local_ray():
+        yield
+
+
+# Ray: 8 actors hosting 8 slots each (an actor is a process of its own; 64 would be 6 GB).
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["thread", "process"])
-def test_a_thousand_episodes_over_64_slots_without_cross_talk(backend):
-    with gym.make_vec("gymenvs/Wordle-v0", num_envs=NUM_SLOTS, backend=backend, autoreset_mode="Disabled") as envs:
+@pytest.mark.parametrize(("backend", "settings"), [("thread", {}), ("process", {}), ("ray", {"max_workers": 8})])
+def test_a_thousand_episodes_over_64_slots_without_cross_talk(backend, settings, request):
+    if backend == "ray":
+        request.getfixturevalue("ray_session")
+    with gym.make_vec(
+        "gymenvs/Wordle-v0", num_envs=NUM_SLOTS, backend=backend, autoreset_mode="Disabled", **settings
+    ) as envs:
         finished = play(envs, np.random.default_rng(0))
     assert len(finished) >= EPISODES
     assert len({transcript["seed"] for transcript in finished}) == len(finished)

@@ -6,15 +6,20 @@ small module, not pytest and the tests.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import multiprocessing
 import os
 import signal
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from gymenvs.core import Outcome, TextEnv, ToolCall, tool
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
 class FaultyEcho(TextEnv):
@@ -22,7 +27,8 @@ class FaultyEcho(TextEnv):
 
     `raise <text>` raises RuntimeError, `sysexit` raises SystemExit, `exit <code>` ends the process
     with `os._exit`, `kill` sends the process SIGKILL, `sleep <seconds>` sleeps and then answers
-    `slept <seconds>`.
+    `slept <seconds>`, `interrupt` raises KeyboardInterrupt, `cancel` raises
+    asyncio.CancelledError, `unpicklable` raises an exception that pickles but cannot be unpickled.
     `reset(options={"fail": True})` raises. `state()` names the instance and its process.
     """
 
@@ -55,6 +61,12 @@ class FaultyEcho(TextEnv):
             raise RuntimeError(f"boom {argument}")
         if command == "sysexit":
             raise SystemExit(4)
+        if command == "interrupt":
+            raise KeyboardInterrupt
+        if command == "cancel":
+            raise asyncio.CancelledError
+        if command == "unpicklable":
+            raise UnpicklableError("needs", "two arguments")
         if command == "exit":
             os._exit(int(argument or 3))
         if command == "kill":
@@ -75,6 +87,13 @@ class FaultyEcho(TextEnv):
         super().close()
 
 
+class UnpicklableError(Exception):
+    """Pickles as `UnpicklableError(message)`, which its constructor refuses."""
+
+    def __init__(self, first: str, second: str):
+        super().__init__(f"{first} {second}")
+
+
 def our_threads() -> list[threading.Thread]:
     """The live threads of thread-backend pools."""
     return [thread for thread in threading.enumerate() if thread.name.startswith("gymenvs-vector-")]
@@ -83,3 +102,33 @@ def our_threads() -> list[threading.Thread]:
 def our_processes() -> list[multiprocessing.process.BaseProcess]:
     """The live worker processes of process backends."""
     return [process for process in multiprocessing.active_children() if process.name.startswith("gymenvs-vector-")]
+
+
+@contextlib.contextmanager
+def local_ray() -> Iterator[None]:
+    """One small local Ray for the whole test session (started by the first user, stopped at the end).
+
+    Every actor is a process of its own (~100 MB), so tests keep their slot counts modest. The
+    workers get the tests folder on their path, to unpickle the helpers defined here.
+    """
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    python_path = os.pathsep.join([TESTS, os.path.dirname(TESTS), os.environ.get("PYTHONPATH", "")])
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        object_store_memory=100 * 1024**2,
+        log_to_driver=False,
+        resources={"docker": 4},  # a custom resource, as SWE slots would ask for on a cluster
+        runtime_env={"env_vars": {"PYTHONPATH": python_path}},
+    )
+    try:
+        yield
+    finally:
+        from wrappers.vector.ray_actors import release_idle_actors
+
+        release_idle_actors()
+        ray.shutdown()

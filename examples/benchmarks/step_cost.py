@@ -2,12 +2,16 @@
 
 Each env is driven with valid tool calls (the common case in training) through
 `gymnasium.make(...).unwrapped`, so the figures are the env's own cost without gymnasium's
-checking wrappers. Run:  python examples/benchmarks/step_cost.py [--steps 5000]
+checking wrappers. A second table times one Echo tool call in its three forms (a mapping, the
+same as JSON text, free text), interleaved so that load on the machine hits them alike.
+Run:  python examples/benchmarks/step_cost.py [--steps 5000]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import statistics
 import time
 from typing import Any, Callable
@@ -68,6 +72,28 @@ def measure(env_id: str, kwargs: dict, choose: Callable, steps: int) -> tuple[li
     return step_us, reset_us
 
 
+ECHO_FORMS: dict[str, Any] = {
+    "dict": {"name": "echo", "arguments": {"message": "hello world"}},
+    "json text": json.dumps({"name": "echo", "arguments": {"message": "hello world"}}),
+    "free text": "hello world",
+}
+
+
+def measure_echo_forms(rounds: int, steps_per_round: int = 2000) -> dict[str, float]:
+    """Median µs per Echo step for each action form: `rounds` rounds, each form in turn."""
+    env = gym.make("gymenvs/Echo-v0", max_turns=10**9).unwrapped
+    env.reset(seed=0)
+    samples: dict[str, list[float]] = {form: [] for form in ECHO_FORMS}
+    for _ in range(rounds):
+        for form, action in ECHO_FORMS.items():
+            start = time.perf_counter()
+            for _ in range(steps_per_round):
+                env.step(action)
+            samples[form].append((time.perf_counter() - start) / steps_per_round * 1e6)
+    env.close()
+    return {form: statistics.median(values) for form, values in samples.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=5000, help="steps timed per env")
@@ -81,6 +107,12 @@ def main() -> None:
             continue
         p90 = statistics.quantiles(step_us, n=10)[-1]
         print(f"{env_id:<26} {statistics.median(step_us):>15.1f} {p90:>12.1f} {statistics.median(reset_us):>16.1f} {len(step_us):>7}")
+    print()
+    forms = measure_echo_forms(rounds=max(5, args.steps // 200))
+    print(f"{'Echo action form':<26} {'median step µs':>15} {'vs dict':>8}")
+    for form, micros in forms.items():
+        print(f"{form:<26} {micros:>15.2f} {micros / forms['dict']:>7.2f}x")
+    print(f"load average {os.getloadavg()}")
 
 
 if __name__ == "__main__":

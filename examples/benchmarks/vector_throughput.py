@@ -4,12 +4,17 @@ For each step cost (trivial, and a 10 ms sleep standing in for I/O) and each slo
 contender steps all its slots in lockstep for a fixed time and reports env-steps per second and
 the median latency of one vector step:
 
-- concurrent-thread, concurrent-process: `wrappers.ConcurrentVectorEnv`, default settings;
+- concurrent-thread, concurrent-process, concurrent-ray: `wrappers.ConcurrentVectorEnv`, default
+  settings (ray: one actor per slot, or `--ray-actors A` actors each running its share of the
+  slots on threads; on a local Ray started first, outside the timings);
 - gym-sync, gym-async: gymnasium's SyncVectorEnv and AsyncVectorEnv(shared_memory=False);
 - openenv: an openenv-core server (`create_app` + uvicorn on 127.0.0.1, in a subprocess) wrapping
   the same Echo env, driven by one WebSocket client (session) per slot, all stepping concurrently
   (see openenv_echo.py).
 
+Every slot sends the same action each step: by default a tool call as JSON text, which is what an
+LLM emits (`--action dict` sends it as a mapping, `--action text` as free text); OpenEnv's client
+sends the same string as its action's message, and its server steps the same Echo env with it.
 Episodes are made long enough not to end, so every step is a step. Run from the repository root:
 
     python examples/benchmarks/vector_throughput.py            # the full table, a few minutes
@@ -41,11 +46,13 @@ import gymenvs  # noqa: F401
 from wrappers.vector import make_vector_env
 
 ENV_ID = "gymenvs/Echo-v0"
-ACTION = "hello world"
+TOOL_CALL = {"name": "echo", "arguments": {"message": "hello world"}}
+ACTIONS = {"json": json.dumps(TOOL_CALL), "dict": TOOL_CALL, "text": "hello world"}
 EPISODE_TURNS = 10**9
+RAY_ACTORS: int | None = None  # --ray-actors: None gives each slot an actor of its own
 HERE = Path(__file__).resolve().parent
 REPOSITORY = Path(gymenvs.__file__).resolve().parent.parent
-CONTENDERS = ["concurrent-thread", "concurrent-process", "gym-sync", "gym-async", "openenv"]
+CONTENDERS = ["concurrent-thread", "concurrent-process", "concurrent-ray", "gym-sync", "gym-async", "openenv"]
 
 
 @dataclass
@@ -68,6 +75,8 @@ def make_contender(name: str, slots: int, sleep_s: float) -> gym.vector.VectorEn
         return make_vector_env(ENV_ID, slots, backend="thread", **env_kwargs)
     if name == "concurrent-process":
         return make_vector_env(ENV_ID, slots, backend="process", **env_kwargs)
+    if name == "concurrent-ray":
+        return make_vector_env(ENV_ID, slots, backend="ray", max_workers=RAY_ACTORS, **env_kwargs)
     if name == "gym-sync":
         return gym.make_vec(ENV_ID, slots, vectorization_mode="sync", **env_kwargs)
     if name == "gym-async":
@@ -94,13 +103,13 @@ def time_steps(step: Callable[[], object], seconds: float, min_steps: int) -> tu
             return elapsed, latencies
 
 
-def run_gym_contender(name: str, slots: int, sleep_s: float, seconds: float) -> Result:
+def run_gym_contender(name: str, slots: int, sleep_s: float, seconds: float, action: object) -> Result:
     started = time.perf_counter()
     envs = make_contender(name, slots, sleep_s)
     try:
         envs.reset(seed=0)
         start_s = time.perf_counter() - started
-        actions = (ACTION,) * slots
+        actions = (action,) * slots
         for _ in range(3):
             envs.step(actions)
         elapsed, latencies = time_steps(lambda: envs.step(actions), seconds, min_steps=3)
@@ -156,7 +165,7 @@ def openenv_server(sleep_s: float, max_sessions: int) -> Iterator[str]:
         os.unlink(log.name)
 
 
-async def drive_openenv(url: str, slots: int, sleep_s: float, seconds: float) -> Result:
+async def drive_openenv(url: str, slots: int, sleep_s: float, seconds: float, message: str) -> Result:
     from openenv_echo import EchoAction, EchoClient
 
     started = time.perf_counter()
@@ -165,7 +174,7 @@ async def drive_openenv(url: str, slots: int, sleep_s: float, seconds: float) ->
         await asyncio.gather(*(client.connect() for client in clients))
         await asyncio.gather(*(client.reset(seed=0) for client in clients))
         start_s = time.perf_counter() - started
-        action = EchoAction(message=ACTION)
+        action = EchoAction(message=message)
 
         async def vector_step() -> None:
             await asyncio.gather(*(client.step(action) for client in clients))
@@ -206,10 +215,22 @@ def print_targets(results: list[Result]) -> None:
     if thread and openenv:
         ratio = thread.steps_per_s / openenv.steps_per_s
         print(f"trivial step, 64 slots: concurrent-thread / openenv = {ratio:.1f}x (target >= 50x)")
-    slow = find(10, 64, "concurrent-thread")
-    if slow:
-        share = 100 * slow.steps_per_s / 6400
-        print(f"10 ms step, 64 slots: concurrent-thread = {share:.0f}% of the ideal 6,400 steps/s (target >= 80%)")
+    targets = {("concurrent-thread", 64): 85, ("concurrent-thread", 256): 80, ("concurrent-ray", 64): 60}
+    for contender in ("concurrent-thread", "concurrent-process", "concurrent-ray"):
+        for slots in (64, 256):
+            slow = find(10, slots, contender)
+            if slow:
+                share = 100 * slow.steps_per_s / (slots / 0.01)
+                target = f" (target >= {targets[contender, slots]}%)" if (contender, slots) in targets else ""
+                print(f"10 ms step, {slots} slots: {contender} = {share:.0f}% of the ideal {slots * 100:,} steps/s{target}")
+    for slots in sorted({r.slots for r in results}):
+        ray, process = find(0, slots, "concurrent-ray"), find(0, slots, "concurrent-process")
+        if ray and process:
+            overhead = lambda r: 1e6 / r.steps_per_s  # noqa: E731  µs of wall time per env-step
+            print(
+                f"trivial step, {slots} slots: per env-step ray {overhead(ray):.0f} µs, process {overhead(process):.0f} µs "
+                f"({overhead(ray) / overhead(process):.1f}x)"
+            )
 
 
 def main() -> None:
@@ -218,13 +239,25 @@ def main() -> None:
     parser.add_argument("--sleep-ms", type=float, nargs="+", default=[0, 10], help="per-step sleep of the env")
     parser.add_argument("--seconds", type=float, default=1.5, help="time spent stepping each configuration")
     parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, default=CONTENDERS)
+    parser.add_argument("--action", choices=ACTIONS, default="json", help="what each slot sends (default: a JSON tool call)")
+    parser.add_argument("--ray-actors", type=int, help="Ray actors hosting the slots (default: one per slot)")
     parser.add_argument("--quick", action="store_true", help="1, 8 and 64 slots, 0.5 s each")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
     args = parser.parse_args()
     if args.quick:
         args.slots, args.seconds = [n for n in args.slots if n <= 64], 0.5
 
+    action = ACTIONS[args.action]
+    global RAY_ACTORS
+    RAY_ACTORS = args.ray_actors
     print(f"{ENV_ID}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {args.seconds} s per configuration")
+    print(f"action: {action!r}; load average at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    if "concurrent-ray" in args.contenders:
+        import ray
+
+        started = time.perf_counter()
+        ray.init(include_dashboard=False, log_to_driver=False)
+        print(f"local Ray started in {time.perf_counter() - started:.1f} s (not counted below)")
     header = ("step ms", "slots", "contender", "env-steps/s", "median ms", "% ideal", "start s")
     print("{:>7} {:>6} {:<19} {:>12} {:>11} {:>8} {:>8}".format(*header))
     results = []
@@ -234,14 +267,16 @@ def main() -> None:
             for name in args.contenders:
                 if name == "openenv":
                     continue
-                results.append(run_gym_contender(name, slots, sleep_s, args.seconds))
+                results.append(run_gym_contender(name, slots, sleep_s, args.seconds, action))
                 print_row(results[-1])
         if "openenv" in args.contenders:
             with openenv_server(sleep_s, max_sessions=max(args.slots)) as url:
                 for slots in args.slots:
-                    results.append(asyncio.run(drive_openenv(url, slots, sleep_s, args.seconds)))
+                    message = action if isinstance(action, str) else json.dumps(action)
+                    results.append(asyncio.run(drive_openenv(url, slots, sleep_s, args.seconds, message)))
                     print_row(results[-1])
     print()
+    print(f"load average at end: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     print_targets(results)
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2))

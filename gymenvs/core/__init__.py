@@ -1,9 +1,23 @@
-"""The public API for writing environments: `TextEnv`, `@tool`, `Outcome`, `ActionError`."""
+"""The public API for writing environments: `TextEnv`, `@tool`, `Outcome`, `ActionError`, and image observations."""
 
 from gymenvs.core.actions import ActionError, ToolCall, parse_action
 from gymenvs.core.config import validate_config
 from gymenvs.core.env import Outcome, TextEnv
+from gymenvs.core.images import content_blocks, text_image_space, text_view
 from gymenvs.core.spaces import UnicodeText
 from gymenvs.core.tools import ToolSpec, tool
 
-__all__ = ["ActionError", "Outcome", "TextEnv", "ToolCall", "ToolSpec", "UnicodeText", "parse_action", "tool", "validate_config"]
+__all__ = [
+    "ActionError",
+    "Outcome",
+    "TextEnv",
+    "ToolCall",
+    "ToolSpec",
+    "UnicodeText",
+    "content_blocks",
+    "parse_action",
+    "text_image_space",
+    "text_view",
+    "tool",
+    "validate_config",
+]

@@ -80,12 +80,13 @@ class TextEnv(gym.Env[str, str]):
         self._episode_id = uuid.uuid4().hex
         self._step_count = 0
         self._done = False
+        info = {"tools": self.tool_schemas()}
         try:
-            observation = self._finish_observation(self._start_episode(options))
+            observation = self._observation(self._finish_observation(self._start_episode(options)), info)
         except BaseException:
             self._episode_id = None  # a failed reset leaves no episode to step
             raise
-        return observation, {"tools": self.tool_schemas()}
+        return observation, info
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self._episode_id is None:
@@ -103,7 +104,7 @@ class TextEnv(gym.Env[str, str]):
             outcome.info["truncated_reason"] = "turn_limit"
             outcome = self._at_turn_limit(outcome)
         self._done = outcome.terminated or truncated
-        observation = self._finish_observation(outcome.observation)
+        observation = self._observation(self._finish_observation(outcome.observation), outcome.info)
         return observation, float(outcome.reward), bool(outcome.terminated), truncated, outcome.info
 
     def render(self) -> str | None:
@@ -139,6 +140,11 @@ class TextEnv(gym.Env[str, str]):
     def _at_turn_limit(self, outcome: Outcome) -> Outcome:
         """The last step's outcome when the turn limit ends the episode; an env may score the episode here."""
         return outcome
+
+    def _observation(self, text: str, info: dict[str, Any]) -> Any:
+        """The observation the agent gets for `text`. An env with images returns a `text_image_space`
+        dict here and may add to `info` (see `gymenvs.core.images`)."""
+        return text
 
     def _episode_state(self) -> dict[str, Any]:
         """Env-specific, JSON-serializable part of `state()`."""

@@ -5,10 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
@@ -26,13 +23,18 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     _add_dataset_options(tasks)
     tasks.set_defaults(run=_list_tasks)
 
-    grade = commands.add_parser("grade", help="grade gold patches (default) or predictions, in fresh containers")
+    grade = commands.add_parser("grade", help="grade predictions (default: the gold patches) in fresh containers, "
+                                "writing the SWE-bench harness's report layout; a run started again resumes")
     _add_dataset_options(grade)
-    grade.add_argument("--predictions", type=Path, help="JSON or JSONL of {instance_id, model_patch} (SWE-bench's preds format)")
+    grade.add_argument("--predictions", type=Path, help="JSON or JSONL of {instance_id, model_patch, model_name_or_path}")
     grade.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these tasks")
-    grade.add_argument("--workers", type=int, default=2, help="tasks graded at once (default 2)")
-    grade.add_argument("--timeout", type=float, default=1800, help="seconds the tests of one task may take")
-    grade.add_argument("--output", type=Path, help="write every report to this JSON file")
+    grade.add_argument("--workers", type=int, default=2, help="instances graded at once (default 2)")
+    grade.add_argument("--timeout", type=float, default=1800, help="seconds the tests of one instance may take")
+    grade.add_argument("--run-id", default="gymenvs", help="names the run; the same id resumes it (default gymenvs)")
+    grade.add_argument("--log-dir", type=Path, default=Path("logs/run_evaluation"),
+                       help="per-instance reports go to LOG_DIR/RUN_ID/MODEL/INSTANCE_ID (default logs/run_evaluation)")
+    grade.add_argument("--report-dir", type=Path, default=Path("."), help="where MODEL.RUN_ID.json goes (default .)")
+    grade.add_argument("--output", type=Path, help="also write every instance's full report to this JSON file")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=_grade)
 
@@ -86,51 +88,51 @@ def _list_tasks(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+    from gymenvs.swe import evaluate
     from gymenvs.swe.grading import GradeReport, grade
     from gymenvs.swe.images import ensure_image, image_for
     from gymenvs.swe.sandbox import SandboxError, docker_client, reap_orphans
     from gymenvs.swe.tasks import load_tasks
 
-    tasks = {task.instance_id: task for task in load_tasks(args.dataset, split=args.split)}
-    patches = _read_predictions(args.predictions) if args.predictions else {i: t.patch for i, t in tasks.items()}
-    wanted = args.instance_ids or list(patches)
-    unknown = [i for i in wanted if i not in tasks]
-    if unknown:
-        print(f"unknown instance ids: {unknown}", file=sys.stderr)
+    if args.workers < 1:
+        print(f"--workers={args.workers}: give 1 or more", file=sys.stderr)
         return 2
+    tasks = {task.instance_id: task for task in load_tasks(args.dataset, split=args.split)}
+    try:
+        predictions = (evaluate.read_predictions(args.predictions) if args.predictions
+                       else evaluate.gold_predictions(tasks.values()))
+        evaluate.check_predictions(predictions, tasks)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if args.instance_ids:
+        predictions = [p for p in predictions if p.instance_id in set(args.instance_ids)]
     client = docker_client()
     reap_orphans(client)
 
-    def grade_one(instance_id: str) -> dict[str, Any]:
-        task = tasks[instance_id]
+    def grade_one(task, patch: str) -> GradeReport:
         image = image_for(task, args.image_template)
         try:
             ensure_image(client, image)
         except SandboxError as exc:
-            return GradeReport(instance_id, "error", error=str(exc)).to_dict()
-        return grade(client, task, patches.get(instance_id, ""), image=image, timeout=args.timeout).to_dict()
+            return GradeReport(task.instance_id, "error", error=str(exc))
+        return grade(client, task, patch, image=image, timeout=args.timeout)
 
-    with ThreadPoolExecutor(max(1, args.workers)) as pool:
-        reports = list(tqdm(pool.map(grade_one, wanted), total=len(wanted), desc="grading", unit="task", disable=args.quiet))
-    for report in reports:
-        print(f"{report['instance_id']}\t{report['status']}\t{report['seconds']:.1f}s" + (f"\t{report['error']}" if report["error"] else ""))
-    counts = Counter(report["status"] for report in reports)
-    print(f"resolved {counts['resolved']}/{len(reports)}; " + ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())))
+    outcomes = evaluate.evaluate(predictions, tasks, grade_one, run_id=args.run_id, log_dir=args.log_dir,
+                                 workers=args.workers, progress=not args.quiet)
+    for outcome in outcomes:
+        note = " (from an earlier run)" if outcome.resumed else f"\t{outcome.seconds:.1f}s"
+        print(f"{outcome.instance_id}\t{outcome.status}{note}" + (f"\t{outcome.error}" if outcome.error else ""))
+    summary = evaluate.run_summary(predictions, outcomes, len(tasks))
+    model = predictions[0].model_dir if predictions else "None"
+    args.report_dir.mkdir(parents=True, exist_ok=True)
+    summary_path = args.report_dir / f"{model}.{args.run_id}.json"
+    summary_path.write_text(json.dumps(summary, indent=4))
+    print(f"resolved {summary['resolved_instances']}/{len(predictions)}, unresolved {summary['unresolved_instances']}, "
+          f"errors {summary['error_instances']}, empty patches {summary['empty_patch_instances']}; report: {summary_path}")
     if args.output:
-        args.output.write_text(json.dumps(reports, indent=2))
-    return 0 if counts["resolved"] == len(reports) else 1
-
-
-def _read_predictions(path: Path) -> dict[str, str]:
-    text = path.read_text()
-    if path.suffix == ".jsonl":
-        rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-    else:
-        loaded = json.loads(text)
-        rows = list(loaded.values()) if isinstance(loaded, dict) else loaded
-    return {row["instance_id"]: row.get("model_patch") or "" for row in rows}
+        args.output.write_text(json.dumps([o.report for o in outcomes], indent=2))
+    return 0 if summary["resolved_instances"] == len(predictions) else 1
 
 
 def _reap(args: argparse.Namespace) -> int:

@@ -5,8 +5,9 @@
    left running or wrote there (a conftest.py, a reward file), plays no part.
 3. The eval script applies the diff, resets the files `test_patch` touches to `base_commit`,
    applies `test_patch` and runs the tests, framed by markers that carry a fresh nonce.
-4. The log is parsed on the host; the task is resolved only if every FAIL_TO_PASS test passes and
-   no PASS_TO_PASS test fails or goes missing.
+4. The log is parsed on the host and judged as the SWE-bench harness judges it (`report`): the
+   task is resolved only if every FAIL_TO_PASS test passes and no PASS_TO_PASS test fails or goes
+   missing; a log the harness would reject is an error, not a failing agent.
 """
 
 from __future__ import annotations
@@ -18,17 +19,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gymenvs.swe.images import ENV_SETUP, WORKDIR
-from gymenvs.swe.logparsers import ERROR, FAILED, PARSERS, PASSING, SKIPPED
 from gymenvs.swe.output import decode_output
 from gymenvs.swe.patches import filter_diff
+from gymenvs.swe.report import RESOLVED_FULL, Verdict, invalid_log_reason
 from gymenvs.swe.sandbox import Limits, Sandbox, SandboxError
+from gymenvs.swe.specs import spec_for
 from gymenvs.swe.tasks import Task
 
-MISSING = "MISSING"
 _LOG_LIMIT = 8 << 20
 _DIFF_LIMIT = 16 << 20
-_DJANGO_TEST_CMD = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
-_SYMPY_TEST_CMD = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"
 
 
 @dataclass
@@ -61,10 +60,7 @@ class GradeReport:
 
     def tests_status(self) -> dict[str, dict[str, list[str]]]:
         """SWE-bench's report shape: each list split into success and failure."""
-        return {
-            "FAIL_TO_PASS": _split(self.fail_to_pass, _f2p_passed),
-            "PASS_TO_PASS": _split(self.pass_to_pass, _p2p_passed),
-        }
+        return Verdict(self.fail_to_pass, self.pass_to_pass).tests_status()
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "resolved": self.resolved, "tests_status": self.tests_status()}
@@ -123,29 +119,9 @@ def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 120) -> st
     return result.output.raw().decode("utf-8", "surrogateescape")
 
 
-def tests_command(task: Task) -> tuple[str, str]:
-    """The command that runs the task's tests and the log parser that reads its output.
-
-    A row's own `test_cmd` / `log_parser` win; otherwise Django and sympy use their runners as
-    SWE-bench does, and every other repo `pytest -rA` on the files `test_patch` touches.
-    """
-    files = [path for path in task.test_files if path.endswith(".py")]
-    if task.repo == "django/django":
-        labels = [path.removeprefix("tests/").removesuffix(".py").replace("/", ".") for path in files]
-        command, parser = _DJANGO_TEST_CMD + " " + " ".join(map(shlex.quote, labels)), "django"
-    elif task.repo == "sympy/sympy":
-        command, parser = _SYMPY_TEST_CMD + " " + " ".join(map(shlex.quote, files)), "sympy"
-    else:
-        command, parser = "pytest -rA " + " ".join(map(shlex.quote, files)), "pytest"
-    parser = task.log_parser or parser
-    if parser not in PARSERS:
-        raise ValueError(f"task {task.instance_id}: log_parser {parser!r} is not one of {sorted(PARSERS)}")
-    return task.test_cmd or command, parser
-
-
 def eval_script(task: Task, nonce: str) -> str:
     """The bash script graded in the fresh container; each step reports through a nonce marker."""
-    command, _ = tests_command(task)
+    spec = spec_for(task)
     base = shlex.quote(task.base_commit)
     files = " ".join(map(shlex.quote, task.test_files))
     return f"""#!/bin/bash
@@ -160,8 +136,9 @@ for file in {files}; do
   if git cat-file -e {base}:"$file" 2>/dev/null; then git checkout -q {base} -- "$file"; else rm -rf -- "$file"; fi
 done
 git apply --verbose /tmp/gymenvs-test.diff || {{ mark "Test Patch Apply Failed"; exit 0; }}
+{chr(10).join(spec.setup)}
 mark "Start Test Output"
-{command}
+{spec.command}
 mark "Test Exit Code: $?"
 mark "End Test Output"
 """
@@ -186,24 +163,11 @@ def _read_log(report: GradeReport, task: Task, log: str, nonce: str, *, timed_ou
     section = log.split(start, 1)[1].rsplit(end, 1)[0]
     exit_line = section.rsplit(marker + "Test Exit Code: ", 1)
     report.test_exit_code = int(exit_line[1].split()[0]) if len(exit_line) == 2 else None
-    statuses = PARSERS[tests_command(task)[1]](exit_line[0])
-    report.fail_to_pass = {name: statuses.get(name, MISSING) for name in task.fail_to_pass}
-    report.pass_to_pass = {name: statuses.get(name, MISSING) for name in task.pass_to_pass}
-    resolved = all(map(_f2p_passed, report.fail_to_pass.values())) and all(map(_p2p_passed, report.pass_to_pass.values()))
-    report.status = "resolved" if resolved else "unresolved"
-    if resolved and report.test_exit_code not in (0, None) and not {FAILED, ERROR} & set(statuses.values()):
-        # A failing run whose log shows no failure was not read right (or was tampered with): no verdict.
-        report.status = "error"
-        report.error = f"the test command failed (exit {report.test_exit_code}) but its log shows no failing test"
-
-
-def _f2p_passed(status: str) -> bool:
-    return status in PASSING
-
-
-def _p2p_passed(status: str) -> bool:
-    return status in PASSING or status == SKIPPED
-
-
-def _split(statuses: dict[str, str], passed) -> dict[str, list[str]]:
-    return {"success": [t for t, s in statuses.items() if passed(s)], "failure": [t for t, s in statuses.items() if not passed(s)]}
+    spec = spec_for(task)
+    statuses = spec.parse(exit_line[0]) or spec.parse(log)  # the harness also reads the whole log
+    report.error = invalid_log_reason(statuses, report.test_exit_code)
+    if report.error:
+        return  # status stays "error": no verdict on a log the harness would reject
+    tests = Verdict.from_statuses(statuses, task.fail_to_pass, task.pass_to_pass)
+    report.fail_to_pass, report.pass_to_pass = tests.fail_to_pass, tests.pass_to_pass
+    report.status = "resolved" if tests.resolution() == RESOLVED_FULL else "unresolved"

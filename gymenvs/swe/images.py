@@ -224,25 +224,37 @@ def build_fixture_images(client: Any, tasks: Iterable[Task] | None = None, *, ba
 
 
 def fixture_context(task: Task, base: str) -> io.BytesIO:
-    """A docker build context: the task's repo under repo/ and a Dockerfile that commits it at /testbed."""
-    repo_dir = fixtures_path() / "repos" / task.repo.rsplit("/", 1)[-1]
-    if not repo_dir.is_dir():
-        raise ImageBuildError(f"fixture task {task.instance_id}: no repo at {repo_dir}")
+    """A docker build context: the task's repo under repo/ and a Dockerfile that commits it at /testbed.
+
+    The repo is a directory of fixtures/repos, or for a row with an `upstream` field a release's
+    sdist fetched by pip (`gymenvs.swe.upstream`).
+    """
+    from gymenvs.swe import upstream
+
+    spec = task.extra.get("upstream")
+    files = upstream.context_files(spec) if spec else _fixture_repo_files(task)
     env = " ".join(f'{key}="{value}"' for key, value in _FIXTURE_AUTHOR.items())
     dockerfile = f"""FROM {base}
-COPY repo {WORKDIR}
+{upstream.dockerfile_lines(spec) if spec else ""}COPY repo {WORKDIR}
 WORKDIR {WORKDIR}
 RUN git init -q && git add -A && {env} git commit -q -m "Initial commit" \\
  && test "$(git rev-parse HEAD)" = "{task.base_commit}" \\
  || {{ echo "the fixture repo does not hash to base_commit {task.base_commit}" >&2; exit 1; }}
-LABEL {LABEL}.instance="{task.instance_id}"
+{upstream.after_commit_lines() if spec else ""}LABEL {LABEL}.instance="{task.instance_id}"
 """
-    files = {"Dockerfile": dockerfile.encode()}
+    return io.BytesIO(tar_archive({"Dockerfile": dockerfile.encode(), **files}))
+
+
+def _fixture_repo_files(task: Task) -> dict[str, bytes]:
+    repo_dir = fixtures_path() / "repos" / task.repo.rsplit("/", 1)[-1]
+    if not repo_dir.is_dir():
+        raise ImageBuildError(f"fixture task {task.instance_id}: no repo at {repo_dir}")
+    files = {}
     for path in sorted(repo_dir.rglob("*")):
         relative = path.relative_to(repo_dir)
         if path.is_file() and "__pycache__" not in relative.parts and path.suffix != ".pyc":
             files[f"repo/{relative.as_posix()}"] = path.read_bytes()
-    return io.BytesIO(tar_archive(files))
+    return files
 
 
 def _build(client: Any, context: io.BytesIO, tag: str) -> None:

@@ -79,7 +79,8 @@ def test_empty_submission_grades_zero_with_the_failing_tests_reported(make_env, 
     assert report["pass_to_pass"] == dict.fromkeys(task.pass_to_pass, "PASSED")
 
 
-@pytest.mark.parametrize("instance_id", FIXTURE_IDS)
+# (not the upstream task: its regression test checks with pytest.raises, which `assert True` leaves failing)
+@pytest.mark.parametrize("instance_id", [i for i in FIXTURE_IDS if TASKS[i].extra.get("upstream") is None])
 def test_editing_the_failing_tests_to_pass_grades_zero(make_env, instance_id):
     task = TASKS[instance_id]
     env = start(make_env, instance_id)
@@ -213,10 +214,10 @@ def test_env_passes_gymnasiums_checker(make_env):
     check_env(make_env(command_timeout=5.0).unwrapped, skip_render_check=True)
 
 
-def test_the_readme_swe_example_runs(swe_images, capsys):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.DOTALL) if "gymenvs/SWE-v0" in b]
-    exec(compile(block, "README.md", "exec"), {"__name__": "readme_example"})
+def test_the_documented_swe_example_runs(swe_images, capsys):
+    page = (Path(__file__).resolve().parents[2] / "docs" / "swe.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", page, re.DOTALL) if "gymenvs/SWE-v0" in b]
+    exec(compile(block, "docs/swe.md", "exec"), {"__name__": "documented_example"})
     assert "1.0 resolved" in capsys.readouterr().out
 
 
@@ -231,9 +232,10 @@ def test_cli_lists_tasks_grades_gold_patches_and_reaps(swe_images, tmp_path):
     predictions = tmp_path / "preds.jsonl"
     predictions.write_text("".join(json.dumps({"instance_id": i, "model_patch": TASKS[i].patch if n else ""}) + "\n"
                                    for n, i in enumerate(FIXTURE_IDS[:2])))
-    graded = cli("grade", "--predictions", str(predictions), "--output", str(tmp_path / "reports.json"), "--quiet")
+    graded = cli("grade", "--predictions", str(predictions), "--output", str(tmp_path / "reports.json"), "--quiet",
+                 "--log-dir", str(tmp_path / "logs"), "--report-dir", str(tmp_path))
     assert graded.returncode == 1, graded.stderr  # one of the two is not resolved
-    assert f"{FIXTURE_IDS[0]}\tunresolved" in graded.stdout and f"{FIXTURE_IDS[1]}\tresolved" in graded.stdout
+    assert f"{FIXTURE_IDS[0]}\tempty_patch" in graded.stdout and f"{FIXTURE_IDS[1]}\tresolved" in graded.stdout
     reports = json.loads((tmp_path / "reports.json").read_text())
-    assert [r["status"] for r in reports] == ["unresolved", "resolved"]
+    assert reports[0] is None and reports[1][FIXTURE_IDS[1]]["resolved"]  # an empty patch is not graded
     assert cli("reap").stdout.startswith("removed ")

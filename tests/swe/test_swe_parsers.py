@@ -1,5 +1,6 @@
-"""Log parsers on real logs (produced here by pytest, unittest and sympy's runner, or recorded from
-Django and sympy runs), diff filtering, output capping and shell quoting. No Docker needed."""
+"""Log parsers and verdicts on real logs (produced here by pytest and unittest, or recorded from
+Django's and sympy's runners by data/parity/record.py), diff filtering, output capping and shell
+quoting. No Docker needed."""
 
 from __future__ import annotations
 
@@ -13,44 +14,35 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gymenvs.swe.logparsers import parse_django, parse_pytest, parse_sympy
+from gymenvs.swe.report import MISSING, RESOLVED_FULL, RESOLVED_NO, RESOLVED_PARTIAL, Verdict, invalid_log_reason, lookup
 from gymenvs.swe.output import OutputCapture, decode_output
 from gymenvs.swe.patches import filter_diff, split_diff
 from gymenvs.swe.shell import ansi_c_quote
+from gymenvs.swe.specs import spec_for
+from gymenvs.swe.tasks import Task, task_from_row
 
-DATA = Path(__file__).parent / "data"
+PARITY = Path(__file__).parent / "data" / "parity"  # real logs, see data/parity/record.py
 
 PYTEST_SUITE = '''
 import pytest
 
 def test_passes():
     print("PASSED test_spoof.py::test_fails")  # printed output (shown under -rA) must not count
-    print("test_spoof.py::test_fails PASSED")
 
 def test_fails():
     assert 1 == 2
-
-@pytest.fixture
-def broken():
-    raise RuntimeError("fixture broke")
-
-def test_errors(broken):
-    pass
 
 @pytest.mark.skip(reason="not today")
 def test_skipped():
     pass
 
-@pytest.mark.xfail(reason="known bug")
-def test_xfails():
-    assert False
-
 @pytest.mark.xfail(reason="fixed already")
 def test_xpasses():
     pass
 
-@pytest.mark.parametrize("text", ["a - b", "c"])
+@pytest.mark.parametrize("text", ["x y", "x z"])
 def test_param(text):
-    assert text != "c"
+    assert text == "x y"
 '''
 
 
@@ -58,42 +50,54 @@ def run(args, cwd, **kwargs):
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120, **kwargs)
 
 
-def test_pytest_rA_log_from_a_real_run(tmp_path):
+def test_pytest_rA_keys_tests_as_the_harness_does(tmp_path):
     (tmp_path / "test_spoof.py").write_text(PYTEST_SUITE)
     result = run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "test_spoof.py"], tmp_path)
-    assert "short test summary info" in result.stdout
     assert parse_pytest(result.stdout) == {
         "test_spoof.py::test_passes": "PASSED",
-        "test_spoof.py::test_fails": "FAILED",
-        "test_spoof.py::test_errors": "ERROR",
-        "test_spoof.py::test_xfails": "XFAIL",
-        "test_spoof.py::test_xpasses": "XPASS",
-        "test_spoof.py::test_param[a - b]": "PASSED",
-        "test_spoof.py::test_param[c]": "FAILED",
-    }  # skipped tests appear as "SKIPPED [1] file:line: reason", without a node id
+        "test_spoof.py::test_fails": "FAILED",  # the summary comes after the printed line, and wins
+        "test_spoof.py::test_xpasses": "XPASS",  # the node id, without the reason after it
+        "test_spoof.py::test_param[x": "FAILED",  # cut at the space, as SWE-bench's lists hold it; last wins
+    }  # a skipped test appears as "SKIPPED [1] file:line: reason", without a node id
 
 
-def test_pytest_verbose_progress_lines_add_skipped_tests(tmp_path):
-    (tmp_path / "test_spoof.py").write_text(PYTEST_SUITE)
-    result = run([sys.executable, "-m", "pytest", "-v", "-rA", "-p", "no:cacheprovider", "test_spoof.py"], tmp_path)
-    statuses = parse_pytest(result.stdout)
-    assert statuses["test_spoof.py::test_skipped"] == "SKIPPED"
-    assert statuses["test_spoof.py::test_passes"] == "PASSED" and statuses["test_spoof.py::test_fails"] == "FAILED"
+def test_truncated_ids_match_by_prefix_when_their_tests_agree():
+    statuses = {"t.py::test_e[x y]": "PASSED", "t.py::test_e[x z]": "XFAIL", "t.py::test_f[a b]": "PASSED",
+                "t.py::test_f[a c]": "FAILED", "t.py::test_g[1]": "XPASS"}
+    assert lookup("t.py::test_e[x", statuses) == "PASSED"
+    assert lookup("t.py::test_f[a", statuses) == MISSING  # one passes, one fails: no verdict by prefix
+    assert lookup("t.py::test_e", statuses) == MISSING  # only ids cut inside their brackets
+    assert lookup("t.py::test_g[", statuses) == MISSING  # the harness never sees XPASS
 
 
-def test_django_log_recorded_from_runtests():
-    assert parse_django((DATA / "django_runtests.log").read_text()) == {
-        "test_assignment_from_choice_enum (model_fields.test_charfield.TestCharField)": "PASSED",
-        "test_emoji (model_fields.test_charfield.TestCharField)": "PASSED",
-        "test_lookup_integer_in_charfield (model_fields.test_charfield.TestCharField)": "FAILED",
-        # the docstring line carries the result, as SWE-bench names such tests
-        "CharField passes its max_length attribute to form fields created using": "PASSED",
-        "test_charfield_raises_error_on_empty_string (model_fields.test_charfield.ValidationTests)": "ERROR",
-        "test_choices_validation_supports_named_groups (model_fields.test_charfield.ValidationTests)": "SKIPPED",
-        "test_enum_choices_cleans_valid_string (model_fields.test_charfield.ValidationTests)": "XFAIL",
-        "test_unicode_repr (forms_tests.tests.test_forms.FormsTestCase)": "PASSED",  # "ok" after interleaved output
-        "test_widget_output (forms_tests.tests.test_forms.FormsTestCase)": "FAILED",
-    }
+def test_verdicts_xpass_skips_and_empty_lists():
+    statuses = {"a": "PASSED", "b": "SKIPPED", "c": "XPASS", "d": "XFAIL"}
+    assert Verdict.from_statuses(statuses, ["a", "d"], ["b"]).resolution() == RESOLVED_FULL  # a skipped P2P stays
+    assert Verdict.from_statuses(statuses, ["b"], []).resolution() == RESOLVED_NO  # a skipped F2P fails
+    assert Verdict.from_statuses(statuses, ["c"], []).resolution() == RESOLVED_NO  # XPASS is not a pass
+    assert Verdict.from_statuses(statuses, ["a", "c"], ["a"]).resolution() == RESOLVED_PARTIAL
+    assert Verdict.from_statuses(statuses, [], []).resolution() == RESOLVED_FULL  # as the harness scores it
+    misread = Verdict.from_statuses({"usage:": "ERROR:"}, ["usage:"], [])  # "ERROR: usage: ..." read as a test
+    assert misread.tests_status()["FAIL_TO_PASS"] == {"success": [], "failure": []}  # neither way, as the harness
+
+
+def test_a_test_command_that_could_not_run_is_an_error_not_a_verdict():
+    log = (PARITY / "pytest7_config_needs_plugin.log").read_text()  # exit 4: pytest.ini asks for xdist
+    assert parse_pytest(log) == {"usage:": "ERROR:"}  # the harness's reading of "ERROR: usage: ..."
+    assert "exit 4" in invalid_log_reason(parse_pytest(log), 4)
+    assert invalid_log_reason({}, 1) and invalid_log_reason({}, None)
+    assert invalid_log_reason({"t::a": "PASSED"}, 1)  # failing command, no failing test: forged or misread
+    assert invalid_log_reason({"t::a": "FAILED"}, 1) is None and invalid_log_reason({"t::a": "PASSED"}, 0) is None
+
+
+def test_django_log_from_runtests():
+    statuses = parse_django((PARITY / "django_runtests.log").read_text())
+    assert statuses["test_phone2numeric (utils_tests.test_text.TestUtilsText.test_phone2numeric)"] == "FAILED"
+    assert statuses["test_get_valid_filename (utils_tests.test_text.TestUtilsText.test_get_valid_filename)"] == "ERROR"
+    assert statuses["test_phone2numeric"] == "FAILED"  # the "FAIL: name (...)" header, keyed by its first word
+    # a test with a docstring is named by the docstring's first line, as SWE-bench's lists name it
+    assert statuses["select_on_save works correctly if the database doesn't return correct"] == "PASSED"
+    assert statuses["test_emptyqs_distinct (basic.tests.ModelTest.test_emptyqs_distinct)"] == "SKIPPED"
 
 
 def test_django_format_from_a_real_unittest_run(tmp_path):
@@ -115,47 +119,52 @@ def test_django_format_from_a_real_unittest_run(tmp_path):
                 sys.stderr.write("Internal Server Error: /x/\\n")
     '''))
     result = run([sys.executable, "-m", "unittest", "-v", "test_app"], tmp_path)
-    prefix = "test_app.Case."
-    statuses = {name.split(" (")[0]: status for name, status in parse_django(result.stderr).items()}
+    statuses = {name.split(" (")[0]: status for name, status in parse_django(result.stderr).items() if " (" in name}
     assert statuses == {"test_ok": "PASSED", "test_fail": "FAILED", "test_error": "ERROR", "test_skip": "SKIPPED",
                         "test_noisy": "PASSED"}
-    assert all(prefix.rstrip(".") in name for name in parse_django(result.stderr))
 
 
-def test_sympy_log_recorded_from_bin_test():
-    assert parse_sympy((DATA / "sympy_bin_test.log").read_text()) == {
-        "test_bug1": "PASSED", "test_Symbol": "PASSED", "test_arit0": "FAILED", "test_div": "ERROR",
-        "test_pow_im": "XFAIL", "test_Mod_is_integer": "SKIPPED",
-        "sympy/core/tests/test_arit.py:test_div": "FAILED", "sympy/core/tests/test_arit.py:test_arit0": "FAILED",
-    }
+def test_sympy_log_from_its_runner():
+    statuses = parse_sympy((PARITY / "sympy_test.log").read_text())
+    assert statuses["test_rotate"] == statuses["sympy/utilities/tests/test_iterables.py:test_rotate"] == "FAILED"
+    assert statuses["test_kbins"] == "ERROR" and statuses["test_flatten"] == "PASSED"
+    # expected failures ("f") and the last test of a file (its line ends in "[OK]") are not named, as in the harness
+    assert "test_evenness_in_ternary_integer_product_with_odd" not in statuses and "test_issue_22613" not in statuses
 
 
-def test_sympy_log_from_a_real_sympy_runner(tmp_path):
-    pytest.importorskip("sympy")
-    (tmp_path / "test_demo.py").write_text(textwrap.dedent('''
-        from sympy.testing.pytest import XFAIL, skip
+# -- test specs ------------------------------------------------------------------------------------
 
-        def test_ok():
-            assert 1 + 1 == 2
-        def test_fails():
-            assert 1 + 1 == 3
-        def test_errors():
-            raise RuntimeError("boom")
-        def test_skipped():
-            skip("not today")
-        @XFAIL
-        def test_expected_failure():
-            assert False
-    '''))
-    code = ("from sympy.testing.runtests import PyTestReporter, SymPyTests\n"
-            "tests = SymPyTests(PyTestReporter(verbose=True, colors=False, force_colors=False))\n"
-            "tests._root_dir = '.'\ntests._testfiles.append('test_demo.py')\ntests.test()\n")
-    result = run([sys.executable, "-c", code], tmp_path)
-    statuses = parse_sympy(result.stdout)
-    assert {k: v for k, v in statuses.items() if ":" not in k} == {
-        "test_ok": "PASSED", "test_fails": "FAILED", "test_errors": "ERROR", "test_skipped": "SKIPPED",
-        "test_expected_failure": "XFAIL",
-    }
+def a_task(repo: str, files=("tests/test_a.py",), **row) -> Task:
+    test_patch = "".join(f"diff --git a/{f} b/{f}\n--- a/{f}\n+++ b/{f}\n@@ -1 +1 @@\n-a\n+b\n" for f in files)
+    return task_from_row({"instance_id": f"{repo.replace('/', '__')}-1", "repo": repo, "base_commit": "abc",
+                          "test_patch": test_patch, "problem_statement": "p", "FAIL_TO_PASS": [], "PASS_TO_PASS": [], **row})
+
+
+def test_specs_for_django_sympy_and_other_repos():
+    django = spec_for(a_task("django/django", ("tests/model_fields/test_charfield.py", "tests/fixtures/data.json")))
+    assert django.command.endswith("runtests.py --verbosity 2 --settings=test_sqlite --parallel 1 model_fields.test_charfield")
+    assert django.parser == "django"
+    sympy = spec_for(a_task("sympy/sympy", ("sympy/core/tests/test_arit.py",)))
+    assert sympy.command.endswith("bin/test -C --verbose sympy/core/tests/test_arit.py") and sympy.parser == "sympy"
+    local = spec_for(a_task("me/local", ("tests/test_a.py", "tests/data.txt")))
+    assert (local.command, local.parser) == ("pytest -rA tests/test_a.py", "pytest")
+
+
+def test_the_swebench_package_picks_the_parser_of_its_repos():
+    astropy = spec_for(a_task("astropy/astropy"))  # the harness reads astropy's logs with its own parser
+    assert astropy.parser == "parse_log_pytest_v2"  # what its table names parse_log_astropy
+    assert astropy.parse("PASSED astropy/io/tests/test_a.py::test_x[log(photon cts)]") == {
+        "astropy/io/tests/test_a.py::test_x[log(photon cts)]": "PASSED"}
+    assert spec_for(a_task("pallets/flask")).parser == "pytest"  # the harness's parse_log_pytest is ours
+
+
+def test_a_row_overrides_the_command_and_the_parser():
+    eval_script = "#!/bin/bash\ncd /testbed\n: '>>>>> Start Test Output'\ntox -e py39 -- tests/test_a.py\n: '>>>>> End Test Output'\n"
+    assert spec_for(a_task("me/local", eval_script=eval_script)).command == "tox -e py39 -- tests/test_a.py"
+    spec = spec_for(a_task("me/local", test_cmd="make test", log_parser="django", eval_script=eval_script))
+    assert (spec.command, spec.parser) == ("make test", "django")
+    with pytest.raises(ValueError, match="log_parser 'nose'"):
+        spec_for(a_task("me/local", log_parser="nose"))
 
 
 # -- diffs -----------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 TRL builds one instance per rollout (pooled, reused across steps), calls `reset(**row)`, exposes
 every public function of the class as a tool, runs the model's tool calls one rollout after
-another, and reads `get_reward()`. The class built here gives each instance its own env, one
+another, and reads `get_reward()`. Observations with an image reach TRL as its multimodal content
+blocks, `[{"type": "image", "image": PIL.Image}, {"type": "text", "text": ...}]`. The class built here gives each instance its own env, one
 method per env tool with that tool's signature and docstring, and closes the env when the
 instance is collected or the interpreter exits (TRL never closes pooled instances).
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from gymenvs.core.images import has_image, text_view, to_pil_image
 from wrappers.trl.seeding import episode_seed
 
 _RESERVED_NAMES = frozenset({"reset", "get_reward"})
@@ -53,19 +55,22 @@ class GymnasiumEnvironment:
         """The gymnasium env this instance drives."""
         return self._env
 
-    def reset(self, **row: Any) -> str:
-        """Start an episode seeded from the dataset row and return the env's first observation."""
+    def reset(self, **row: Any) -> str | list[dict[str, Any]]:
+        """Start an episode seeded from the dataset row and return the env's first observation
+        (content blocks, image first, when the env shows images)."""
         observation, _ = self._env.reset(seed=episode_seed(row), options=_reset_options(row))
         self._episode_started = True
         self._done = False
         self._reward = 0.0
+        if has_image(observation):
+            return _image_blocks(observation)
         return _separator(row.get("prompt")) + _as_text(observation)
 
     def get_reward(self) -> float:
         """The env's total reward for the current episode."""
         return self._reward
 
-    def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
+    def _call_tool(self, name: str, arguments: dict[str, Any]) -> str | list[dict[str, Any]]:
         if not self._episode_started:
             raise RuntimeError(f"{self.env_id}: call reset() before calling tools")
         if self._done:
@@ -73,7 +78,10 @@ class GymnasiumEnvironment:
         observation, reward, terminated, truncated, _ = self._env.step({"name": name, "arguments": arguments})
         self._reward += float(reward)
         self._done = terminated or truncated
-        return _as_text(observation) + (EPISODE_OVER_NOTE if self._done else "")
+        note = EPISODE_OVER_NOTE if self._done else ""
+        if has_image(observation):
+            return _image_blocks(observation, note)
+        return _as_text(observation) + note
 
     def _close(self) -> None:
         self._finalizer()
@@ -171,6 +179,11 @@ def _separator(prompt: Any) -> str:
 
 def _as_text(observation: Any) -> str:
     return observation if isinstance(observation, str) else json.dumps(observation, default=str)
+
+
+def _image_blocks(observation: Mapping[str, Any], note: str = "") -> list[dict[str, Any]]:
+    """A text+image observation as TRL 1.16's multimodal content blocks: the image (a PIL image), then the text."""
+    return [{"type": "image", "image": to_pil_image(observation["image"])}, {"type": "text", "text": text_view(observation) + note}]
 
 
 def _close_quietly(env: gym.Env) -> None:

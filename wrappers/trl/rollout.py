@@ -9,12 +9,14 @@ a model without a trainer (`EnvRollout.run`, `evaluate`).
 from __future__ import annotations
 
 import functools
+import logging
 import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
+from gymenvs.core.images import has_image, text_view
 from wrappers.trl.seeding import episode_seed
 from wrappers.trl.transcript import ChatRenderer, Episode, first_message_with
 from wrappers.vector import ConcurrentVectorEnv
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from wrappers.trl.generation import Generator
 
 Prompt = list[dict[str, Any]] | str
+logger = logging.getLogger(__name__)
 
 
 def env_reward(
@@ -67,6 +70,7 @@ class EnvRollout:
         self._vector_env: ConcurrentVectorEnv | None = None
         self._finalizer: weakref.finalize | None = None
         self._trainer_generator: tuple[Any, Generator] | None = None
+        self._told_about_images = False
         if tokenizer is not None and max_completion_length is not None:
             self._check_budget(tokenizer, max_completion_length)
 
@@ -130,6 +134,7 @@ class EnvRollout:
     ) -> list[Episode]:
         vector_env = self._vector_env_for(len(prompts))
         observations, infos = vector_env.reset(seed=seeds)
+        observations = self._text_views(observations)
         episodes = [
             _start(prompt, observation, seed, _slot_info(infos, index), renderer)
             for index, (prompt, observation, seed) in enumerate(zip(prompts, observations, seeds))
@@ -143,6 +148,7 @@ class EnvRollout:
             if all(action is None for action in actions):
                 continue
             observations, rewards, terminated, truncated, infos = vector_env.step(actions)
+            observations = self._text_views(observations)
             for index, action in enumerate(actions):
                 if action is not None:
                     episodes[index].add_env_turn(
@@ -155,6 +161,17 @@ class EnvRollout:
                         max_length,
                     )
         return episodes
+
+    def _text_views(self, observations: Sequence[Any]) -> list[Any]:
+        """The text of each observation: the model here reads text only, so images are dropped (said once)."""
+        if not self._told_about_images and any(has_image(observation) for observation in observations):
+            logger.warning(
+                "%s returns images; make_rollout_func plays text-only models, so it feeds them each observation's "
+                "text view and drops the images (use environment_factory for a vision model)",
+                self.env_id,
+            )
+            self._told_about_images = True
+        return [text_view(observation) if has_image(observation) else observation for observation in observations]
 
     def _turn_budget(self, episode: Episode, max_length: int) -> int:
         remaining = max_length - len(episode.completion_ids)

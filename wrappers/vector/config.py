@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, Literal
+from typing import Annotated, Any
 
 import pydantic
 from gymnasium.vector import AutoresetMode
 from pydantic import Field, StrictBool, StrictInt
+
+from wrappers.vector.backend import Backend, backends
 
 #: Environment variable giving `max_workers` when the constructor leaves it at None.
 MAX_WORKERS_ENV_VAR = "GYMENVS_MAX_WORKERS"
@@ -18,31 +20,57 @@ _POSITIVE_INT_FROM_TEXT = pydantic.TypeAdapter(Annotated[int, Field(gt=0, strict
 
 
 class VectorConfig(pydantic.BaseModel):
-    """See `ConcurrentVectorEnv` for what each setting means."""
+    """The settings every backend shares; see `ConcurrentVectorEnv` for what each means."""
 
     model_config = pydantic.ConfigDict(strict=True, frozen=True, extra="forbid")
 
-    backend: Literal["thread", "process"] = "thread"
+    backend: str = "thread"
     max_workers: PositiveInt | None = None
     step_timeout_s: PositiveSeconds | None = None
     # Lax, so that gymnasium's value strings ("NextStep", "SameStep", "Disabled") are accepted too.
     autoreset_mode: Annotated[AutoresetMode, Field(strict=False)] = AutoresetMode.NEXT_STEP
     restart_on_error: StrictBool = True
-    start_method: Literal["forkserver", "spawn", "fork"] | None = None
-    pin_threads: StrictBool = True
+
+    @pydantic.field_validator("backend")
+    @classmethod
+    def _known_backend(cls, name: str) -> str:
+        if name not in backends():
+            raise ValueError(f"expected one of {sorted(backends())}")
+        return name
 
     def workers_for(self, num_envs: int) -> int:
-        """How many threads or processes to run: `max_workers`, else $GYMENVS_MAX_WORKERS, else one per slot."""
+        """How many threads, processes or actors to run: `max_workers`, else $GYMENVS_MAX_WORKERS, else one per slot."""
         chosen = self.max_workers if self.max_workers is not None else max_workers_from_environment()
         return min(chosen, num_envs) if chosen is not None else num_envs
 
+    @property
+    def backend_class(self) -> type[Backend]:
+        return backends()[self.backend]
 
-def make_config(**settings: object) -> VectorConfig:
-    """A `VectorConfig`; a bad value is a `ValueError` naming the setting, the value and what is allowed."""
+
+def make_config(**settings: Any) -> tuple[VectorConfig, pydantic.BaseModel]:
+    """The shared settings and the chosen backend's own; a bad or unknown setting is a `ValueError`
+    naming it, its value and what is allowed."""
+    shared = {name: settings.pop(name) for name in VectorConfig.model_fields if name in settings}
     try:
-        return VectorConfig(**settings)
+        config = VectorConfig(**shared)
     except pydantic.ValidationError as exc:
         raise ValueError(f"invalid ConcurrentVectorEnv setting: {describe(exc)}") from None
+    model = config.backend_class.Settings
+    try:
+        return config, model(**settings)
+    except pydantic.ValidationError as exc:
+        allowed = ", ".join(model.model_fields) or "none"
+        raise ValueError(
+            f"invalid ConcurrentVectorEnv setting for backend={config.backend!r}: {describe(exc)} "
+            f"(that backend's own settings: {allowed})"
+        ) from None
+
+
+def setting_names(backend: str) -> set[str]:
+    """Every keyword that configures a vector env with this backend (the shared ones and its own)."""
+    own = backends()[backend].Settings.model_fields if backend in backends() else {}
+    return set(VectorConfig.model_fields) | set(own)
 
 
 def max_workers_from_environment() -> int | None:
@@ -59,5 +87,8 @@ def describe(exc: pydantic.ValidationError) -> str:
     parts = []
     for error in exc.errors(include_url=False):
         name = ".".join(str(part) for part in error["loc"]) or "value"
-        parts.append(f"{name}={error['input']!r}: {error['msg']}")
+        if error["type"] == "extra_forbidden":
+            parts.append(f"{name}={error['input']!r}: not a setting of this backend")
+        else:
+            parts.append(f"{name}={error['input']!r}: {error['msg']}")
     return "; ".join(parts)

@@ -39,11 +39,13 @@ import sys
 import time
 import types
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import cloudpickle
+import pydantic
 
-from wrappers.vector.slot import EnvFactory, Slot, SlotError
+from wrappers.vector.hosts import SlotHosts
+from wrappers.vector.slot import EnvFactory, Request, Slot, SlotError, run_as_worker
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +57,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_START_METHOD = "forkserver"
 #: Imported once by the forkserver, so that each forked worker starts with them already loaded.
 FORKSERVER_PRELOAD = ["gymnasium", "numpy", "pydantic", "cloudpickle", "gymenvs", "wrappers.vector.processes"]
-
-Request = tuple[int, str, Any]  # (slot index, command, argument)
 
 _PENDING = object()
 
@@ -74,6 +74,7 @@ def serve(
     closing them lets those workers see the end of their pipe if the parent dies.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
+    run_as_worker()
     for other in inherited:
         other.close()
     if os.environ != environment:  # a forkserver child has the forkserver's environment, not ours
@@ -94,6 +95,7 @@ def serve(
                 results = [load_error] * len(requests)
             else:
                 results = [slots[index].run(command, argument) for index, command, argument in requests]
+                results = [result.portable() if type(result) is SlotError else result for result in results]
             _send_results(connection, request_id, results)
     except (EOFError, OSError):
         pass  # the parent is gone
@@ -205,7 +207,24 @@ class _Worker:
         return f"it exited with code {code}"
 
 
+class ProcessSettings(pydantic.BaseModel):
+    """The process backend's own settings (keywords of `ConcurrentVectorEnv`)."""
+
+    model_config = pydantic.ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    #: multiprocessing start method; None means `DEFAULT_START_METHOD`.
+    start_method: Literal["forkserver", "spawn", "fork"] | None = None
+
+
 class ProcessBackend:
+    Settings = ProcessSettings
+
+    @classmethod
+    def start(
+        cls, factories: Sequence[EnvFactory], *, max_workers: int, restart_on_error: bool, settings: ProcessSettings
+    ) -> ProcessBackend:
+        return cls(factories, max_workers=max_workers, restart_on_error=restart_on_error, start_method=settings.start_method)
+
     def __init__(
         self,
         factories: Sequence[EnvFactory],
@@ -218,17 +237,13 @@ class ProcessBackend:
         self.context = multiprocessing.get_context(start_method)
         if start_method == "forkserver":
             _start_forkserver()
-        count = min(max_workers, len(factories))
-        self._worker_of_slot = [index % count for index in range(len(factories))]
+        self._hosts = SlotHosts(len(factories), max_workers)
         self._workers = []
-        for number in range(count):
-            slots = list(range(number, len(factories), count))
+        for number, slots in enumerate(self._hosts.slots_of):
             payload = cloudpickle.dumps([(index, factories[index]) for index in slots])
             self._workers.append(_Worker(self, number, slots, payload, restart_on_error))
         self._selector = selectors.DefaultSelector()
         self._request_ids = itertools.count()
-        #: Slots whose worker was restarted while they sat idle: their episode is gone.
-        self._lost: dict[int, str] = {}
         try:
             for worker in self._workers:
                 worker.start()
@@ -245,15 +260,7 @@ class ProcessBackend:
     def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
         """Run the requests, one per slot at most; a result (or `SlotError`) for each, in order."""
         results: list[Any] = [_PENDING] * len(requests)
-        batches: dict[_Worker, list[int]] = {}
-        for position, (index, command, _) in enumerate(requests):
-            if index in self._lost:
-                if command in ("step", "step_same"):
-                    results[position] = SlotError(self._lost.pop(index), rebuilt=True)
-                    continue
-                if command == "reset":
-                    del self._lost[index]
-            batches.setdefault(self._workers[self._worker_of_slot[index]], []).append(position)
+        batches = {self._workers[host]: positions for host, positions in self._hosts.batches(requests, results).items()}
         request_id = next(self._request_ids)
         waiting: dict[_Worker, list[int]] = {}
         for worker, positions in batches.items():
@@ -319,10 +326,17 @@ class ProcessBackend:
     ) -> None:
         positions = waiting.pop(worker, [])
         try:
-            reply_id, replies = worker.connection.recv()
+            reply = worker.connection.recv_bytes()
         except (EOFError, OSError):
             reason = f"failed: its worker process died ({worker.how_it_ended()})"
             self._replace(worker, requests, positions, results, reason)
+            return
+        try:
+            reply_id, replies = pickle.loads(reply)
+        except Exception as exc:  # the worker is fine, but this reply is lost: its slots' episodes end
+            error = SlotError(f"the worker's reply could not be unpickled: {type(exc).__name__}: {exc}")
+            for position in positions:
+                results[position] = error
             return
         if reply_id != request_id:  # a late reply to an earlier request: dropped
             if positions:
@@ -335,13 +349,7 @@ class ProcessBackend:
         self, worker: _Worker, requests: Sequence[Request], positions: list[int], results: list[Any], reason: str
     ) -> None:
         """Restart a worker: its requests here fail (`reason` says how), and its other slots lose their episode."""
-        for position in positions:
-            message = f"{requests[position][1]} {reason}; the env was rebuilt from its factory"
-            results[position] = SlotError(message, rebuilt=True)
-        answered = {requests[position][0] for position in positions}
-        for index in worker.slots:
-            if index not in answered:
-                self._lost[index] = f"the episode was lost: its worker process was restarted (a request {reason})"
+        self._hosts.fail(worker.number, requests, positions, results, reason, "its worker process was restarted")
         self._selector.unregister(worker.connection)
         worker.kill()
         worker.start()

@@ -1,21 +1,46 @@
 """One slot of a vector env: an environment instance and the requests a worker runs on it.
 
-Both backends run the same `Slot` code, the thread backend in its pool threads and the process
-backend inside its worker processes, so a slot behaves the same whatever carries it. A request
-never raises: an exception comes back as a `SlotError` value, and the backend's caller decides
-what it means for the episode.
+Every backend runs the same `Slot` code (in pool threads, worker processes or Ray actors), so a
+slot behaves the same whatever carries it. A request never raises: an exception comes back as a
+`SlotError` value, and the vector env decides what it means for the episode.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
-from typing import Any, Callable
+import pickle
+import threading
+from typing import Any, Callable, NamedTuple
 
 import gymnasium as gym
 
 logger = logging.getLogger(__name__)
 
 EnvFactory = Callable[[], gym.Env]
+
+
+class Command(enum.Enum):
+    """What a request asks of a slot. Each member names the `Slot` method that carries it out."""
+
+    BUILD = "build"
+    RESET = "reset"
+    STEP = "step"
+    STEP_SAME = "step_same"  # step, and reset at once if the episode ended (same-step autoreset)
+    CALL = "call"
+    SET_ATTR = "set_attr"
+    STATE = "state"
+    CLOSE = "close"
+
+    @property
+    def ends_episode_on_error(self) -> bool:
+        return self in (Command.RESET, Command.STEP, Command.STEP_SAME)
+
+
+class Request(NamedTuple):
+    slot: int
+    command: Command
+    argument: Any = None
 
 
 class SlotError:
@@ -35,6 +60,19 @@ class SlotError:
 
     def __repr__(self) -> str:
         return f"SlotError({self.message!r})"
+
+    def portable(self) -> SlotError:
+        """This error, without its exception if that would not survive pickling and unpickling.
+
+        Workers send errors back pickled; an exception class whose constructor takes other
+        arguments than it stores pickles fine but fails to unpickle, on the caller's side."""
+        if self.exception is None:
+            return self
+        try:
+            pickle.loads(pickle.dumps(self.exception))
+        except Exception:
+            return SlotError(self.message, rebuilt=self.rebuilt)
+        return self
 
     def reraise(self, slot: int) -> None:
         """Raise the original exception (or a `RuntimeError`), noting which slot it came from."""
@@ -56,14 +94,16 @@ class Slot:
         self.restart_on_error = restart_on_error
         self.env: gym.Env | None = None
 
-    def run(self, command: str, argument: Any) -> Any:
+    def run(self, command: Command, argument: Any) -> Any:
         """Run one request; its result, or a `SlotError` saying why there is none."""
         try:
-            return getattr(self, command)(argument)
-        except (Exception, SystemExit) as exc:  # an env failure is reported, never raised into the worker loop
+            return _HANDLERS[command](self, argument)
+        except BaseException as exc:
+            if not raised_by_the_env(exc):
+                raise
             return self._failed(command, exc)
 
-    # -- requests (each takes one argument, so a request is a (command, argument) pair) ---------
+    # -- requests (each takes one argument) ---------------------------------------------
 
     def build(self, _: Any = None) -> tuple[gym.Space, gym.Space, dict[str, Any]]:
         """Build the env; its spaces and metadata, for the vector env to describe itself."""
@@ -114,10 +154,10 @@ class Slot:
             self.env = self.factory()
         return self.env
 
-    def _failed(self, command: str, exc: BaseException) -> SlotError:
-        logger.warning("slot %d: %s raised", self.index, command, exc_info=exc)
-        message = f"{type(exc).__name__} in {command}: {exc}"
-        rebuild = command in ("reset", "step", "step_same") and self.restart_on_error
+    def _failed(self, command: Command, exc: BaseException) -> SlotError:
+        logger.warning("slot %d: %s raised", self.index, command.value, exc_info=exc)
+        message = f"{type(exc).__name__} in {command.value}: {exc}"
+        rebuild = command.ends_episode_on_error and self.restart_on_error
         if rebuild:
             self.close_quietly()
             message += " (the env will be rebuilt from its factory)"
@@ -129,3 +169,30 @@ class Slot:
             self.close()
         except Exception:
             logger.debug("slot %d: close failed", self.index, exc_info=True)
+
+
+_HANDLERS: dict[Command, Callable[[Slot, Any], Any]] = {command: getattr(Slot, command.value) for command in Command}
+
+#: True in a worker process or Ray actor, where Ctrl-C is not the user's: every exception is the env's.
+_in_worker = False
+
+
+def run_as_worker() -> None:
+    """Say that this process only serves slots (a worker process or a Ray actor)."""
+    global _in_worker
+    _in_worker = True
+
+
+def raised_by_the_env(exc: BaseException) -> bool:
+    """Whether `exc` is the env's failure (reported as a `SlotError`) rather than the caller's own.
+
+    Every exception is the env's, including `SystemExit`, `asyncio.CancelledError`, and a
+    `KeyboardInterrupt` the env raised itself, except a `KeyboardInterrupt` on the main thread of
+    the user's process: that is Ctrl-C stopping the program, so it propagates.
+    `GeneratorExit` always propagates.
+    """
+    if isinstance(exc, GeneratorExit):
+        return False
+    if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+        return _in_worker
+    return True

@@ -19,7 +19,15 @@ still runs it closes the env when it returns, then exits) and replaced by a fres
 from the same factory on its next request, and a new thread replaces the busy one. A reply that
 arrives late lands in a batch nobody reads, so it can never reach a later step.
 
-A slot may run on any pool thread (and on the caller's), but never on two at once.
+A slot may run on any pool thread (and on the caller's), but never on two at once. For envs that
+must stay on one thread (a browser driver, an EGL context, sqlite), `dedicated_threads=True` gives
+each slot a thread of its own for its whole life instead: see `dedicated.py`.
+
+Why not `concurrent.futures.ThreadPoolExecutor`: a trivial step would then pay a hand-off to a
+pool thread and back for every slot; measured with examples/benchmarks/vector_throughput.py
+(64 slots, trivial JSON tool calls) it costs far more than the 10% we allow for it (see
+docs/vector.md). The dedicated-thread backend, which pays that hand-off anyway, uses
+`concurrent.futures` futures and `wait`.
 """
 
 from __future__ import annotations
@@ -32,7 +40,11 @@ import threading
 import time
 from typing import Any, Sequence
 
-from wrappers.vector.slot import EnvFactory, Slot, SlotError
+import pydantic
+from pydantic import StrictBool
+
+from wrappers.vector.dedicated import DedicatedThreadBackend
+from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +57,6 @@ HELP_AFTER_S = 100e-6
 WATCH_PAUSE_MAX_S = 0.02
 #: How long `close()` waits for a thread still running a request that was given up on.
 STUCK_GRACE_S = 2.0
-
-Request = tuple[int, str, Any]  # (slot index, command, argument)
 
 _PENDING = object()
 _STOP = object()
@@ -87,8 +97,30 @@ class _Batch:
             return True
 
 
+class ThreadSettings(pydantic.BaseModel):
+    """The thread backend's own settings (keywords of `ConcurrentVectorEnv`)."""
+
+    model_config = pydantic.ConfigDict(strict=True, frozen=True, extra="forbid")
+
+    #: Linux: run the pool threads on one CPU core (see `ConcurrentVectorEnv`).
+    pin_threads: StrictBool = False
+    #: One thread per slot, for its whole life (construction, every request, close); `max_workers`
+    #: does not apply then.
+    dedicated_threads: StrictBool = False
+
+
 class ThreadBackend:
-    def __init__(self, factories: Sequence[EnvFactory], *, max_workers: int, restart_on_error: bool, pin_threads: bool = True):
+    Settings = ThreadSettings
+
+    @classmethod
+    def start(
+        cls, factories: Sequence[EnvFactory], *, max_workers: int, restart_on_error: bool, settings: ThreadSettings
+    ) -> ThreadBackend | DedicatedThreadBackend:
+        if settings.dedicated_threads:
+            return DedicatedThreadBackend(factories, restart_on_error=restart_on_error)
+        return cls(factories, max_workers=max_workers, restart_on_error=restart_on_error, pin_threads=settings.pin_threads)
+
+    def __init__(self, factories: Sequence[EnvFactory], *, max_workers: int, restart_on_error: bool, pin_threads: bool = False):
         self._cpu = shared_core() if pin_threads else None
         self._slots = [Slot(i, factory, restart_on_error) for i, factory in enumerate(factories)]
         self._batch: _Batch | None = None
@@ -128,7 +160,7 @@ class ThreadBackend:
     def close(self, timeout: float) -> None:
         """Close every env (in the pool), stop the threads and wait up to `timeout` s for them."""
         deadline = time.monotonic() + timeout
-        for index, result in enumerate(self.run([(i, "close", None) for i in range(len(self._slots))], timeout)):
+        for index, result in enumerate(self.run([Request(i, Command.CLOSE) for i in range(len(self._slots))], timeout)):
             if isinstance(result, SlotError):
                 logger.warning("slot %d: close failed: %s", index, result.message)
         for _ in self._threads:
@@ -235,10 +267,10 @@ class ThreadBackend:
                 index, command, _ = batch.requests[position]
                 runner = threading.get_ident() if position == caller_position else batch.runners[position]
                 if runner is None:
-                    batch.results[position] = SlotError(f"{command} {reason} before it started: every thread was busy")
+                    batch.results[position] = SlotError(f"{command.value} {reason} before it started: every thread was busy")
                     continue
                 self._retire(index, runner)
-                message = f"{command} {reason}; the env will be rebuilt from its factory"
+                message = f"{command.value} {reason}; the env will be rebuilt from its factory"
                 batch.results[position] = SlotError(message, rebuilt=True)
 
     def _retire(self, index: int, runner: int) -> None:

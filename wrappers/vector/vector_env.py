@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,20 +15,19 @@ from gymnasium.vector.utils import batch_space
 
 from wrappers.vector.config import make_config
 from wrappers.vector.infos import batch_infos
-from wrappers.vector.processes import ProcessBackend
-from wrappers.vector.slot import SlotError
-from wrappers.vector.threads import ThreadBackend
+from wrappers.vector.slot import Command, Request, SlotError
 
 #: How long `close()` waits for envs to close and workers to stop before it kills or abandons them.
 CLOSE_TIMEOUT_S = 30.0
+#: How long each vector env still open at interpreter exit gets to close.
+EXIT_CLOSE_TIMEOUT_S = 0.5
 
-Request = tuple[int, str, Any]  # (slot index, command, argument), as the backends take them
 Seeds = int | Sequence[int | None] | None
 StepResult = tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
 
 class ConcurrentVectorEnv(VectorEnv):
-    """Runs `len(env_fns)` env instances ("slots") concurrently, in threads or in subprocesses.
+    """Runs `len(env_fns)` env instances ("slots") concurrently, in threads, subprocesses or Ray actors.
 
     Each slot is built by its own call of its factory, in the worker that runs it, and shares no
     state with the others. Observations come back as a tuple of str (or whatever the envs return),
@@ -37,11 +38,12 @@ class ConcurrentVectorEnv(VectorEnv):
             cloudpickle, so lambdas and closures work.
         backend: "thread" for envs that wait (containers, tools, network, sleeps): a step that
             blocks releases the GIL and the others run meanwhile. "process" for CPU-bound envs.
-        max_workers: pool threads, or worker processes (default: $GYMENVS_MAX_WORKERS, else one
-            per slot). Fewer threads than slots caps how many requests run at once (without a
-            deadline the caller's thread runs requests too). Fewer processes than slots makes
-            worker w host slots w, w + W, ... and run them one after another; a worker that
-            dies or hangs then takes all the slots it hosts with it.
+            "ray" for slots in Ray actors, on this machine or spread over a Ray cluster.
+        max_workers: pool threads, worker processes or Ray actors (default: $GYMENVS_MAX_WORKERS,
+            else one per slot). Fewer threads than slots caps how many requests run at once
+            (without a deadline the caller's thread runs requests too). Fewer processes or actors
+            than slots makes worker w host slots w, w + W, ... and run them one after another; a
+            worker that dies or hangs then takes all the slots it hosts with it.
         step_timeout_s: the longest any slot may take to answer a request (reset, step, call).
             A slot that does not answer in time is truncated with `info["error"]` and rebuilt; its
             late reply is dropped. None waits forever. Without a deadline the thread backend also
@@ -52,14 +54,21 @@ class ConcurrentVectorEnv(VectorEnv):
         restart_on_error: when a slot's env raises in `reset` or `step`, build a fresh env from its
             factory (else keep the env; its next reset reuses it). A worker that died or hung is
             always replaced, since its env is gone or still busy.
-        start_method: multiprocessing start method for the process backend: "forkserver" (the
-            default, with gymenvs preloaded), "spawn", or "fork" (fastest to start, but unsafe
-            once the parent runs threads).
-        pin_threads: thread backend, Linux: run the pool threads on one CPU core. Under the GIL only
-            one of them runs Python at a time anyway, and handing the GIL to a thread on the same
-            core is much cheaper than waking one on another core (10 ms steps at 64 slots on 2
-            cores: about 79% of the ideal throughput unpinned, 85% pinned). Turn it off for envs
-            that do heavy work outside the GIL (or use the process backend for those).
+        **backend_settings: the chosen backend's own settings (any other keyword is a
+            `ValueError` that lists them):
+
+            - thread: `pin_threads` (False; Linux: run the pool threads on one CPU core: under
+              the GIL only one of them runs Python at a time anyway, and handing the GIL to a
+              thread on the same core is cheaper than waking one on another core; measured on 2
+              cores only, see docs/vector.md), `dedicated_threads` (False; True gives each slot
+              one thread for its whole life, for envs that must be driven from the thread that
+              built them, such as a browser).
+            - process: `start_method`, "forkserver" (the default, with gymenvs preloaded),
+              "spawn", or "fork" (fastest to start, but unsafe once the parent runs threads).
+            - ray: `address` (the cluster to join, e.g. "auto"; default: a local Ray, or the one
+              this process already initialised), `num_cpus` (per actor, default 0), `resources`
+              (custom resources per actor, e.g. {"docker": 1}), `actor_options` (any other
+              option of Ray's `.options()`).
 
     Partial steps: an action of None leaves that slot untouched (its observation is returned
     unchanged, reward 0, not terminated or truncated, no info), so LLM episodes that end at
@@ -77,17 +86,15 @@ class ConcurrentVectorEnv(VectorEnv):
         step_timeout_s: float | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         restart_on_error: bool = True,
-        start_method: str | None = None,
-        pin_threads: bool = True,
+        **backend_settings: Any,
     ):
-        self.config = make_config(
+        self.config, self.backend_settings = make_config(
             backend=backend,
             max_workers=max_workers,
             step_timeout_s=step_timeout_s,
             autoreset_mode=autoreset_mode,
             restart_on_error=restart_on_error,
-            start_method=start_method,
-            pin_threads=pin_threads,
+            **backend_settings,
         )
         factories = list(env_fns)
         if not factories:
@@ -98,22 +105,20 @@ class ConcurrentVectorEnv(VectorEnv):
         self.num_envs = len(factories)
         self.autoreset_mode = self.config.autoreset_mode
         self._timeout = self.config.step_timeout_s
-        self._step_command = "step_same" if self.autoreset_mode == AutoresetMode.SAME_STEP else "step"
+        self._step_command = Command.STEP_SAME if self.autoreset_mode == AutoresetMode.SAME_STEP else Command.STEP
         self._observations: list[Any] = [""] * self.num_envs
         self._needs_reset = [True] * self.num_envs
         self._was_reset = False
         #: Slots whose last request was cut short by an exception in the caller (Ctrl-C), with why.
         self._interrupted: dict[int, str] = {}
 
-        workers = self.config.workers_for(self.num_envs)
-        if self.config.backend == "thread":
-            self._backend = ThreadBackend(
-                factories, max_workers=workers, restart_on_error=restart_on_error, pin_threads=self.config.pin_threads
-            )
-        else:
-            self._backend = ProcessBackend(
-                factories, max_workers=workers, restart_on_error=restart_on_error, start_method=self.config.start_method
-            )
+        self._backend = self.config.backend_class.start(
+            factories,
+            max_workers=self.config.workers_for(self.num_envs),
+            restart_on_error=self.config.restart_on_error,
+            settings=self.backend_settings,
+        )
+        _OPEN.add(self)
         try:
             observation_space, action_space, metadata = self._build_slots()
         except BaseException:
@@ -141,7 +146,7 @@ class ConcurrentVectorEnv(VectorEnv):
         slots = self._masked_slots(options.pop("reset_mask", None))
         seeds = self._slot_seeds(seed, group_size)
         env_options = options or None
-        requests = [(index, "reset", (seeds[index], env_options)) for index in slots]
+        requests = [Request(index, Command.RESET, (seeds[index], env_options)) for index in slots]
         for index in slots:
             self._interrupted.pop(index, None)
         infos = []
@@ -171,10 +176,10 @@ class ConcurrentVectorEnv(VectorEnv):
             if type(result) is SlotError:
                 failed.append((index, result))
                 continue
-            if command == "step":
+            if command is Command.STEP:
                 observations[index], rewards[index], terminated[index], truncated[index], info = result
                 needs_reset[index] = terminated[index] or truncated[index]
-            elif command == "reset":  # next-step autoreset
+            elif command is Command.RESET:  # next-step autoreset
                 observations[index], info = result
                 needs_reset[index] = False
             else:  # step_same: the step, and the reset that followed if the episode ended
@@ -195,7 +200,7 @@ class ConcurrentVectorEnv(VectorEnv):
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method `name` of every slot's env (or read attribute `name`); one result per slot."""
-        return self._ask_every_slot("call", (name, args, kwargs))
+        return self._ask_every_slot(Command.CALL, (name, args, kwargs))
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """Attribute `name` of every slot's env (as in gymnasium, a method is called)."""
@@ -208,12 +213,12 @@ class ConcurrentVectorEnv(VectorEnv):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
             raise ValueError(f"set_attr({name!r}): got {len(values)} values for {self.num_envs} slots")
-        requests = [(index, "set_attr", (name, value)) for index, value in enumerate(values)]
+        requests = [Request(index, Command.SET_ATTR, (name, value)) for index, value in enumerate(values)]
         self._raise_failures(self._run(requests))
 
     def state(self) -> tuple[dict[str, Any], ...]:
         """Every slot's `env.unwrapped.state()`, a JSON-serializable snapshot of its episode."""
-        return self._ask_every_slot("state", None)
+        return self._ask_every_slot(Command.STATE, None)
 
     def render(self) -> tuple[Any, ...]:
         return self.call("render")
@@ -239,7 +244,7 @@ class ConcurrentVectorEnv(VectorEnv):
     # -- internals -----------------------------------------------------------------------
 
     def _build_slots(self) -> tuple[gym.Space, gym.Space, dict[str, Any]]:
-        results = self._backend.run([(index, "build", None) for index in range(self.num_envs)], None)
+        results = self._backend.run([Request(index, Command.BUILD) for index in range(self.num_envs)], None)
         self._raise_failures(results)
         return results[0]
 
@@ -267,11 +272,11 @@ class ConcurrentVectorEnv(VectorEnv):
             if index in self._interrupted:
                 failed.append((index, SlotError(self._interrupted[index], rebuilt=True)))
             elif self._needs_reset[index]:
-                requests.append((index, "reset", (None, None)))
+                requests.append(Request(index, Command.RESET, (None, None)))
             else:
-                requests.append((index, self._step_command, action))
+                requests.append(Request(index, self._step_command, action))
         if self.autoreset_mode == AutoresetMode.DISABLED:
-            ended = [index for index, command, _ in requests if command == "reset"]
+            ended = [index for index, command, _ in requests if command is Command.RESET]
             if ended:
                 raise ResetNeeded(
                     f"slots {ended} have ended their episodes and autoreset is disabled: reset them with "
@@ -293,7 +298,7 @@ class ConcurrentVectorEnv(VectorEnv):
 
     def _reset_failed_slots(self, failed: list[tuple[int, SlotError]]) -> list[tuple[int, dict]]:
         """Same-step autoreset of failed slots: the error becomes the final observation."""
-        requests = [(index, "reset", (None, None)) for index, _ in failed]
+        requests = [Request(index, Command.RESET, (None, None)) for index, _ in failed]
         infos = []
         for (index, error), result in zip(failed, self._run(requests)):
             info = {"error": error.message, "final_obs": error.message, "final_info": {"error": error.message}}
@@ -306,9 +311,9 @@ class ConcurrentVectorEnv(VectorEnv):
             infos.append((index, info))
         return infos
 
-    def _ask_every_slot(self, command: str, argument: Any) -> tuple[Any, ...]:
+    def _ask_every_slot(self, command: Command, argument: Any) -> tuple[Any, ...]:
         self._check_open()
-        results = self._run([(index, command, argument) for index in range(self.num_envs)])
+        results = self._run([Request(index, command, argument) for index in range(self.num_envs)])
         self._raise_failures(results)
         return tuple(results)
 
@@ -358,3 +363,18 @@ class ConcurrentVectorEnv(VectorEnv):
 
 def _is_seed(value: Any) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0
+
+
+#: Vector envs not closed yet. At interpreter exit their pool threads are about to be frozen, so
+#: `close()` from a finaliser would wait for them in vain: they are closed (briefly) before that.
+_OPEN: weakref.WeakSet[ConcurrentVectorEnv] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_vector_envs() -> None:
+    for envs in list(_OPEN):
+        try:
+            if not envs.closed:
+                envs.close(timeout=EXIT_CLOSE_TIMEOUT_S)
+        except Exception:
+            pass

@@ -1,0 +1,138 @@
+"""The Ray backend's own behaviour: actors killed from outside, per-slot resources, and SWE slots
+played by `make_rollout_func` on Ray. (Everything the backends share runs on Ray in
+test_vector.py, test_vector_failures.py and test_vector_stress.py.)"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import threading
+import time
+
+import pytest
+from vector_testing import FaultyEcho, local_ray
+
+from wrappers import ConcurrentVectorEnv
+
+ray = pytest.importorskip("ray", reason="the Ray backend needs the ray extra (pip install 'gymenvs[ray]')")
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    with local_ray():
+        yield
+
+
+def ray_vector(num_envs: int = 3, **settings) -> ConcurrentVectorEnv:
+    return ConcurrentVectorEnv([functools.partial(FaultyEcho, max_turns=100)] * num_envs, backend="ray", **settings)
+
+
+def kill_with_ray(actor, pid: int) -> None:
+    ray.kill(actor)
+
+
+def kill_with_sigkill(actor, pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("kill", [kill_with_ray, kill_with_sigkill], ids=["ray.kill", "SIGKILL"])
+def test_an_actor_killed_mid_step_truncates_its_slot_and_is_restarted(ray_session, kill):
+    with ray_vector() as envs:
+        envs.reset(seed=0)
+        before = envs.call("whoami")
+        actor = envs._backend.actor_handles()[1]
+        killer = threading.Timer(1.0, kill, (actor, before[1]["pid"]))  # while slot 1 sleeps in its step
+        killer.start()
+        started = time.monotonic()
+        observations, _, terminated, truncated, infos = envs.step(["a", "sleep 20", "b"])
+        killer.join()
+        assert time.monotonic() - started < 15  # noticed at once, not when the sleep would end
+        assert observations[0] == "a" and observations[2] == "b"
+        assert truncated.tolist() == [False, True, False] and not terminated.any()
+        assert "actor died" in infos["error"][1] and infos["_error"].tolist() == [False, True, False]
+
+        observations, *_ = envs.step(["c", "d", "e"])  # slot 1 is reset on a fresh actor, the others go on
+        after = envs.call("whoami")
+        assert observations[0] == "c" and observations[1] == "ready" and observations[2] == "e"
+        assert after[1]["pid"] != before[1]["pid"] and after[1]["instance_id"] != before[1]["instance_id"]
+        assert [after[i]["instance_id"] for i in (0, 2)] == [before[i]["instance_id"] for i in (0, 2)]
+        assert envs.step(["f", "g", "h"])[0] == ("f", "g", "h")
+
+
+def available(resource: str) -> float:
+    return ray.available_resources().get(resource, 0.0)
+
+
+def wait_for(condition, timeout: float = 20.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def test_each_slot_reserves_its_resources_and_gives_them_back_on_close(ray_session):
+    total = ray.cluster_resources()["docker"]
+    with ray_vector(num_envs=2, resources={"docker": 1}) as envs:
+        envs.reset(seed=0)
+        assert wait_for(lambda: available("docker") == total - 2)
+    assert wait_for(lambda: available("docker") == total)
+
+
+def test_slots_that_need_more_than_the_cluster_has_are_a_clear_ray_setting():
+    with pytest.raises(ValueError, match="num_cpus=-1"):
+        ray_vector(num_cpus=-1)
+    with pytest.raises(ValueError, match="start_method=.*not a setting of this backend.*address, num_cpus"):
+        ray_vector(start_method="fork")
+
+
+@pytest.mark.slow
+@pytest.mark.docker
+def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_session):
+    pytest.importorskip("docker")
+    pytest.importorskip("transformers")
+    from gymenvs.swe.images import BASE_IMAGE, build_base_image, build_fixture_images
+    from gymenvs.swe.sandbox import LABEL_PID, SandboxError, docker_client
+    from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
+    from wrappers.trl.offline_model import tiny_model
+
+    try:
+        client = docker_client()
+    except SandboxError as exc:
+        pytest.skip(f"no Docker engine can run here: {exc}")
+    build_base_image(client, tag=BASE_IMAGE, progress=False)
+    build_fixture_images(client, base=BASE_IMAGE, progress=False)
+    model, tokenizer = tiny_model(seed=0)
+    generator = TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=1.0))
+    rollout = make_rollout_func(
+        "gymenvs/SWE-v0", env_kwargs={"max_turns": 2, "command_timeout": 10.0}, backend="ray", max_tokens_per_turn=8
+    )
+
+    def containers() -> list:
+        pids = [str(ray.get(handle.pid.remote())) for handle in rollout._vector_env._backend.actor_handles()]
+        return [c for pid in pids for c in client.containers.list(all=True, filters={"label": f"{LABEL_PID}={pid}"})]
+
+    try:
+        episodes = rollout.run([[{"role": "user", "content": "Fix it."}]] * 4, generator, tokenizer, max_completion_length=32)
+        assert len(episodes) == 4 and all(episode.turns >= 1 for episode in episodes)
+        assert len(containers()) == 4  # one sandbox per slot, in four actor processes
+        actor_pids = [ray.get(handle.pid.remote()) for handle in rollout._vector_env._backend.actor_handles()]
+        assert len(set(actor_pids)) == 4 and os.getpid() not in actor_pids
+    finally:
+        rollout.close()
+    leftovers = [c for pid in actor_pids for c in client.containers.list(all=True, filters={"label": f"{LABEL_PID}={pid}"})]
+    assert leftovers == []
+
+
+def test_an_actor_hosting_several_slots_steps_them_concurrently(ray_session):
+    with ray_vector(num_envs=4, max_workers=2) as envs:
+        envs.reset(seed=0)
+        assert len({who["pid"] for who in envs.call("whoami")}) == 2
+        started = time.monotonic()
+        observations, *_ = envs.step(["sleep 1"] * 4)
+        assert observations == ("slept 1",) * 4
+        assert time.monotonic() - started < 1.9  # two slots per actor, not one after another
