@@ -50,6 +50,11 @@ ENVS: tuple[EnvEntry, ...] = (
         "gymenvs.swe.env:SWEEnv",
         "Fix a repository's issue in a Docker container; graded host-side by its FAIL_TO_PASS / PASS_TO_PASS tests.",
     ),
+    EnvEntry(
+        "gymenvs/SWEAgent-v0",
+        "gymenvs.swe.agents.env:SWEAgentEnv",
+        "An agent program runs in the task container; its LLM calls are the env's steps (or go to an upstream).",
+    ),
 )
 
 

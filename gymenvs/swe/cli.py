@@ -1,4 +1,4 @@
-"""`gymenvs swe ...`: build images offline, list tasks, grade patches, reap orphaned containers."""
+"""`gymenvs swe ...`: build images offline, install agents, list tasks, grade patches, reap orphaned containers."""
 
 from __future__ import annotations
 
@@ -37,6 +37,14 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     grade.add_argument("--output", type=Path, help="also write every instance's full report to this JSON file")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=_grade)
+
+    install = commands.add_parser("install-agent", help="install an agent offline into derived images of task images")
+    install.add_argument("agent", help="the agent to install, e.g. mini-swe-agent")
+    install.add_argument("images", nargs="*", metavar="IMAGE", help="task images (default: every task image of --dataset)")
+    _add_dataset_options(install)
+    install.add_argument("--force", action="store_true", help="rebuild derived images that exist")
+    install.add_argument("--quiet", action="store_true", help="no progress bar")
+    install.set_defaults(run=_install_agent)
 
     reap = commands.add_parser("reap", help="remove SWE containers whose owning process is gone")
     reap.set_defaults(run=_reap)
@@ -135,9 +143,25 @@ def _grade(args: argparse.Namespace) -> int:
     return 0 if summary["resolved_instances"] == len(predictions) else 1
 
 
+def _install_agent(args: argparse.Namespace) -> int:
+    from gymenvs.swe.agents.install import install_agent
+    from gymenvs.swe.agents.specs import agent_spec, derived_image
+    from gymenvs.swe.images import image_for
+    from gymenvs.swe.sandbox import docker_client
+    from gymenvs.swe.tasks import load_tasks
+
+    spec = agent_spec(args.agent)
+    images = args.images or [image_for(task, args.image_template) for task in load_tasks(args.dataset, split=args.split)]
+    built = install_agent(docker_client(), spec, images, force=args.force, progress=not args.quiet)
+    for image in dict.fromkeys(images):
+        print(f"{derived_image(image, spec)}: {'built' if derived_image(image, spec) in built else 'already present'}")
+    return 0
+
+
 def _reap(args: argparse.Namespace) -> int:
+    from gymenvs.swe.agents.channel import reap_channel_directories
     from gymenvs.swe.sandbox import docker_client, reap_orphans
 
-    reaped = reap_orphans(docker_client())
+    reaped = reap_orphans(docker_client()) + reap_channel_directories()
     print(f"removed {len(reaped)} orphaned container(s)" + (f": {', '.join(reaped)}" if reaped else ""))
     return 0

@@ -161,7 +161,8 @@ class Sandbox:
     """One running container from `image`, labelled with its owner and removed when no longer needed."""
 
     def __init__(self, client: Any, image: str, *, role: str, episode_id: str, limits: Limits = Limits(),
-                 workdir: str = "/testbed"):
+                 workdir: str = "/testbed", read_only_binds: dict[str, str] | None = None):
+        """`read_only_binds` maps host directories to where the container sees them, read-only."""
         import docker
 
         self.client = client
@@ -181,6 +182,7 @@ class Sandbox:
                 memswap_limit=limits.mem_limit,
                 nano_cpus=int(limits.cpus * 1e9),
                 pids_limit=limits.pids_limit,
+                volumes={host: {"bind": inside, "mode": "ro"} for host, inside in (read_only_binds or {}).items()},
             )
         except docker.errors.ImageNotFound:
             raise SandboxError(f"image {image!r} is not present locally") from None

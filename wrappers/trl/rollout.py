@@ -136,7 +136,7 @@ class EnvRollout:
         observations, infos = vector_env.reset(seed=seeds)
         observations = self._text_views(observations)
         episodes = [
-            _start(prompt, observation, seed, _slot_info(infos, index), renderer)
+            self._start_episode(prompt, observation, seed, _slot_info(infos, index), renderer)
             for index, (prompt, observation, seed) in enumerate(zip(prompts, observations, seeds))
         ]
         while live := [index for index, episode in enumerate(episodes) if not episode.finished]:
@@ -161,6 +161,12 @@ class EnvRollout:
                         max_length,
                     )
         return episodes
+
+    def _start_episode(
+        self, prompt: Prompt, observation: str, seed: int, info: Mapping[str, Any], renderer: ChatRenderer
+    ) -> Episode:
+        """The episode a reset slot begins (agent rollouts build theirs from the agent's request)."""
+        return _start(prompt, observation, seed, info, renderer)
 
     def _text_views(self, observations: Sequence[Any]) -> list[Any]:
         """The text of each observation: the model here reads text only, so images are dropped (said once)."""
@@ -227,7 +233,9 @@ def make_rollout_func(env_id: str, **options: Any) -> EnvRollout:
         backend, max_workers, step_timeout_s: the `ConcurrentVectorEnv` the episodes run in. An env
             that crashes or outlives `step_timeout_s` ends its own episode (reward 0, error recorded).
     """
-    return EnvRollout(env_id, **options)
+    from wrappers.trl.agent_rollout import AgentRollout, is_agent_env
+
+    return (AgentRollout if is_agent_env(env_id) else EnvRollout)(env_id, **options)
 
 
 def evaluate(

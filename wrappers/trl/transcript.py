@@ -43,20 +43,25 @@ class ChatRenderer:
         """The tokens after the model's end-of-turn token that carry the env's reply and open the next
         assistant turn. A reply to a tool call is a tool result; a reply to plain text is a user message."""
         tool_name = called_tool(model_text)
+        reply = {"role": "user", "content": text} if tool_name is None else {"role": "tool", "name": tool_name, "content": text}
+        return self.continuation_ids([reply], model_text)
+
+    def continuation_ids(self, messages: list[dict[str, Any]], model_text: str) -> list[int]:
+        """The tokens after the model's end-of-turn token that carry `messages` (what followed the model's
+        turn `model_text`) and open the next assistant turn."""
+        tool_name = called_tool(model_text)
         if tool_name is None:
             previous = {"role": "assistant", "content": "x"}
-            reply = {"role": "user", "content": text}
         else:
             previous = {
                 "role": "assistant",
                 "content": "",
                 "tool_calls": [{"type": "function", "function": {"name": tool_name, "arguments": {}}}],
             }
-            reply = {"role": "tool", "name": tool_name, "content": text}
         head = [{"role": "user", "content": "x"}, previous]
         # Tool schemas only change the system block, which the slicing below drops: leave them out.
         prefix = self._render(head, add_generation_prompt=False, tools=None)
-        full = self._render([*head, reply], add_generation_prompt=True, tools=None)
+        full = self._render([*head, *messages], add_generation_prompt=True, tools=None)
         if self.end_of_turn_id in prefix:  # keep what a template writes after the end-of-turn token (a newline)
             prefix = prefix[: len(prefix) - prefix[::-1].index(self.end_of_turn_id)]
         if full[: len(prefix)] != prefix:

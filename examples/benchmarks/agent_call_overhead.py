@@ -1,0 +1,108 @@
+"""The round trip an intercepted LLM call adds, measured from the env's side: the policy's reply is
+handed over, the agent receives it and sends its next request, the env has it.
+
+    python examples/benchmarks/agent_call_overhead.py [--calls 2000]
+
+1. gymenvs/SWEAgent-v0: the agent ("pinger", it only calls) runs in the task container, with no
+   network; its calls cross the in-container forwarder and the episode's unix socket.
+2. OpenEnv's design: an aiohttp interception server on TCP loopback, the same agent on the host,
+   replies handed over from a driver thread (as a trainer would).
+
+Needs a Docker engine, the fixture images and aiohttp (`pip install 'gymenvs[bench]'`). Prints
+median and p99 in ms and the load average; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import queue
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+PINGER = Path(__file__).parent / "agents" / "pinger.py"
+PONG = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}]}
+
+
+def summary(name: str, seconds: list[float]) -> str:
+    ms = sorted(s * 1000 for s in seconds)
+    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+    return f"{name:<58} median {statistics.median(ms):6.3f} ms   p99 {p99:6.3f} ms   ({len(ms)} calls)"
+
+
+def gymenvs_in_container(calls: int) -> list[float]:
+    from gymenvs.swe.agents.env import SWEAgentEnv
+    from gymenvs.swe.agents.specs import AgentSpec
+
+    pinger = AgentSpec("pinger", command="exec python3 /run/gymenvs/pinger.py", files=(str(PINGER),),
+                       environment={"GYMENVS_PINGS": str(calls + 1)})
+    env = SWEAgentEnv(agent=pinger, max_turns=calls + 10)
+    try:
+        env.reset(seed=0)
+        times = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            env.step("pong")
+            times.append(time.perf_counter() - started)
+    finally:
+        env.close()
+    return times
+
+
+def aiohttp_on_loopback(calls: int) -> list[float]:
+    from aiohttp import web
+
+    requests: queue.Queue = queue.Queue()
+    loop = asyncio.new_event_loop()
+
+    async def chat(request: web.Request) -> web.Response:
+        reply = loop.create_future()
+        requests.put((await request.json(), reply))
+        return web.json_response(await reply)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    runner = web.AppRunner(app, access_log=None)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    agent = subprocess.Popen([sys.executable, str(PINGER)], env={**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
+                                                                 "GYMENVS_PINGS": str(calls + 1)})
+    try:
+        _, reply = requests.get(timeout=30)
+        times = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            loop.call_soon_threadsafe(reply.set_result, PONG)
+            _, reply = requests.get(timeout=30)
+            times.append(time.perf_counter() - started)
+        loop.call_soon_threadsafe(reply.set_result, PONG)
+        agent.wait(30)
+    finally:
+        agent.kill()
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=2000)
+    args = parser.parse_args()
+    print(summary("gymenvs SWEAgent-v0 (container, forwarder, unix socket)", gymenvs_in_container(args.calls)))
+    print(summary("aiohttp interception server on TCP loopback (host)", aiohttp_on_loopback(args.calls)))
+    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+"""The host end of one episode's LLM channel: an OpenAI-compatible HTTP endpoint on a unix socket.
+
+Each episode gets its own directory (bind-mounted read-only into its container) holding the socket,
+and its own token: a request without `Authorization: Bearer <token>` is refused. The agent's
+container has no network, so this socket is the only host service it can reach, and it reaches
+only its own episode.
+
+The agent may have one call in flight. Everything the episode loop needs arrives as an event on
+`LLMChannel.events`: `AgentRequest` (a call waiting for its reply), `ChannelError` (a malformed,
+unauthorised, concurrent or abandoned request: the episode ends) and `AgentExited` (posted by the
+env's watcher of the agent process).
+"""
+
+from __future__ import annotations
+
+import hmac
+import http.server
+import json
+import os
+import queue
+import shutil
+import socketserver
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gymenvs.swe.sandbox import owner_alive, process_start_time
+
+SOCKET_NAME = "llm.sock"
+_DIR_PREFIX = "gymenvs-agent-"
+_CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
+_MODEL_PATHS = frozenset({"/v1/models", "/models"})
+
+
+@dataclass
+class Call:
+    """One chat-completions request the agent is waiting on; `answer` releases it."""
+
+    body: dict[str, Any]
+    received_at: float = field(default_factory=time.monotonic)
+    _reply: tuple[int, dict[str, Any]] | None = None
+    _answered: threading.Event = field(default_factory=threading.Event)
+
+    def answer(self, status: int, payload: dict[str, Any]) -> None:
+        if not self._answered.is_set():
+            self._reply = (status, payload)
+            self._answered.set()
+
+    def wait(self) -> tuple[int, dict[str, Any]]:
+        self._answered.wait()
+        return self._reply
+
+
+@dataclass
+class AgentRequest:
+    call: Call
+
+
+@dataclass
+class ChannelError:
+    message: str
+
+
+@dataclass
+class AgentExited:
+    exit_code: int | None
+    log_tail: str
+
+
+class LLMChannel:
+    """An episode's endpoint. `close()` releases any waiting call, joins every thread and removes the socket."""
+
+    def __init__(self, *, model_name: str, max_request_bytes: int = 16 << 20, max_connections: int = 8,
+                 read_timeout: float = 30.0):
+        self.token = uuid.uuid4().hex + uuid.uuid4().hex
+        self.model_name = model_name
+        self.max_request_bytes = max_request_bytes
+        self.max_connections = max_connections
+        self.read_timeout = read_timeout
+        self.events: queue.Queue = queue.Queue()
+        self.directory = Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-{process_start_time(os.getpid())}-"))
+        self.directory.chmod(0o755)
+        self.socket_path = self.directory / SOCKET_NAME
+        self._lock = threading.Lock()
+        self._pending: Call | None = None
+        self._closed = False
+        self._server = _Server(str(self.socket_path), self)
+        self.socket_path.chmod(0o666)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.1,), name="gymenvs-llm-channel", daemon=True)
+        self._thread.start()
+
+    def next_event(self, timeout: float) -> AgentRequest | ChannelError | AgentExited | None:
+        try:
+            return self.events.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return None
+
+    def post(self, event: Any) -> None:
+        self.events.put(event)
+
+    def close(self) -> None:
+        """Safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.answer(503, _error("the episode has ended"))
+        self._server.shutdown()
+        self._server.close_connections()
+        self._server.server_close()  # joins the connection threads
+        self._thread.join()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    # -- called by the connection threads -------------------------------------------------------
+
+    def begin_call(self, body: dict[str, Any]) -> Call | str:
+        """The new call, or why it cannot be taken."""
+        with self._lock:
+            if self._closed:
+                return "the episode has ended"
+            if self._pending is not None:
+                return "a second request arrived while the first still waits for its reply (one call at a time)"
+            self._pending = call = Call(body)
+        self.post(AgentRequest(call))
+        return call
+
+    def end_call(self, call: Call) -> None:
+        with self._lock:
+            if self._pending is call:
+                self._pending = None
+
+    def fail(self, message: str) -> None:
+        if not self._closed:
+            self.post(ChannelError(message))
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = False
+    block_on_close = True
+
+    def __init__(self, path: str, channel: LLMChannel):
+        self.channel = channel
+        self._connections: set = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(path, _Handler)
+
+    def verify_request(self, request, client_address) -> bool:
+        with self._connections_lock:
+            if len(self._connections) >= self.channel.max_connections:
+                self.channel.fail(f"the agent opened more than {self.channel.max_connections} connections at once")
+                return False
+            self._connections.add(request)
+        return True
+
+    def shutdown_request(self, request) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request, client_address) -> None:
+        """A connection thread failed (the agent hung up mid-reply, say): that ends the episode, quietly."""
+        import sys
+
+        self.channel.fail(f"the channel failed while serving a request: {sys.exc_info()[1]!r}")
+
+    def close_connections(self) -> None:
+        import socket
+
+        with self._connections_lock:
+            for connection in self._connections:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "gymenvs-agent-channel/1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:  # the env keeps its own records
+        pass
+
+    def address_string(self) -> str:
+        return "agent"
+
+    def do_GET(self) -> None:
+        if not self._authorized():
+            return
+        if self.path.split("?")[0].rstrip("/") in _MODEL_PATHS:
+            model = {"id": self.server.channel.model_name, "object": "model", "created": 0, "owned_by": "gymenvs"}
+            self._send(200, {"object": "list", "data": [model]})
+        else:
+            self._send(404, _error(f"no route GET {self.path}"))
+
+    def do_POST(self) -> None:
+        channel = self.server.channel
+        if not self._authorized():
+            return
+        if self.path.split("?")[0].rstrip("/") not in _CHAT_PATHS:
+            self._send(404, _error(f"no route POST {self.path}; the endpoint is /v1/chat/completions"))
+            return
+        body = self._read_request()
+        if body is None:
+            return
+        call = channel.begin_call(body)
+        if isinstance(call, str):
+            self._send(429, _error(call))
+            channel.fail(call)
+            return
+        status, payload = call.wait()
+        channel.end_call(call)
+        try:
+            if status == 200 and body.get("stream"):
+                self._send_stream(payload)
+            else:
+                self._send(status, payload)
+        except OSError:
+            channel.fail("the agent closed its connection before its reply was delivered")
+
+    def _authorized(self) -> bool:
+        expected = f"Bearer {self.server.channel.token}"
+        if hmac.compare_digest(self.headers.get("Authorization", "").encode(), expected.encode()):
+            return True
+        self._send(401, _error("missing or wrong API key: use the key this episode gave the agent"))
+        self.server.channel.fail("the agent sent a request without the episode's API key")
+        return False
+
+    def _read_request(self) -> dict[str, Any] | None:
+        channel = self.server.channel
+        problem = None
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            problem = (411, "a request body with a Content-Length is required")
+        elif int(length) > channel.max_request_bytes:
+            problem = (413, f"the request has {length} bytes, more than the {channel.max_request_bytes} allowed")
+        if problem is None:
+            self.connection.settimeout(channel.read_timeout)
+            try:
+                raw = self.rfile.read(int(length))
+            except OSError:
+                raw = b""
+            finally:
+                self.connection.settimeout(None)
+            if len(raw) < int(length):
+                problem = (408, f"the request body did not arrive within {channel.read_timeout:g} s")
+            else:
+                problem, body = _parse_chat_body(raw)
+        if problem is not None:
+            status, message = problem
+            self.close_connection = True
+            self._send(status, _error(message))
+            channel.fail(f"malformed request: {message}")
+            return None
+        return body
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        self._write(status, json.dumps(payload).encode(), "application/json")
+
+    def _send_stream(self, completion: dict[str, Any]) -> None:
+        events = b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in stream_chunks(completion))
+        self._write(200, events + b"data: [DONE]\n\n", "text/event-stream")
+
+    def _write(self, status: int, data: bytes, content_type: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+def _parse_chat_body(raw: bytes) -> tuple[tuple[int, str] | None, dict[str, Any] | None]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return (400, f"the body is not JSON ({exc})"), None
+    if not isinstance(body, dict):
+        return (400, "the body must be a JSON object"), None
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) and "role" in m for m in messages):
+        return (400, '"messages" must be a non-empty list of objects with a "role"'), None
+    return None, body
+
+
+def stream_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
+    """A chat completion as the two chunks of a streamed answer (its content and tool calls, then the finish)."""
+    choice = completion["choices"][0]
+    message = choice["message"]
+    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
+    base = {key: completion[key] for key in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    return [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice.get("finish_reason")}],
+         **({"usage": completion["usage"]} if "usage" in completion else {})},
+    ]
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "gymenvs_channel_error"}}
+
+
+def reap_channel_directories() -> list[str]:
+    """Remove the channel directories (and sockets) of gymenvs processes that are gone; return their paths."""
+    reaped = []
+    for path in Path(tempfile.gettempdir()).glob(f"{_DIR_PREFIX}*"):
+        parts = path.name[len(_DIR_PREFIX):].split("-")
+        if len(parts) < 3 or not parts[0].isdigit():
+            continue
+        if not owner_alive(int(parts[0]), parts[1] if parts[1] != "None" else ""):
+            shutil.rmtree(path, ignore_errors=True)
+            reaped.append(str(path))
+    return reaped

@@ -1,0 +1,116 @@
+"""Install a third-party agent into derived images, offline: `gymenvs swe install-agent`.
+
+The wheels are downloaded on the host with pip (for the task image's Python version), and a
+derived image is built FROM the task image with no network: a virtual environment at
+/opt/gymenvs-agents/<agent> gets the agent from those wheels. The derived image's name is the
+task image's with "-<agent>-<version>" added to its tag (`specs.derived_image`), so the task image
+itself is never changed.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from gymenvs.swe.agents.specs import AgentSpec, derived_image
+from gymenvs.swe.images import ImageBuildError, image_exists
+from gymenvs.swe.sandbox import Limits, Sandbox
+
+#: Platform tags of the wheels fetched for the container (glibc Linux, x86_64).
+_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
+              "manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux1_x86_64")
+_DOCKERFILE = """FROM {image} AS install
+COPY *.whl /tmp/gymenvs-wheels/
+RUN {python} -m venv --without-pip {venv} \\
+ && {venv}/bin/python /tmp/gymenvs-wheels/{pip_wheel}/pip install --quiet --no-index --no-cache-dir \\
+      --disable-pip-version-check --find-links /tmp/gymenvs-wheels {requirement}
+FROM {image}
+COPY --from=install {venv} {venv}
+LABEL gymenvs.agent="{name}"
+"""
+
+
+def default_cache() -> Path:
+    return Path.home() / ".cache" / "gymenvs" / "wheelhouses"
+
+
+def install_agent(client: Any, spec: AgentSpec, images: Iterable[str], *, cache: Path | None = None,
+                  force: bool = False, progress: bool = True) -> list[str]:
+    """Build `spec`'s derived image of every image in `images` (skipping those that exist); return the built names."""
+    from tqdm import tqdm
+
+    if not spec.requirements:
+        raise ValueError(f"agent {spec.name!r} runs on the task image as it is: there is nothing to install")
+    todo = [image for image in dict.fromkeys(images) if force or not image_exists(client, derived_image(image, spec))]
+    built = []
+    with tqdm(total=len(todo) * 3, desc=f"installing {spec.name}", unit="step", disable=not progress) as bar:
+        for image in todo:
+            bar.set_postfix_str(image)
+            python, version = container_python(client, image)
+            bar.update()
+            wheelhouse = download_wheels(spec.requirements, version, cache or default_cache())
+            bar.update()
+            build_derived_image(client, spec, image, python=python, wheelhouse=wheelhouse)
+            bar.update()
+            built.append(derived_image(image, spec))
+    return built
+
+
+def container_python(client: Any, image: str) -> tuple[str, str]:
+    """The path and "major.minor" version of the image's python3 (on its default PATH)."""
+    probe = "import sys; print(sys.executable); print('%d.%d' % sys.version_info[:2])"
+    sandbox = Sandbox(client, image, role="install", episode_id=f"install-{uuid.uuid4().hex[:8]}", limits=Limits())
+    try:
+        result = sandbox.run(f"python3 -c {shlex.quote(probe)}", timeout=60)
+    finally:
+        sandbox.remove()
+    lines = result.output.text().split()
+    if result.exit_code != 0 or len(lines) < 2:
+        raise ImageBuildError(f"{image} has no working python3 on its PATH: {result.output.text()[-500:]}")
+    python, version = lines[-2], lines[-1]
+    if tuple(map(int, version.split("."))) < (3, 10):
+        raise ImageBuildError(f"{image}'s python3 is {version}; the agent needs Python 3.10 or later")
+    return python, version
+
+
+def download_wheels(requirements: tuple[str, ...], python_version: str, cache: Path) -> Path:
+    """A directory of wheels for `requirements` and pip, for CPython `python_version` on Linux (cached)."""
+    name = re.sub(r"[^A-Za-z0-9.]+", "-", "-".join(requirements))
+    wheelhouse = cache / f"{name}-cp{python_version.replace('.', '')}"
+    done = wheelhouse / ".complete"
+    if done.exists():
+        return wheelhouse
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", *requirements, "pip",
+               "--dest", str(wheelhouse), "--only-binary=:all:", "--implementation", "cp",
+               "--python-version", python_version, *(arg for tag in _PLATFORMS for arg in ("--platform", tag))]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ImageBuildError(f"pip could not download {' '.join(requirements)} for Python {python_version}:\n{result.stderr[-2000:]}")
+    done.touch()
+    return wheelhouse
+
+
+def build_derived_image(client: Any, spec: AgentSpec, image: str, *, python: str, wheelhouse: Path) -> str:
+    """Build `spec`'s derived image of `image` from the wheels in `wheelhouse`, with no network."""
+    pip_wheel = sorted(wheelhouse.glob("pip-*.whl"))[-1].name
+    dockerfile = f".Dockerfile.{uuid.uuid4().hex[:8]}"
+    (wheelhouse / dockerfile).write_text(_DOCKERFILE.format(image=image, python=python, venv=spec.venv, pip_wheel=pip_wheel,
+                                                            requirement=shlex.join(spec.requirements), name=spec.name))
+    tag = derived_image(image, spec)
+    log = []
+    try:
+        for chunk in client.api.build(path=str(wheelhouse), dockerfile=dockerfile, tag=tag, network_mode="none",
+                                      rm=True, forcerm=True, decode=True):
+            if "error" in chunk:
+                raise ImageBuildError(f"building {tag} failed: {chunk['error']}\n{''.join(log[-20:])}")
+            log.append(chunk.get("stream", ""))
+    finally:
+        (wheelhouse / dockerfile).unlink(missing_ok=True)
+    return tag

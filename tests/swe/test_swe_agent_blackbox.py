@@ -1,0 +1,60 @@
+"""Black-box mode: the agent's calls go to an OpenAI-compatible upstream (the real tiny model behind a local
+HTTP server); the env records each request / response pair."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .conftest import FIXTURE_IDS
+
+os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+pytest.importorskip("transformers", reason="the upstream needs the trl extra: pip install -e '.[trl]'")
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    from wrappers.trl.offline_model import tiny_model
+
+    from .chat_upstream import TinyChatServer
+
+    model, tokenizer = tiny_model(seed=0)
+    server = TinyChatServer(model, tokenizer)
+    yield server
+    server.close()
+
+
+def test_black_box_episode_records_what_the_upstream_answered(swe_images, upstream):
+    import gymnasium as gym
+
+    import gymenvs  # noqa: F401
+
+    env = gym.make("gymenvs/SWEAgent-v0", mode="black-box", upstream_url=upstream.base_url, upstream_model="tiny-qwen2",
+                   max_turns=3, call_timeout=60.0)
+    try:
+        observation, info = env.reset(options={"instance_id": FIXTURE_IDS[0]})
+        assert info["request"]["model"] == "gymenvs-policy"
+        done, steps = False, 0
+        while not done:
+            observation, reward, terminated, truncated, info = env.step(None)  # the action is ignored
+            done, steps = terminated or truncated, steps + 1
+    finally:
+        env.close()
+    assert steps == 3 and truncated and "step limit" in info["error"]
+    trajectory = info["trajectory"]
+    assert len(trajectory) == 3 and len(upstream.exchanges) == 3
+    for record, (sent, answered) in zip(trajectory, upstream.exchanges):
+        assert record["response"] == answered and record["status"] == 200
+        assert sent["model"] == "tiny-qwen2" and sent["messages"] == record["request"]["messages"]
+    # the agent received the upstream's text: it comes back in its next request
+    replied = upstream.exchanges[0][1]["choices"][0]["message"]["content"]
+    assert upstream.exchanges[1][0]["messages"][2] == {"role": "assistant", "content": replied}
+
+
+def test_black_box_mode_needs_an_upstream():
+    from gymenvs.swe.agents.env import SWEAgentEnv
+
+    with pytest.raises(ValueError, match="black-box mode needs an upstream_url"):
+        SWEAgentEnv(mode="black-box")

@@ -1,0 +1,126 @@
+"""The host end of an agent's LLM channel, over a real unix socket (no container needed)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from gymenvs.swe.agents.channel import AgentRequest, ChannelError, LLMChannel, reap_channel_directories
+from gymenvs.swe.agents.messages import chat_completion
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float = 10):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self._path)
+
+
+def post(channel: LLMChannel, body, token: str | None = None, path: str = "/v1/chat/completions"):
+    connection = UnixHTTPConnection(str(channel.socket_path))
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    connection.request("POST", path, data, {"Authorization": f"Bearer {token or channel.token}", "Content-Type": "application/json"})
+    response = connection.getresponse()
+    payload = response.read()
+    connection.close()
+    return response.status, payload
+
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.fixture
+def channel():
+    channel = LLMChannel(model_name="m", read_timeout=1.0)
+    yield channel
+    channel.close()
+
+
+def answer_next(channel: LLMChannel, content: str) -> dict:
+    event = channel.next_event(10)
+    assert isinstance(event, AgentRequest)
+    event.call.answer(200, chat_completion(model="m", content=content))
+    return event.call.body
+
+
+def test_a_request_waits_for_its_reply(channel):
+    threading.Thread(target=answer_next, args=(channel, "hello"), daemon=True).start()
+    status, payload = post(channel, CHAT)
+    assert status == 200
+    assert json.loads(payload)["choices"][0]["message"]["content"] == "hello"
+
+
+def test_a_streamed_request_gets_server_sent_events(channel):
+    threading.Thread(target=answer_next, args=(channel, "streamed"), daemon=True).start()
+    status, payload = post(channel, {**CHAT, "stream": True})
+    events = [line.removeprefix(b"data: ") for line in payload.split(b"\n\n") if line]
+    assert status == 200 and events[-1] == b"[DONE]"
+    assert json.loads(events[0])["choices"][0]["delta"]["content"] == "streamed"
+
+
+@pytest.mark.parametrize(("body", "token", "expected_status", "words"), [
+    (CHAT, "wrong-token", 401, "API key"),
+    (b"{not json", None, 400, "not JSON"),
+    ({"model": "m"}, None, 400, "messages"),
+])
+def test_a_bad_request_is_refused_and_ends_the_episode(channel, body, token, expected_status, words):
+    status, payload = post(channel, body, token=token)
+    assert status == expected_status
+    event = channel.next_event(5)
+    assert isinstance(event, ChannelError) and words in event.message
+
+
+def test_a_second_request_while_one_waits_ends_the_episode(channel):
+    first = threading.Thread(target=post, args=(channel, CHAT), daemon=True)
+    first.start()
+    assert isinstance(channel.next_event(5), AgentRequest)
+    status, _ = post(channel, CHAT)
+    assert status == 429
+    event = channel.next_event(5)
+    assert isinstance(event, ChannelError) and "one call at a time" in event.message
+    channel.close()  # releases the first request
+    first.join(5)
+    assert not first.is_alive()
+
+
+def test_a_body_that_never_arrives_ends_the_episode(channel):
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.connect(str(channel.socket_path))
+    raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + channel.token.encode()
+                + b"\r\nContent-Length: 100\r\n\r\n{")
+    event = channel.next_event(10)
+    assert isinstance(event, ChannelError) and "did not arrive" in event.message
+    raw.close()
+
+
+def test_close_releases_a_waiting_agent_and_leaves_nothing(channel):
+    before = threading.active_count()
+    result = {}
+    waiter = threading.Thread(target=lambda: result.update(status=post(channel, CHAT)[0]))
+    waiter.start()
+    assert isinstance(channel.next_event(5), AgentRequest)
+    channel.close()
+    waiter.join(5)
+    assert result["status"] == 503
+    assert not channel.directory.exists()
+    assert threading.active_count() <= before
+
+
+def test_the_reaper_removes_channel_directories_of_dead_processes():
+    script = ("import os, sys; from gymenvs.swe.agents.channel import LLMChannel; c = LLMChannel(model_name='m'); "
+              "print(c.directory, flush=True); os._exit(0)")  # exits without closing: the directory stays
+    directory = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()
+    assert os.path.isdir(directory)
+    assert directory in reap_channel_directories()
+    assert not os.path.exists(directory)

@@ -1,0 +1,206 @@
+"""gymenvs/SWEAgent-v0 with the reference agent in real containers, driven by a scripted policy."""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from .agent_support import TASKS, agent_threads, apply_patch, bash, own_containers
+from .conftest import FIXTURE_IDS
+
+pytestmark = pytest.mark.docker
+SUBMIT = {"name": "submit", "arguments": {}}
+
+
+@pytest.fixture
+def make_agent_env(swe_images):
+    import gymnasium as gym
+
+    import gymenvs  # noqa: F401
+
+    envs = []
+
+    def make(**kwargs):
+        kwargs.setdefault("call_timeout", 60.0)
+        env = gym.make("gymenvs/SWEAgent-v0", **kwargs)
+        envs.append(env)
+        return env
+
+    yield make
+    for env in envs:
+        env.close()
+
+
+def start(make_agent_env, instance_id: str, **kwargs):
+    env = make_agent_env(**kwargs)
+    observation, info = env.reset(options={"instance_id": instance_id})
+    return env, observation, info
+
+
+def test_gymnasium_env_checker_passes(make_agent_env):
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(make_agent_env(max_turns=3).unwrapped, skip_render_check=True)
+
+
+@pytest.mark.parametrize("instance_id", FIXTURE_IDS)
+def test_gold_patch_applied_through_the_reference_agent_grades_one(make_agent_env, instance_id):
+    task = TASKS[instance_id]
+    env, observation, info = start(make_agent_env, instance_id)
+    # The agent's own system prompt and the task reach the policy as the first request.
+    assert observation.startswith("[system]\nYou are an autonomous software engineer")
+    assert task.problem_statement.split("\n")[0] in observation
+    assert [tool["function"]["name"] for tool in info["tools"]] == ["bash", "submit"]
+    assert info["request"]["messages"][0]["role"] == "system"
+
+    observation, reward, terminated, truncated, info = env.step(bash("pwd; echo marker-$((6 * 7))"))
+    assert observation.startswith("[tool]\n/testbed\nmarker-42\n[exit code: 0]")  # ran in the container
+    assert not (terminated or truncated) and not info["history_rewritten"]
+
+    observation, reward, terminated, truncated, info = env.step(apply_patch(task.patch))
+    assert "[exit code: 0]" in observation
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert terminated and not truncated and info["exit_code"] == 0, info.get("error")
+    assert reward == 1.0 and info["report"]["status"] == "resolved"
+    assert "reference agent: submitted" in info["agent_log"]
+    assert len(info["trajectory"]) == 3
+
+
+def test_text_replies_and_json_tool_calls_reach_the_agent(make_agent_env):
+    env, _, _ = start(make_agent_env, FIXTURE_IDS[0])
+    observation, *_ = env.step("I will look around first.")  # no tool call: the agent says so
+    assert "No tool call found" in observation
+    observation, *_ = env.step('<tool_call>\n{"name": "bash", "arguments": {"command": "echo tagged"}}\n</tool_call>')
+    assert "tagged\n[exit code: 0]" in observation
+    observation, *_ = env.step("```bash\necho fenced\n```")
+    assert "fenced\n[exit code: 0]" in observation
+
+
+def test_the_agent_cannot_read_the_grading_data(make_agent_env):
+    task = TASKS[FIXTURE_IDS[0]]
+    env, _, _ = start(make_agent_env, task.instance_id)
+    secrets = [*task.fail_to_pass, *(line[1:].strip() for line in task.test_patch.splitlines() if line.startswith("+") and len(line) > 20),
+               *(line[1:].strip() for line in task.patch.splitlines() if line.startswith("+ ") and len(line) > 20)]
+    assert len(secrets) > 4
+    # base64 on the command line, so that the search command itself does not hold the secrets
+    encoded = base64.b64encode("\n".join(sorted(set(secrets))).encode()).decode()
+    search = (f"echo {encoded} | base64 -d > /tmp/patterns; "
+              "grep -rFl -f /tmp/patterns / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null | grep -v '^/tmp/patterns$'; "
+              "cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -F -f /tmp/patterns; echo searched")
+    observation, *_ = env.step(bash(search))
+    assert observation.startswith("[tool]\nsearched\n"), observation
+
+
+def test_killing_its_forwarder_ends_only_that_episode(make_agent_env):
+    killer, _, _ = start(make_agent_env, FIXTURE_IDS[0])
+    other, _, _ = start(make_agent_env, FIXTURE_IDS[1])
+    observation, reward, terminated, truncated, info = killer.step(bash("kill -9 $GYMENVS_FORWARDER_PID; echo killed"))
+    assert truncated and "exited with code 3" in info["error"] and "cannot reach the model endpoint" in info["agent_log"]
+    observation, reward, terminated, truncated, info = other.step(apply_patch(TASKS[FIXTURE_IDS[1]].patch))
+    assert not (terminated or truncated)
+    *_, info = other.step(SUBMIT)
+    assert info["report"]["status"] == "resolved"
+
+
+MALFORMED = {
+    "a body that is not JSON": ("b'{oops'", "not JSON"),
+    "a wrong key": ("json.dumps({'messages': [{'role': 'user', 'content': 'x'}]}).encode()", "API key"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_a_malformed_request_from_inside_ends_the_episode_with_a_clear_error(make_agent_env, case):
+    body, words = MALFORMED[case]
+    key = "'wrong'" if "key" in case else "os.environ['OPENAI_API_KEY']"
+    script = (f"import json, os, urllib.request as u; r = u.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions', "
+              f"data={body}, headers={{'Authorization': 'Bearer ' + {key}}}); u.urlopen(r)")
+    env, _, _ = start(make_agent_env, FIXTURE_IDS[0])
+    observation, reward, terminated, truncated, info = env.step(bash(f'python3 -c "{script}"'))
+    assert truncated and not terminated and words in info["error"], info.get("error")
+    assert info["report"]["status"] == "unresolved"  # the work so far is still graded
+
+
+def test_limits_end_the_episode_truncated_with_an_error(make_agent_env):
+    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], max_turns=2)
+    env.step(bash("true"))
+    *_, terminated, truncated, info = env.step(bash("true"))
+    assert truncated and not terminated and "step limit (2 replies)" in info["error"]
+
+    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], call_timeout=2.0)
+    started = time.monotonic()
+    *_, truncated, info = env.step(bash("sleep 30"))
+    assert truncated and "no request within the call limit (2 s)" in info["error"]
+    assert time.monotonic() - started < 25
+
+    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], episode_timeout=8.0)
+    *_, truncated, info = env.step(bash("sleep 30"))
+    assert truncated and "wall-clock limit (8 s)" in info["error"]
+
+
+def test_nothing_is_left_after_close_or_a_failed_reset(make_agent_env, docker_client):
+    from gymenvs.swe.agents.specs import AgentSpec
+
+    env, _, _ = start(make_agent_env, FIXTURE_IDS[0])
+    directory = env.unwrapped._channel.directory
+    assert own_containers(docker_client) and directory.exists() and agent_threads()
+    env.close()
+    assert not own_containers(docker_client) and not directory.exists() and not agent_threads()
+
+    broken = make_agent_env(agent=AgentSpec("broken", command="echo starting; exit 7"))
+    with pytest.raises(RuntimeError, match="(?s)made no LLM request.*exited with code 7.*starting"):
+        broken.reset()
+    assert not own_containers(docker_client) and not agent_threads()
+    assert not [p for p in Path(tempfile.gettempdir()).glob("gymenvs-agent-*") if str(p).split("-")[2] == str(__import__("os").getpid())]
+
+
+def test_a_sigkilled_process_leaves_nothing_the_next_env_does_not_reap(swe_images, docker_client):
+    import gymnasium as gym
+
+    script = ("import gymnasium as gym, gymenvs, json, os, signal\n"
+              "env = gym.make('gymenvs/SWEAgent-v0'); env.reset(seed=0)\n"
+              "print(json.dumps([env.unwrapped._sandbox.name, str(env.unwrapped._channel.directory)]), flush=True)\n"
+              "os.kill(os.getpid(), signal.SIGKILL)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    container, directory = json.loads(result.stdout)
+    assert docker_client.containers.list(all=True, filters={"name": container}) and Path(directory).exists()
+    env = gym.make("gymenvs/SWEAgent-v0")
+    try:
+        assert container in env.unwrapped.reaped and directory in env.unwrapped.reaped
+        assert not docker_client.containers.list(all=True, filters={"name": container}) and not Path(directory).exists()
+    finally:
+        env.close()
+
+
+@pytest.mark.slow
+def test_sixteen_agents_in_a_vector_env_without_cross_talk(swe_images, docker_client):
+    import gymnasium as gym
+
+    import gymenvs  # noqa: F401
+
+    envs = gym.make_vec("gymenvs/SWEAgent-v0", num_envs=16, backend="thread", call_timeout=120.0)
+    try:
+        observations, infos = envs.reset(seed=list(range(16)))
+        assert all(o.startswith("[system]") for o in observations)
+        for round_ in range(2):
+            actions = [bash(f"echo slot-{i}-round-{round_}") for i in range(16)]
+            observations, rewards, terminated, truncated, infos = envs.step(actions)
+            assert not terminated.any() and not truncated.any()
+            for i, observation in enumerate(observations):
+                assert observation.startswith(f"[tool]\nslot-{i}-round-{round_}\n[exit code: 0]"), (i, observation)
+    finally:
+        envs.close()
+    assert not own_containers(docker_client) and not agent_threads()
+
+
+def test_the_documented_quick_start_runs(swe_images, capsys):
+    docs = Path(__file__).resolve().parents[2] / "docs" / "swe-agents.md"
+    block = docs.read_text().split("```python\n")[1].split("```")[0]
+    exec(compile(block, str(docs), "exec"), {"__name__": "documented_example"})
+    assert capsys.readouterr().out.endswith("1.0 resolved\n")

@@ -1,0 +1,119 @@
+"""Training through agent episodes: make_rollout_func on gymenvs/SWEAgent-v0, with the real tiny model."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
+torch = pytest.importorskip("torch", reason="training needs the trl extra: pip install -e '.[trl]'")
+pytest.importorskip("trl", reason="training needs the trl extra: pip install -e '.[trl]'")
+
+from tests.trl_bridge.bridge_support import teacher_forced_logprobs  # noqa: E402
+
+from .conftest import FIXTURE_IDS  # noqa: E402
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+FORGETFUL_AGENT = Path(__file__).parent / "agents" / "forgetful_agent.py"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from wrappers.trl.offline_model import tiny_model
+
+    return tiny_model(seed=0)
+
+
+class RecordingGenerator:
+    """The real transformers generator, keeping every completion it sampled."""
+
+    def __init__(self, model, tokenizer, temperature=1.0):
+        from wrappers.trl import Sampling, TransformersGenerator
+
+        self.inner = TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=temperature))
+        self.sampled: list[list[int]] = []
+
+    def generate(self, prompts, max_tokens):
+        completions = self.inner.generate(prompts, max_tokens)
+        self.sampled.extend(completion.token_ids for completion in completions)
+        return completions
+
+
+def test_reference_agent_episode_tokens_logprobs_and_env_mask(swe_images, tiny):
+    from wrappers.trl import make_rollout_func
+    from wrappers.trl.agent_rollout import AgentRollout
+
+    model, tokenizer = tiny
+    generator = RecordingGenerator(model, tokenizer, temperature=0.8)
+    rollout = make_rollout_func("gymenvs/SWEAgent-v0", env_kwargs={"max_turns": 4, "instance_ids": [FIXTURE_IDS[0]]},
+                                max_tokens_per_turn=12)
+    assert isinstance(rollout, AgentRollout)
+    try:
+        (episode,) = rollout.run([""], generator, tokenizer, seeds=[0], max_completion_length=600)
+    finally:
+        rollout.close()
+    assert episode.turns == 4 and episode.end_reason == "truncated" and episode.history_rewrites == 0
+    assert rollout.metrics["requests"] == 4  # every request was a generation request
+    # The prompt is the agent's own first request, rendered with its tools.
+    prompt = tokenizer.decode(episode.prompt_ids)
+    assert "You are an autonomous software engineer" in prompt and '"name": "submit"' in prompt
+    # Logprobs: the sampling policy's, equal to a teacher-forced forward pass over the whole episode.
+    mask = torch.tensor(episode.env_mask, dtype=torch.bool)
+    forward = teacher_forced_logprobs(model, episode.prompt_ids, episode.completion_ids, temperature=0.8)
+    sampled = torch.tensor(episode.logprobs)
+    assert torch.allclose(sampled[mask], forward[mask], atol=1e-4, rtol=0)
+    assert (sampled[~mask] == 0).all()
+    # env_mask is 1 exactly on the sampled tokens; the agent's messages and the template's are 0.
+    model_tokens = [t for t, m in zip(episode.completion_ids, episode.env_mask) if m]
+    assert model_tokens == [t for completion in generator.sampled for t in completion]
+    env_text = tokenizer.decode([t for t, m in zip(episode.completion_ids, episode.env_mask) if not m])
+    assert env_text.count("No tool call found") == 3 and env_text.count("<|im_start|>assistant") == 3
+
+
+def test_a_rewritten_history_starts_a_new_sequence_and_is_counted(swe_images, tiny):
+    from gymenvs.swe.agents.specs import AgentSpec
+    from wrappers.trl import make_rollout_func
+    from wrappers.trl.agent_rollout import request_prompt_ids
+    from wrappers.trl.transcript import ChatRenderer
+
+    model, tokenizer = tiny
+    forgetful = AgentSpec("forgetful", command="exec python3 /run/gymenvs/forgetful_agent.py", files=(str(FORGETFUL_AGENT),))
+    rollout = make_rollout_func("gymenvs/SWEAgent-v0", env_kwargs={"agent": forgetful, "instance_ids": [FIXTURE_IDS[0]]},
+                                max_tokens_per_turn=8)
+    try:
+        (episode,) = rollout.run([""], RecordingGenerator(model, tokenizer), tokenizer, seeds=[0], max_completion_length=400)
+    finally:
+        rollout.close()
+    assert episode.end_reason == "terminated" and episode.turns == 4
+    assert episode.history_rewrites == 1 and rollout.metrics["history_rewrites"] == 1 and len(episode.sequences) == 1
+    rewritten = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Summary so far: two replies. Say more."}]
+    assert episode.prompt_ids == request_prompt_ids(ChatRenderer(tokenizer, None), {"messages": rewritten})
+    first = episode.sequences[0]
+    assert sum(first["env_mask"]) > 0 and "More." in tokenizer.decode(first["completion_ids"])
+
+
+def test_a_grpo_step_on_cpu_through_the_reference_agent(swe_images, tiny, tmp_path):
+    import copy
+
+    from trl import GRPOConfig, GRPOTrainer
+
+    from wrappers.trl import episode_dataset, make_rollout_func
+
+    model, tokenizer = copy.deepcopy(tiny[0]), tiny[1]
+    rollout = make_rollout_func("gymenvs/SWEAgent-v0", env_kwargs={"max_turns": 2, "instance_ids": [FIXTURE_IDS[0]]},
+                                max_tokens_per_turn=8)
+    config = GRPOConfig(output_dir=str(tmp_path), bf16=False, use_cpu=True, report_to="none", save_strategy="no",
+                        disable_tqdm=True, per_device_train_batch_size=2, num_generations=2, max_completion_length=160,
+                        max_steps=1)
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config, train_dataset=episode_dataset(2),
+                          rollout_func=rollout, reward_funcs=rollout.reward_func)
+    try:
+        trainer.train()
+    finally:
+        rollout.close()
+    # A random model resolves nothing: both rewards are 0, so the step's advantage (and update) is zero.
+    assert trainer.state.global_step == 1 and rollout.metrics["episodes"] == 2 and rollout.metrics["requests"] == 4
+    for episode in rollout.last_episodes:
+        assert episode.turns == 2 and episode.end_reason == "truncated" and "step limit" in episode.error
