@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wrappers.trl.rollout import EnvRollout, Prompt
+from wrappers.trl.rollout import EnvRollout, Prompt, make_rollout_func
 from wrappers.trl.transcript import first_message_with
 
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ class EnvRolloutWorker:
         self.metrics_queue: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=4096)
         # One EnvRollout per group thread; building them checks the env id, kwargs and token budget now.
         self._rollouts = [
-            EnvRollout(
+            make_rollout_func(  # an EnvRollout, or an AgentRollout for a containerized-agent env
                 env_id,
                 env_kwargs=env_kwargs,
                 tokenizer=tokenizer,
