@@ -161,6 +161,7 @@ def test_check_health_raises_when_the_server_is_gone(model_and_tokenizer):
 def test_stop_returns_promptly_and_leaves_no_thread_or_process(server, model_and_tokenizer):
     _, tokenizer = model_and_tokenizer
     threads_before = set(threading.enumerate())
+    children_before = {p.pid for p in psutil.Process().children(recursive=True)}  # other tests' (a Ray cluster)
     echo = {**ECHO, "step_sleep_s": 0.05}
     worker = make_worker(server, tokenizer, env_id="gymenvs/Echo-v0", env_kwargs=echo, backend="process")
     worker.start()
@@ -171,7 +172,8 @@ def test_stop_returns_promptly_and_leaves_no_thread_or_process(server, model_and
     assert time.monotonic() - started < 10
     assert not [p for p in multiprocessing.active_children() if p.name.startswith("gymenvs-vector-")]
     # multiprocessing's own forkserver and resource tracker live as long as this interpreter
-    assert not [p for p in psutil.Process().children(recursive=True) if not _multiprocessing_service(p)]
+    children = psutil.Process().children(recursive=True)
+    assert not [p for p in children if p.pid not in children_before and not _multiprocessing_service(p)]
     assert set(threading.enumerate()) <= threads_before
 
 
