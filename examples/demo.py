@@ -1,5 +1,5 @@
 """A tour of gymenvs: every environment made with `gymnasium.make` and played by a scripted agent,
-then many episodes at once in a `ConcurrentVectorEnv`.
+then many episodes at once in a `ConcurrentVectorEnv`. An agent sees the env and its first observation.
 
 The agent uses the three action forms an LLM may produce (a tool-call mapping, the same as JSON
 text, plain text) and one invalid action, to show that a bad action is an observation, not a crash.
@@ -12,6 +12,7 @@ Run:  python examples/demo.py
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import gymnasium as gym
@@ -20,21 +21,21 @@ import numpy as np
 import gymenvs
 
 
-def wordle_agent(env):
+def wordle_agent(env, observation):
     secret = env.unwrapped.state()["secret"]  # a scripted agent may peek; an LLM may not
     yield "my guess is crane"  # invalid: free text must be one word or [bracketed]
     yield {"name": "guess", "arguments": {"word": "slate" if secret != "slate" else "crane"}}
     yield f"[{secret}]"
 
 
-def sudoku_agent(env):
+def sudoku_agent(env, observation):
     while True:
         state = env.unwrapped.state()
         r, c = next((r, c) for r in range(9) for c in range(9) if not state["board"][r][c])
         yield json.dumps({"name": "place", "arguments": {"row": r + 1, "col": c + 1, "digit": state["solution"][r][c]}})
 
 
-def catch_agent(env):
+def catch_agent(env, observation):
     yield "jump"
     while True:
         state = env.unwrapped.state()
@@ -42,16 +43,37 @@ def catch_agent(env):
         yield {"name": "move", "arguments": {"direction": "right" if gap > 0 else "left" if gap < 0 else "stay"}}
 
 
-def echo_agent(env):
+def echo_agent(env, observation):
     while True:
         yield "hello, gymenvs"
 
 
-def reasoning_agent(env):
+def reasoning_agent(env, observation):
     yield "<answer>42</answer>"
 
 
-def swe_agent(env):
+def hanoi_agent(env, observation):
+    yield "[B C]"  # invalid: tower B is empty, and the game says so (a second invalid move would lose)
+    for source, target in [("A", "C"), ("A", "B"), ("C", "B"), ("A", "C"), ("B", "A"), ("B", "C"), ("A", "C")]:
+        yield {"name": "move_disk", "arguments": {"source": source, "target": target}}
+
+
+def miniwob_agent(env, observation):
+    label = re.search(r'Click on the "(.*)" button', observation).group(1)
+    yield {"name": "click", "arguments": {"element": 9999}}  # invalid: no such element
+    element = next(int(m.group(1)) for m in re.finditer(r"^\[(\d+)\] button.* '(.*)'$", observation, re.M) if m.group(2) == label)
+    yield {"name": "click", "arguments": {"element": element}}
+
+
+def swe_inside_agent(env, observation):
+    """SWEAgent-v0: the reference agent runs in the container; each of its LLM calls is this step's observation."""
+    gold_patch = env.unwrapped.task.patch  # a scripted policy may peek; an LLM may not
+    yield {"name": "bash", "arguments": {"command": "git status --short && ls"}}
+    yield {"name": "bash", "arguments": {"command": f"git apply <<'PATCH'\n{gold_patch}PATCH\ngit diff --stat"}}
+    yield {"name": "submit", "arguments": {}}
+
+
+def swe_agent(env, observation):
     gold_patch = env.unwrapped.task.patch  # a scripted agent may peek; an LLM may not
     yield {"name": "submit_patch", "arguments": {}}  # invalid: no such tool
     yield "git status --short && ls"
@@ -65,7 +87,10 @@ AGENTS = {
     "gymenvs/Wordle-v0": ({}, wordle_agent),
     "gymenvs/Sudoku-v0": ({}, sudoku_agent),
     "gymenvs/Catch-v0": ({}, catch_agent),
+    "gymenvs/TextArena-v0": ({"game": "TowerOfHanoi-v0"}, hanoi_agent),
+    "gymenvs/MiniWoB-v0": ({"task": "click-button"}, miniwob_agent),
     "gymenvs/SWE-v0": ({"dataset": "fixtures"}, swe_agent),
+    "gymenvs/SWEAgent-v0": ({"dataset": "fixtures", "agent": "reference"}, swe_inside_agent),
 }
 
 
@@ -75,7 +100,7 @@ def play(env_id: str, kwargs: dict, agent, verbose_steps: int = 3) -> None:
     tools = ", ".join(schema["function"]["name"] for schema in info["tools"])
     print(f"=== {env_id}  (tools: {tools})\n{observation.strip()}\n")
     total, steps = 0.0, 0
-    for action in agent(env):
+    for action in agent(env, observation):
         observation, reward, terminated, truncated, info = env.step(action)
         total, steps = total + reward, steps + 1
         if steps <= verbose_steps or terminated or truncated:

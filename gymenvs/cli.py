@@ -1,4 +1,4 @@
-"""The `gymenvs` command: list the environments, or play one in the terminal."""
+"""The `gymenvs` command: list the environments, play one in the terminal, evaluate a policy, replay a transcript."""
 
 from __future__ import annotations
 
@@ -35,10 +35,78 @@ def build_parser() -> argparse.ArgumentParser:
     )
     play.set_defaults(run=run_play)
 
+    add_eval_command(commands)
+    replay = commands.add_parser("replay", help="print one episode of an eval transcript as the model saw it")
+    replay.add_argument("file", help="a JSONL transcript written by `gymenvs eval --transcripts`")
+    replay.add_argument("--episode", type=int, default=0, help="which episode (line) to print, from 0 (default 0)")
+    replay.set_defaults(run=run_replay)
+
     from gymenvs.swe.cli import add_commands as add_swe_commands
 
     add_swe_commands(commands.add_parser("swe", help="the SWE environment: build images, list tasks, grade patches"))
     return parser
+
+
+def add_eval_command(commands: Any) -> None:
+    evaluation = commands.add_parser("eval", help="run a policy over N episodes and print a summary table")
+    evaluation.add_argument("env_id", help="an id from `gymenvs list`")
+    evaluation.add_argument("--policy", choices=["scripted", "openai", "transformers"], default="scripted")
+    evaluation.add_argument("--episodes", "-n", type=int, default=100, help="number of episodes (default 100)")
+    evaluation.add_argument("--seed", type=int, default=0, help="first episode seed; episode i uses seed + i")
+    evaluation.add_argument("--workers", type=int, default=1, help="episodes played at once, on threads")
+    evaluation.add_argument("--transcripts", metavar="FILE", help="write one JSON line per episode to FILE")
+    evaluation.add_argument("--base-url", help="openai: the endpoint's root, e.g. http://localhost:8000")
+    evaluation.add_argument("--model", help="openai: the served model's name; transformers: a local model path")
+    evaluation.add_argument("--api-key", help="openai: bearer token (default: none)")
+    evaluation.add_argument("--temperature", type=float, default=0.0, help="openai / transformers sampling temperature")
+    evaluation.add_argument("--max-tokens", type=int, default=512, help="openai / transformers: longest turn")
+    evaluation.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    evaluation.add_argument(
+        "--kwarg", "-k", action="append", default=[], metavar="NAME=VALUE", help="env constructor argument (repeatable)"
+    )
+    evaluation.set_defaults(run=run_eval)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from gymenvs.evaluation import evaluate
+    from gymenvs.policies import make_policy
+
+    options: dict[str, Any] = {}
+    if args.policy == "openai":
+        if not (args.base_url and args.model):
+            print("--policy openai needs --base-url and --model", file=sys.stderr)
+            return 2
+        options = dict(base_url=args.base_url, model=args.model, api_key=args.api_key,
+                       temperature=args.temperature, max_tokens=args.max_tokens)
+    elif args.policy == "transformers":
+        if not args.model:
+            print("--policy transformers needs --model (a local model path)", file=sys.stderr)
+            return 2
+        options = dict(model=args.model, temperature=args.temperature, max_new_tokens=args.max_tokens)
+    try:
+        policy = make_policy(args.policy, args.env_id, **options)
+        summary = evaluate(
+            args.env_id, policy, num_episodes=args.episodes, seed=args.seed, env_kwargs=parse_kwargs(args.kwarg),
+            max_workers=args.workers, transcripts=args.transcripts, progress=not args.no_progress,
+        )
+    except ValueError as exc:
+        print(f"gymenvs eval: {exc}", file=sys.stderr)
+        return 2
+    print(summary.table())
+    if args.transcripts:
+        print(f"transcripts: {args.transcripts} (gymenvs replay {args.transcripts} --episode 0)")
+    return 0
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    from gymenvs.evaluation import read_transcripts, replay
+
+    records = read_transcripts(args.file)
+    if not 0 <= args.episode < len(records):
+        print(f"--episode {args.episode}: {args.file} holds episodes 0 to {len(records) - 1}", file=sys.stderr)
+        return 2
+    replay(records[args.episode], sys.stdout)
+    return 0
 
 
 def run_list(args: argparse.Namespace) -> int:

@@ -249,3 +249,14 @@ def test_echo_returns_the_message_with_the_configured_reward():
 def test_echo_bad_knobs_are_value_errors(kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         gym.make("gymenvs/Echo-v0", **kwargs)
+
+
+@pytest.mark.parametrize("name", ["wordle_answers", "wordle_guesses"])
+def test_wordle_word_lists_hold_only_five_letter_lowercase_words(name):
+    from gymenvs.envs.wordle import load_word_list
+
+    words = load_word_list(name)
+    assert len(words) > 1000
+    assert all(len(word) == 5 and word.isalpha() and word.islower() for word in words), [
+        word for word in words if not (len(word) == 5 and word.islower())
+    ][:5]

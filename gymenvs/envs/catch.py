@@ -14,9 +14,9 @@ _SHIFT = {"left": -1, "stay": 0, "right": 1}
 
 class CatchEnv(TextEnv):
     """Catch-v0. Each valid move shifts the paddle and drops the ball one row. When the ball reaches
-    the bottom row the episode ends with +1 (caught) or -1 (missed). Free text must be exactly one of
-    `left`, `stay`, `right` (case and surrounding space ignored); anything else is rejected and the
-    ball does not move.
+    the bottom row the episode ends with +1 (caught) or -1 (missed). Tools: `move(direction)` and
+    `stay()` (as TRL's Catch prompts name it). Free text must be exactly one of `left`, `stay`,
+    `right` (case and surrounding space ignored); anything else is rejected and the ball does not move.
 
     Args:
         rows: grid height (the ball needs rows - 1 moves to land).
@@ -69,6 +69,11 @@ class CatchEnv(TextEnv):
         caught = self._paddle == self._ball_column
         verdict = "Caught the ball! +1" if caught else "Missed the ball. -1"
         return Outcome(f"{self._board()}\n{verdict}", reward=1.0 if caught else -1.0, terminated=True, info={"caught": caught})
+
+    @tool
+    def stay(self) -> Outcome:
+        """Keep the paddle where it is while the ball falls one row (the same as move("stay"))."""
+        return self.move("stay")
 
     def _board(self) -> str:
         lines = []

@@ -22,7 +22,8 @@ _MARKS = {"correct": "G", "present": "Y", "absent": "-"}
 def load_word_list(name: str) -> tuple[str, ...]:
     """A word list shipped in `gymenvs/envs/data/` (`wordle_answers` or `wordle_guesses`)."""
     text = resources.files("gymenvs.envs").joinpath(f"data/{name}.txt").read_text(encoding="utf-8")
-    return tuple(line for line in text.split() if not line.startswith("#") and line.isalpha())
+    lines = (line.strip() for line in text.splitlines())
+    return tuple(line for line in lines if line and not line.startswith("#"))
 
 
 def score_guess(guess: str, secret: str) -> list[str]:

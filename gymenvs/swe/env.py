@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool, validate_config
-from gymenvs.swe.grading import GradeReport, extract_diff, grade
+from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
 from gymenvs.swe.images import ENV_SETUP, WORKDIR, check_template, ensure_image, image_for
 from gymenvs.swe.output import decode_output
-from gymenvs.swe.sandbox import Limits, Sandbox, SandboxError, docker_client, reap_orphans
+from gymenvs.swe.pool import WarmPool, discard, start_container
+from gymenvs.swe.sandbox import Limits, Sandbox, SandboxError, install_sigterm_cleanup, reap_orphans_once, shared_client
 from gymenvs.swe.shell import PersistentShell
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
 
@@ -48,7 +51,8 @@ class SWEEnv(TextEnv):
         instance_ids: restrict the episodes to these tasks.
         image_template: image name for rows without an `image`, with fields {instance_id},
             {swebench_id}, {swegym_id}, {repo}, {version} (default: the SWE-Gym / SWE-bench convention).
-        pull: pull a missing image (else fail at reset with a clear error).
+        pull: pull a missing image from its registry (default: no; a missing image fails at reset,
+            saying how to build or pull it).
         command_timeout: seconds one bash command may run before it is stopped.
         grading_timeout: seconds the tests may run when grading.
         output_limit: bytes of a command's output shown (its head and tail).
@@ -56,6 +60,12 @@ class SWEEnv(TextEnv):
         mem_limit: memory of each container (docker syntax, e.g. "2g").
         cpus: CPUs of each container.
         pids_limit: processes allowed in each container.
+        disk_limit: bytes a container may write (docker syntax, e.g. "10g"); the episode is stopped
+            beyond it.
+        warm_pool: containers kept started ahead of time per image (0: none), so that `reset` does not
+            wait for `docker run`. Each is used by one episode only, then removed.
+        grade_as_root: run the tests as root when grading (as SWE-bench does) instead of an
+            unprivileged user; for repositories whose tests need root.
         max_turns: turns allowed; the work is graded when they run out.
         render_mode: None or "ansi".
     """
@@ -71,7 +81,7 @@ class SWEEnv(TextEnv):
         split: str | None = None,
         instance_ids: Sequence[str] | None = None,
         image_template: str | None = None,
-        pull: bool = True,
+        pull: bool = False,
         command_timeout: PositiveFloat = 60.0,
         grading_timeout: PositiveFloat = 1800.0,
         output_limit: Annotated[int, Field(ge=256, le=1 << 20)] = 10_000,
@@ -79,6 +89,9 @@ class SWEEnv(TextEnv):
         mem_limit: Annotated[str, Field(pattern=r"^[0-9]+[bkmgBKMG]?$")] = "2g",
         cpus: PositiveFloat = 1.0,
         pids_limit: PositiveInt = 512,
+        disk_limit: Annotated[str, Field(pattern=r"^[0-9]+[bkmgBKMG]?$")] = "10g",
+        warm_pool: Annotated[int, Field(ge=0, le=256)] = 0,
+        grade_as_root: bool = False,
         max_turns: PositiveInt | None = None,
         render_mode: str | None = None,
     ):
@@ -89,14 +102,27 @@ class SWEEnv(TextEnv):
         self.command_timeout = command_timeout
         self.grading_timeout = grading_timeout
         self.output_limit = output_limit
-        self.limits = Limits(mem_limit=mem_limit, cpus=cpus, pids_limit=pids_limit, network=network)
-        self.client = docker_client()
-        #: Containers of dead processes this env removed when it started.
-        self.reaped = reap_orphans(self.client)
+        self.limits = Limits(mem_limit=mem_limit, cpus=cpus, pids_limit=pids_limit, network=network,
+                             disk_limit=_bytes(disk_limit))
+        self.warm_pool = warm_pool
+        self.test_user = None if grade_as_root else TEST_USER
+        install_sigterm_cleanup()
         self.task: Task | None = None
         self.report: GradeReport | None = None
         self._sandbox: Sandbox | None = None
         self._shell: PersistentShell | None = None
+        self._pools: list[WarmPool] = []
+        self._removals: list[Future] = []
+
+    @property
+    def client(self) -> Any:
+        """The process's docker client, created at the first reset (constructing an env touches no engine)."""
+        return shared_client()
+
+    @property
+    def reaped(self) -> list[str]:
+        """Containers of dead processes this process removed at its first reset (it reaps once)."""
+        return reap_orphans_once(self.client)
 
     # -- episodes ----------------------------------------------------------------------------
 
@@ -107,23 +133,37 @@ class SWEEnv(TextEnv):
 
     def close(self) -> None:
         self._end_sandbox()
+        for removal in self._removals:
+            removal.result()
+        self._removals.clear()
+        for pool in self._pools:
+            pool.leave()
+        self._pools.clear()
         super().close()
 
     def _start_episode(self, options: dict[str, Any]) -> str:
-        self._end_sandbox()
+        self._end_sandbox(wait=False)  # removed in the background: the next episode need not wait
         self.task = self._pick_task(options)
         self.report = None
         image = image_for(self.task, self.image_template)
-        ensure_image(self.client, image, pull=self.pull)
-        self._sandbox = Sandbox(self.client, image, role="agent", episode_id=self._episode_id, limits=self.limits)
-        try:
-            self._shell = PersistentShell(self._sandbox, setup=ENV_SETUP, environment=SHELL_ENVIRONMENT,
-                                          output_limit=self.output_limit)
-        except BaseException:
-            self._end_sandbox()
-            raise
+        reap_orphans_once(self.client)
+        if self.warm_pool:
+            self._sandbox, self._shell = self._pool_for(image).take(episode_id=self._episode_id)
+        else:
+            ensure_image(self.client, image, pull=self.pull)
+            self._sandbox, self._shell = start_container(self.client, image, episode_id=self._episode_id, limits=self.limits,
+                                                         setup=ENV_SETUP, environment=SHELL_ENVIRONMENT)
+        self._shell.output_limit = self.output_limit
         return _PROMPT.format(repo=self.task.repo, workdir=WORKDIR, commit=self.task.base_commit[:12],
                               problem=self.task.problem_statement.strip(), timeout=self.command_timeout)
+
+    def _pool_for(self, image: str) -> WarmPool:
+        pool = WarmPool.for_image(self.client, image, size=self.warm_pool, limits=self.limits, setup=ENV_SETUP,
+                                  environment=SHELL_ENVIRONMENT, pull=self.pull)
+        if pool not in self._pools:
+            pool.join()
+            self._pools.append(pool)
+        return pool
 
     def _pick_task(self, options: dict[str, Any]) -> Task:
         if "instance_id" not in options:
@@ -229,29 +269,32 @@ class SWEEnv(TextEnv):
     # -- internals -----------------------------------------------------------------------------
 
     def _grade(self) -> Outcome:
-        """Take the agent's diff, stop its container, grade the diff in a fresh one."""
-        try:
-            diff = extract_diff(self._sandbox, self.task.base_commit)
-        except SandboxError as exc:
-            return Outcome(f"The agent's changes could not be read, so nothing was graded: {exc}", truncated=True,
-                           info={"error": str(exc)})
-        finally:
-            self._end_sandbox()  # nothing the agent left running may touch grading
+        """Stop the agent's processes, grade its changes (read by the engine) in a fresh container."""
         image = image_for(self.task, self.image_template)
-        self.report = grade(self.client, self.task, diff, image=image, timeout=self.grading_timeout,
-                            limits=dataclasses.replace(self.limits, network=False), episode_id=self._episode_id)
+        try:
+            self._sandbox.client.api.pause(self._sandbox.id)  # nothing the agent left running changes its files now
+        except Exception:  # already gone: grading reports what it can read
+            pass
+        try:
+            self.report, diff = grade_sandbox(self.client, self.task, self._sandbox, image=image,
+                                              timeout=self.grading_timeout, test_user=self.test_user,
+                                              limits=dataclasses.replace(self.limits, network=False),
+                                              episode_id=self._episode_id)
+        finally:
+            self._end_sandbox()
         info = {"report": self.report.to_dict(), "status": self.report.status, "patch": diff}
         failed = self.report.status == "error"
         if failed:
             info["error"] = self.report.error
         return Outcome(self.report.summary(), reward=self.report.reward, terminated=not failed, truncated=failed, info=info)
 
-    def _end_sandbox(self) -> None:
+    def _end_sandbox(self, wait: bool = True) -> None:
         if self._shell is not None:
             self._shell.close()
             self._shell = None
         if self._sandbox is not None:
-            self._sandbox.remove()
+            removal = discard(self._sandbox, wait=wait)
+            self._removals = [r for r in self._removals if not r.done()] + ([removal] if removal else [])
             self._sandbox = None
 
     def _absolute(self, path: str) -> str:
@@ -280,6 +323,12 @@ class SWEEnv(TextEnv):
             "container": self._sandbox.name if self._sandbox else None,
             "status": self.report.status if self.report else None,
         }
+
+
+def _bytes(size: str) -> int:
+    """Docker's size syntax ("512m", "10g") in bytes."""
+    number, unit = re.fullmatch(r"([0-9]+)([bkmg]?)", size.lower()).groups()
+    return int(number) << {"": 0, "b": 0, "k": 10, "m": 20, "g": 30}[unit]
 
 
 def _select(tasks: tuple[Task, ...], instance_ids: Sequence[str] | None) -> tuple[Task, ...]:

@@ -84,7 +84,7 @@ def image_exists(client: Any, name: str) -> bool:
     return True
 
 
-def ensure_image(client: Any, name: str, *, pull: bool = True) -> None:
+def ensure_image(client: Any, name: str, *, pull: bool = False) -> None:
     """Make sure `name` is present locally, pulling it if allowed; `SandboxError` saying how to get it."""
     import docker
 
@@ -92,7 +92,7 @@ def ensure_image(client: Any, name: str, *, pull: bool = True) -> None:
         return
     hint = "build the fixture images with `gymenvs swe build-images`" if name.startswith("gymenvs/") else "pull or build it"
     if not pull:
-        raise SandboxError(f"image {name!r} is not present locally (pull=False); {hint}")
+        raise SandboxError(f"image {name!r} is not present locally; {hint}, or pass pull=True to pull it from its registry")
     try:
         client.images.pull(name)
     except docker.errors.DockerException as exc:

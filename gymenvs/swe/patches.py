@@ -16,9 +16,12 @@ _PREFIXED_PATH = re.compile(r"^(?:---|\+\+\+) (.*)$", re.MULTILINE)  # --- a/x, 
 _PLAIN_PATH = re.compile(r"^(?:rename|copy) (?:from|to) (.*)$", re.MULTILINE)
 _HUNKS = re.compile(r"^(?:@@|GIT binary patch)", re.MULTILINE)
 _TEST_DIRS = frozenset({"test", "tests"})
-_PYTEST_CONFIG = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"})
+_PYTEST_CONFIG = frozenset({"conftest.py", "pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml", "tox.ini", "setup.cfg",
+                            "pyproject.toml"})
 _STARTUP_HOOKS = frozenset({"sitecustomize.py", "usercustomize.py"})
 _ARTEFACT_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".tox", ".eggs"})
+#: Installed-package metadata: an entry_points.txt there could register a pytest plugin.
+_METADATA_SUFFIXES = (".egg-info", ".dist-info")
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,8 @@ def protected_reason(path: str, task_test_files: frozenset[str] = frozenset()) -
         return "test file"
     if _ARTEFACT_DIRS & set(parts[:-1]) or name.endswith((".pyc", ".pyo")):
         return "build artefact"
+    if any(part.endswith(_METADATA_SUFFIXES) for part in parts):
+        return "package metadata"
     return None
 
 

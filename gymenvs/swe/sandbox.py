@@ -1,11 +1,16 @@
-"""Docker sandboxes: one labelled, resource-limited container per episode (or per grading run).
+"""Docker sandboxes: one labelled, resource-limited, hardened container per episode (or per grading run).
 
 Built on the `docker` SDK. Every container carries labels naming gymenvs, its role, its episode
 and the process that owns it (host, pid, process start time), so that:
 
 - `Sandbox.remove()` (called by `close()`), a `weakref.finalize` and therefore `atexit` remove it;
 - `reap_orphans()` removes, at the next start, containers whose owning process is gone (killed by
-  SIGKILL, say) and never one that a live process still uses.
+  SIGKILL, say) and never one that a live process still uses;
+- a SIGTERM (what Slurm and Kubernetes send) removes this process's containers before it dies.
+
+Containers keep only the capabilities a root user editing files and running tests needs (no raw
+sockets, no mknod), run with `no-new-privileges`, and have their writable layer watched against a
+disk limit (the engine's `storage_opt size` where it supports it).
 
 The docker SDK's `exec_run` has no timeout, so commands go through `ExecStream`: the raw exec
 socket read with a deadline (the host-side watchdog), while an in-container `timeout -k` stops
@@ -17,9 +22,11 @@ from __future__ import annotations
 import io
 import os
 import select
+import signal
 import socket
 import struct
 import tarfile
+import threading
 import time
 import uuid
 import weakref
@@ -37,7 +44,30 @@ LABEL_PID = "gymenvs.swe.owner.pid"
 LABEL_START = "gymenvs.swe.owner.start"
 #: Exit codes that mean `timeout` stopped the command (124) or had to SIGKILL it (137).
 TIMEOUT_EXIT_CODES = (124, 137)
+#: Capabilities a container keeps (Docker's defaults minus NET_RAW, MKNOD, SETFCAP, SETPCAP, SYS_CHROOT
+#: and AUDIT_WRITE). DAC_OVERRIDE stays so root can still reach a bind-mounted unix socket it does not own.
+KEPT_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
+SECURITY_OPTIONS = ("no-new-privileges:true",)
+#: Seconds between two checks of a container's writable layer against its disk limit.
+DISK_CHECK_INTERVAL = 1.0
 _FRAME_HEADER = struct.Struct(">BxxxL")
+# Every process of the container but its init (pid 1), its main process (the first child of init: the
+# `sleep` that keeps the container up), this script and its `timeout` parent, and the pids in $keep.
+# Stopped first, so a fork bomb cannot outrun the kill; builtins only, so it works with no pid to spare.
+_KILL_ALL = r"""
+read -ra children < /proc/1/task/1/children
+main=${children[0]:-0}; for pid in "${children[@]}"; do ((pid < main)) && main=$pid; done
+spare=" 1 $main $$ $PPID $keep "
+for round in 1 2 3 4 5 6 7 8; do
+  victims=()
+  for dir in /proc/[0-9]*; do pid=${dir#/proc/}; [[ $spare == *" $pid "* ]] || victims+=("$pid"); done
+  ((${#victims[@]})) || exit 0
+  [ "$signal" = KILL ] && kill -s STOP "${victims[@]}" 2>/dev/null
+  kill -s "$signal" "${victims[@]}" 2>/dev/null
+  [ "$signal" = KILL ] || exit 0
+done
+exit 0
+"""
 
 
 class SandboxError(RuntimeError):
@@ -46,6 +76,10 @@ class SandboxError(RuntimeError):
 
 class ContainerGone(SandboxError):
     """The container stopped or vanished while in use (killed from outside, out of memory...)."""
+
+
+class DiskLimitExceeded(SandboxError):
+    """The container wrote more than its disk limit: its episode must stop."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +92,9 @@ class Limits:
     network: bool = False
     #: The container's main process is `sleep <lifetime>`: a leaked container dies by itself.
     lifetime_seconds: int = 24 * 3600
+    #: Bytes the container's writable layer may hold (None: no limit). Capped by the engine where its
+    #: storage driver supports it, else watched while commands run (`Sandbox.check_disk`).
+    disk_limit: int | None = 10 << 30
 
 
 @dataclass
@@ -79,6 +116,19 @@ def docker_client(timeout: int = 600):
     except docker.errors.DockerException as exc:
         raise SandboxError(f"no Docker engine answers ({exc}); start one (e.g. `dockerd`) or set DOCKER_HOST") from None
     return client
+
+
+_shared_clients: dict[int, Any] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_client() -> Any:
+    """This process's docker client, created (and the engine pinged) on first use and shared by its
+    envs, pools and threads (the SDK's connection pool is thread-safe). A forked child gets its own."""
+    with _shared_lock:
+        if os.getpid() not in _shared_clients:
+            _shared_clients[os.getpid()] = docker_client()
+        return _shared_clients[os.getpid()]
 
 
 class ExecStream:
@@ -114,6 +164,16 @@ class ExecStream:
                 self._buffer += chunk
             else:
                 self.eof = True
+
+    def closed(self) -> bool:
+        """Whether the process has closed its output (it exited, or its container stopped); never blocks."""
+        if not self.eof and select.select([self._sock], [], [], 0)[0]:
+            chunk = self._recv(time.monotonic())
+            if chunk:
+                self._buffer += chunk
+            else:
+                self.eof = True
+        return self.eof
 
     def exit_code(self) -> int | None:
         """The process's exit code, or None while it runs."""
@@ -161,29 +221,36 @@ class Sandbox:
     """One running container from `image`, labelled with its owner and removed when no longer needed."""
 
     def __init__(self, client: Any, image: str, *, role: str, episode_id: str, limits: Limits = Limits(),
-                 workdir: str = "/testbed", read_only_binds: dict[str, str] | None = None):
-        """`read_only_binds` maps host directories to where the container sees them, read-only."""
+                 workdir: str = "/testbed", read_only_binds: dict[str, str] | None = None,
+                 labels: dict[str, str] | None = None):
+        """`read_only_binds` maps host directories to where the container sees them, read-only;
+        `labels` are added to the ownership labels."""
         import docker
 
+        install_sigterm_cleanup()
         self.client = client
         self.image = image
         self.workdir = workdir
-        labels = {LABEL: "1", LABEL_ROLE: role, LABEL_EPISODE: episode_id, **owner_labels()}
+        self.limits = limits
+        labels = {**(labels or {}), LABEL: "1", LABEL_ROLE: role, LABEL_EPISODE: episode_id, **owner_labels()}
+        options = dict(
+            command=["sleep", str(limits.lifetime_seconds)],
+            name=f"gymenvs-swe-{role}-{uuid.uuid4().hex[:12]}",
+            labels=labels,
+            working_dir=workdir,
+            init=True,
+            network_mode="none" if not limits.network else None,
+            mem_limit=limits.mem_limit,
+            memswap_limit=limits.mem_limit,
+            nano_cpus=int(limits.cpus * 1e9),
+            pids_limit=limits.pids_limit,
+            cap_drop=["ALL"],
+            cap_add=list(KEPT_CAPABILITIES),
+            security_opt=list(SECURITY_OPTIONS),
+            volumes={host: {"bind": inside, "mode": "ro"} for host, inside in (read_only_binds or {}).items()},
+        )
         try:
-            container = client.containers.create(
-                image,
-                command=["sleep", str(limits.lifetime_seconds)],
-                name=f"gymenvs-swe-{role}-{uuid.uuid4().hex[:12]}",
-                labels=labels,
-                working_dir=workdir,
-                init=True,
-                network_mode="none" if not limits.network else None,
-                mem_limit=limits.mem_limit,
-                memswap_limit=limits.mem_limit,
-                nano_cpus=int(limits.cpus * 1e9),
-                pids_limit=limits.pids_limit,
-                volumes={host: {"bind": inside, "mode": "ro"} for host, inside in (read_only_binds or {}).items()},
-            )
+            container = self._create(image, options)
         except docker.errors.ImageNotFound:
             raise SandboxError(f"image {image!r} is not present locally") from None
         except docker.errors.APIError as exc:
@@ -191,11 +258,31 @@ class Sandbox:
         self.id: str = container.id
         self.name: str = container.name
         self._finalizer = weakref.finalize(self, _remove_container, client.api, self.id)
+        self._next_disk_check = 0.0
+        self._disk_exceeded = ""
         try:
             container.start()
         except docker.errors.APIError as exc:
             self.remove()
             raise SandboxError(f"could not start a container from {image!r}: {exc.explanation or exc}") from None
+
+    def _create(self, image: str, options: dict[str, Any]) -> Any:
+        """Create the container, with the engine capping its writable layer when the storage driver can."""
+        import docker
+
+        self.disk_capped = False
+        engine = self.client.api.base_url
+        if self.limits.disk_limit and _STORAGE_OPT_SUPPORTED.get(engine, True):
+            try:
+                container = self.client.containers.create(image, storage_opt={"size": str(self.limits.disk_limit)}, **options)
+            except docker.errors.APIError as exc:
+                if "storage-opt" not in str(exc) and "storage opt" not in str(exc):
+                    raise
+                _STORAGE_OPT_SUPPORTED[engine] = False  # e.g. overlay2 not on xfs with pquota: watch instead
+            else:
+                self.disk_capped = True
+                return container
+        return self.client.containers.create(image, **options)
 
     def open_exec(self, command: list[str], *, stdin: bool = False, environment: dict[str, str] | None = None) -> ExecStream:
         try:
@@ -211,8 +298,12 @@ class Sandbox:
         output = OutputCapture(output_limit)
         deadline = started + timeout + kill_after + 10
         try:
-            while data := stream.read(deadline):  # b"" at the end of the output, None at the deadline
-                output.feed(data)
+            while True:
+                data = stream.read(min(deadline, time.monotonic() + DISK_CHECK_INTERVAL))
+                if data == b"" or (data is None and time.monotonic() >= deadline):
+                    break  # the end of the output, or the watchdog
+                output.feed(data or b"")
+                self.check_disk()
             watchdog_fired = data is None
             exit_code = None if watchdog_fired else stream.exit_code()
         finally:
@@ -225,8 +316,12 @@ class Sandbox:
 
     def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None:
         """Write each {relative path: content} under `directory` of the container (which must exist)."""
+        self.put_archive(directory, tar_archive(files, mode))
+
+    def put_archive(self, directory: str, archive: bytes) -> None:
+        """Unpack the tar `archive` under `directory` of the container (which must exist)."""
         try:
-            ok = self.client.api.put_archive(self.id, directory, tar_archive(files, mode))
+            ok = self.client.api.put_archive(self.id, directory, archive)
         except Exception as exc:
             raise self._failure(f"could not write to {directory}", exc) from None
         if not ok:
@@ -250,6 +345,79 @@ class Sandbox:
             if member is None or not member.isfile():
                 raise ValueError(f"{path} is not a regular file")
             return tar.extractfile(member).read(), member.mode
+
+    def check_disk(self, *, force: bool = False) -> None:
+        """`DiskLimitExceeded` if the writable layer outgrew the disk limit (checked at most once per
+        `DISK_CHECK_INTERVAL` unless `force`; a no-op where the engine caps the layer itself)."""
+        if not self.limits.disk_limit or self.disk_capped:
+            return
+        if self._disk_exceeded:  # sticky: the episode is over
+            raise DiskLimitExceeded(self._disk_exceeded)
+        now = time.monotonic()
+        if not force and now < self._next_disk_check:
+            return
+        self._next_disk_check = now + DISK_CHECK_INTERVAL
+        try:
+            (found,) = self.client.api.containers(all=True, size=True, filters={"id": self.id})
+            used = found.get("SizeRw") or 0
+        except Exception:  # gone or unreachable: the next Docker call says which
+            return
+        if used > self.limits.disk_limit:
+            self._disk_exceeded = (f"the container wrote {used / 2**20:.0f} MiB, more than its disk limit of "
+                                   f"{self.limits.disk_limit / 2**20:.0f} MiB: the episode was stopped")
+            raise DiskLimitExceeded(self._disk_exceeded)
+
+    def kill_all(self, signal_name: str = "KILL", *, keep: tuple[int, ...] = (), attempts: int = 20) -> None:
+        """Signal every process of the container but its init and main process and the pids in `keep`:
+        jobs that double-forked away from their shell and fork-bomb children included. The killer is a
+        single bash process (no `timeout` around it), retried while a fork bomb holds every pid."""
+        script = f"signal={signal_name} keep='{' '.join(map(str, keep))}'\n{_KILL_ALL}"
+        for attempt in range(attempts):
+            try:
+                stream = self.open_exec(["bash", "-c", script])
+            except ContainerGone:
+                raise
+            except SandboxError:
+                exit_code = None
+            else:
+                try:
+                    deadline = time.monotonic() + 20
+                    while stream.read(deadline):
+                        pass
+                    exit_code = stream.exit_code()
+                finally:
+                    stream.close()
+            if exit_code == 0:
+                return
+            time.sleep(0.05 * (attempt + 1))  # no pid was free to start the killer: a fork bomb at the limit
+        raise SandboxError(f"could not stop the processes of container {self.name}: it is out of process ids")
+
+    def changed_paths(self, under: str) -> dict[str, str]:
+        """What the container changed under `under`, as the engine sees its writable layer (no process in
+        the container is asked): {absolute path: "changed" | "added" | "deleted"}."""
+        try:
+            changes = self.client.api.diff(self.id) or []
+        except Exception as exc:
+            raise self._failure("could not list the changed files", exc) from None
+        prefix = under.rstrip("/") + "/"
+        return {c["Path"]: _CHANGE_KINDS[c["Kind"]] for c in changes if c["Path"].startswith(prefix)}
+
+    def fetch(self, path: str) -> tuple[tarfile.TarInfo, bytes] | None:
+        """The file or symbolic link at `path` read by the engine: (tar header, content), or None if absent."""
+        import docker
+
+        try:
+            chunks, _ = self.client.api.get_archive(self.id, path)
+            data = b"".join(chunks)
+        except docker.errors.NotFound:
+            return None
+        except Exception as exc:
+            raise self._failure(f"could not read {path}", exc) from None
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            member = tar.next()
+            if member is None:
+                return None
+            return member, (tar.extractfile(member).read() if member.isfile() else b"")
 
     def ensure_running(self) -> None:
         """`ContainerGone` unless the container is running."""
@@ -277,6 +445,10 @@ class Sandbox:
         except ContainerGone as gone:
             return gone
         return SandboxError(f"{what} in container {self.name}: {exc}")
+
+
+_CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}
+_STORAGE_OPT_SUPPORTED: dict[str, bool] = {}
 
 
 def tar_archive(files: dict[str, bytes], mode: int = 0o644) -> bytes:
@@ -351,6 +523,57 @@ def reap_orphans(client: Any) -> list[str]:
             _remove_container(client.api, container.id)
             reaped.append(container.attrs.get("Names", [container.id])[0].lstrip("/"))
     return reaped
+
+
+_reap_lock = threading.Lock()
+_reaped_in: dict[int, list[str]] = {}  # pid -> what its one reaping removed
+
+
+def reap_orphans_once(client: Any) -> list[str]:
+    """`reap_orphans` the first time this process calls it; later calls return that first result."""
+    with _reap_lock:
+        if os.getpid() not in _reaped_in:
+            _reaped_in[os.getpid()] = reap_orphans(client)
+        return _reaped_in[os.getpid()]
+
+
+def remove_own_containers(client: Any) -> list[str]:
+    """Remove every container this process owns (its pool's included); return their ids."""
+    owned = client.containers.list(all=True, sparse=True, filters={"label": [f"{LABEL_PID}={os.getpid()}", f"{LABEL_HOST}={_hostname()}"]})
+    for container in owned:
+        _remove_container(client.api, container.id)
+    return [container.id for container in owned]
+
+
+_sigterm_installed: set[int] = set()
+
+
+def install_sigterm_cleanup() -> bool:
+    """On SIGTERM, remove this process's containers, then let the previous handler (or the default:
+    death by the signal) act. Installed once per process, from the main thread only (Python's rule);
+    returns whether a handler is in place."""
+    pid = os.getpid()
+    if pid in _sigterm_installed:
+        return True
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_IGN:
+        return False
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        try:
+            remove_own_containers(shared_client())
+        finally:
+            if callable(previous):
+                previous(signum, frame)
+            else:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    _sigterm_installed.add(pid)
+    return True
 
 
 @cache

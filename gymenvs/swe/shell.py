@@ -7,10 +7,12 @@ a read on an open socket instead of a new `docker exec` (about 0.2 ms against 50
 text is ANSI-C quoted, so no command can break the framing; it reads /dev/null, so it cannot eat
 the next command; the end marker holds a fresh random nonce, so output cannot fake it.
 
-A command that outlives its timeout is stopped inside the container: SIGTERM to every process the
-shell started, SIGKILL after a grace period, and, if the shell itself still does not answer (a
+A command that outlives its timeout is stopped inside the container: SIGTERM to every process in it
+but init and the shell (jobs that double-forked away from the shell and fork-bomb children
+included), SIGKILL after a grace period, and, if the shell itself still does not answer (a
 `while :; do :; done` in the shell), a new shell replaces it. Output beyond the budget is cut in
-the middle on the host while it streams, so memory stays bounded.
+the middle on the host while it streams, so memory stays bounded. While a command runs, the
+container's writable layer is checked against its disk limit (`Sandbox.check_disk`).
 """
 
 from __future__ import annotations
@@ -20,26 +22,8 @@ import uuid
 from dataclasses import dataclass
 
 from gymenvs.swe.output import OutputCapture
-from gymenvs.swe.sandbox import ExecStream, Sandbox, SandboxError
+from gymenvs.swe.sandbox import DISK_CHECK_INTERVAL, ExecStream, Sandbox, SandboxError
 
-# Every descendant of the shell (not the shell itself), found through /proc: images need no procps.
-_KILL_TREE = r"""
-declare -A children
-for stat in /proc/[0-9]*/stat; do
-  read -r line < "$stat" 2>/dev/null || continue
-  pid=${stat#/proc/}; pid=${pid%/stat}
-  read -ra fields <<< "${line##*) }"
-  children[${fields[1]}]+=" $pid"
-done
-queue=(${children[$root]})
-victims=()
-while ((${#queue[@]})); do
-  victims+=("${queue[0]}")
-  queue=("${queue[@]:1}" ${children[${queue[0]}]})
-done
-((${#victims[@]})) && kill -s "$signal" "${victims[@]}" 2>/dev/null
-exit 0
-"""
 _QUOTE_TABLE = {ord("\\"): "\\\\", ord("'"): "\\'", ord("\n"): "\\n", ord("\t"): "\\t", 0: None}
 _QUOTE_TABLE.update({c: f"\\x{c:02x}" for c in [*range(1, 32), 127] if c not in _QUOTE_TABLE})
 
@@ -87,6 +71,8 @@ class PersistentShell:
         while True:
             exit_code = self._read_until_marker(marker, capture, deadline)
             if exit_code is not None:
+                if timed_out:  # what ignored SIGTERM or kept forking dies now
+                    self._kill_others("KILL")
                 return ShellResult(capture.text(), exit_code, timed_out, False)
             if self._stream.eof:  # the shell exited (`exit`, `exec ...`) or the container died
                 self.sandbox.ensure_running()
@@ -95,8 +81,12 @@ class PersistentShell:
             signal = next(escalation, None)
             if signal is None:
                 return self._restart(capture, timed_out, "the shell did not answer after the timeout")
-            self._kill_tree(signal)
+            self._kill_others(signal)
             deadline = time.monotonic() + self.kill_grace
+
+    def alive(self) -> bool:
+        """Whether the shell still runs, checked without running anything in the container."""
+        return self._stream is not None and not self._stream.closed()
 
     def close(self) -> None:
         if self._stream is not None:
@@ -146,10 +136,11 @@ class PersistentShell:
             if safe > 0:
                 capture.feed(bytes(buffer[:safe]))
                 del buffer[:safe]
-            data = self._stream.read(deadline)
-            if not data:  # deadline (None) or end of stream (b"")
-                return None
-            buffer += data
+            data = self._stream.read(min(deadline, time.monotonic() + DISK_CHECK_INTERVAL))
+            self.sandbox.check_disk()
+            if data == b"" or (data is None and time.monotonic() >= deadline):
+                return None  # end of stream, or the deadline
+            buffer += data or b""
 
-    def _kill_tree(self, signal: str) -> None:
-        self.sandbox.run(f"root={self.pid} signal={signal}\n{_KILL_TREE}", timeout=10)
+    def _kill_others(self, signal: str) -> None:
+        self.sandbox.kill_all(signal, keep=(self.pid,))

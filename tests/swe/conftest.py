@@ -60,4 +60,4 @@ def own_containers(client) -> list:
 
     from gymenvs.swe.sandbox import LABEL_PID
 
-    return client.containers.list(all=True, filters={"label": f"{LABEL_PID}={os.getpid()}"})
+    return client.containers.list(all=True, filters={"label": f"{LABEL_PID}={os.getpid()}"}, ignore_removed=True)

@@ -13,7 +13,19 @@ from pathlib import Path
 
 import pytest
 
-from gymenvs.swe.sandbox import LABEL_EPISODE, LABEL_HOST, LABEL_PID, ContainerGone, Limits, Sandbox, owner_labels
+from gymenvs.swe.sandbox import (
+    KEPT_CAPABILITIES,
+    LABEL_EPISODE,
+    LABEL_HOST,
+    LABEL_PID,
+    SECURITY_OPTIONS,
+    ContainerGone,
+    DiskLimitExceeded,
+    Limits,
+    Sandbox,
+    owner_labels,
+    reap_orphans,
+)
 from gymenvs.swe.shell import PersistentShell
 
 from .conftest import own_containers
@@ -118,6 +130,8 @@ def test_containers_are_labelled_limited_and_offline(docker_client, sandbox):
     assert labels[LABEL_EPISODE] == "sandbox-tests"
     host = attrs["HostConfig"]
     assert host["Init"] is True and host["NetworkMode"] == "none" and host["PidsLimit"] == 256
+    assert host["CapDrop"] == ["ALL"] and set(host["CapAdd"]) == set(KEPT_CAPABILITIES)
+    assert host["SecurityOpt"] == list(SECURITY_OPTIONS)
     assert host["Memory"] == 2 << 30 and host["NanoCpus"] == 1_000_000_000
     offline = sandbox.run("python3 -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), timeout=2)'", timeout=10)
     assert offline.exit_code == 1 and "Network is unreachable" in offline.output.text()
@@ -148,17 +162,37 @@ def start_owner(image: str, episode: str) -> tuple[subprocess.Popen, str]:
     return process, process.stdout.readline().strip()
 
 
-def test_orphans_of_killed_processes_are_reaped_by_the_next_env_and_live_ones_kept(docker_client, make_env, swe_images):
+NEXT_PROCESS = textwrap.dedent("""
+    import gymnasium as gym, gymenvs
+    from gymenvs.swe import sandbox
+    calls = []
+    reap = sandbox.reap_orphans
+    sandbox.reap_orphans = lambda client: calls.append(1) or reap(client)
+    envs = [gym.make("gymenvs/SWE-v0") for _ in range(3)]
+    assert not sandbox._shared_clients and not calls  # constructing touches no engine
+    for env in envs:
+        env.reset(seed=0)
+    print(len(calls), " ".join(envs[0].unwrapped.reaped))
+    for env in envs:
+        env.close()
+""")
+
+
+def test_orphans_of_killed_processes_are_reaped_once_by_the_next_process_and_live_ones_kept(docker_client, swe_images):
     dead, dead_id = start_owner(swe_images, "orphan")
     alive, alive_id = start_owner(swe_images, "still-owned")
     try:
         dead.send_signal(signal.SIGKILL)  # no atexit, no finalizer: the container stays behind
         dead.wait(30)
         assert docker_client.containers.get(dead_id).status == "running"
-        env = make_env()
-        assert any(name.startswith("gymenvs-swe-test-") for name in env.unwrapped.reaped)
-        remaining = {c.id for c in docker_client.containers.list(all=True)}
+        result = subprocess.run([sys.executable, "-c", NEXT_PROCESS], capture_output=True, text=True, timeout=300,
+                                env={**os.environ, "PYTHONPATH": ROOT})
+        assert result.returncode == 0, result.stderr
+        calls, reaped = result.stdout.split(" ", 1)
+        assert calls == "1" and docker_client.containers.get(alive_id).name not in reaped  # 3 envs, one reaping
+        remaining = {c.id for c in docker_client.containers.list(all=True, ignore_removed=True)}
         assert dead_id not in remaining and alive_id in remaining
+        assert reap_orphans(docker_client) == []
     finally:
         alive.kill()
         alive.wait(30)
@@ -171,4 +205,83 @@ def test_containers_are_removed_at_exit_without_close(docker_client, swe_images)
                             timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
     assert result.returncode == 0, result.stderr
     container_id = result.stdout.strip()
-    assert container_id and container_id not in {c.id for c in docker_client.containers.list(all=True)}
+    assert container_id and container_id not in {c.id for c in docker_client.containers.list(all=True, ignore_removed=True)}
+
+
+def test_no_new_privileges_and_no_raw_sockets_or_device_nodes(sandbox):
+    status = sandbox.run("grep NoNewPrivs /proc/self/status; mknod /tmp/mem c 1 1; echo mknod=$?", timeout=10).output.text()
+    assert "NoNewPrivs:\t1" in status and "mknod=1" in status
+    raw = sandbox.run("python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)'", timeout=10)
+    assert raw.exit_code == 1 and "Operation not permitted" in raw.output.text()
+
+
+def test_the_hardening_still_lets_root_reach_a_bind_mounted_unix_socket(docker_client, swe_images, tmp_path):
+    import socket
+
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "agent.sock"))
+    server.listen(1)
+    os.chown(tmp_path / "agent.sock", 12345, 12345)  # another user's socket, mode 0600: needs DAC_OVERRIDE
+    os.chmod(tmp_path / "agent.sock", 0o600)
+    client = "import socket; s = socket.socket(socket.AF_UNIX); s.connect('/sock/agent.sock'); s.sendall(b'hello')"
+    container = docker_client.containers.run(
+        swe_images, ["python3", "-c", client], detach=True, labels={LABEL_PID: str(os.getpid())},
+        volumes={str(tmp_path): {"bind": "/sock", "mode": "ro"}}, network_mode="none",
+        cap_drop=["ALL"], cap_add=list(KEPT_CAPABILITIES), security_opt=list(SECURITY_OPTIONS))
+    try:
+        server.settimeout(60)
+        connection, _ = server.accept()
+        assert connection.recv(5) == b"hello"
+        assert container.wait(timeout=60)["StatusCode"] == 0
+    finally:
+        container.remove(force=True)
+        server.close()
+
+
+@pytest.mark.slow
+def test_a_timeout_kills_double_forked_jobs_and_a_fork_bomb(docker_client, swe_images):
+    box = Sandbox(docker_client, swe_images, role="test", episode_id="kill-all", limits=Limits(pids_limit=128))
+    shell = PersistentShell(box, kill_grace=GRACE)
+    try:
+        escaped = shell.run("(setsid sleep 1001 &); (nohup sleep 1002 >/dev/null 2>&1 &); sleep 1000", TIMEOUT)
+        assert escaped.timed_out and processes(box, "sleep") == 1  # only the container's own sleep is left
+        bomb = shell.run("bomb() { bomb | bomb & }; bomb; sleep 1000", TIMEOUT)
+        assert bomb.timed_out
+        assert shell.run("echo alive", TIMEOUT).output.endswith("alive\n")  # after what the bomb printed as it died
+        left = box.run("ls -d /proc/[0-9]* | wc -l", timeout=10).output.text()
+        assert int(left) < 12  # init, sleep, the shell and this count's few: the bomb's 128 are gone
+    finally:
+        shell.close()
+        box.remove()
+
+
+def test_writing_past_the_disk_limit_stops_the_command(docker_client, swe_images):
+    box = Sandbox(docker_client, swe_images, role="test", episode_id="disk", limits=Limits(disk_limit=100 << 20))
+    try:
+        started = time.monotonic()
+        with pytest.raises(DiskLimitExceeded, match="more than its disk limit of 100 MiB"):
+            box.run("for i in $(seq 100); do head -c 50M /dev/zero > /big.$i; done", timeout=120)
+        assert time.monotonic() - started < 60
+        with pytest.raises(DiskLimitExceeded):  # and so is the shell, from then on
+            PersistentShell(box).run("true", TIMEOUT)
+    finally:
+        box.remove()
+
+
+SIGTERMED = textwrap.dedent("""
+    import time, gymnasium as gym, gymenvs
+    env = gym.make("gymenvs/SWE-v0")
+    env.reset(seed=0)
+    print(env.unwrapped.state()["container"], flush=True)
+    time.sleep(600)
+""")
+
+
+def test_sigterm_removes_the_containers_of_the_process(docker_client, swe_images):
+    process = subprocess.Popen([sys.executable, "-c", SIGTERMED], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": ROOT})
+    name = process.stdout.readline().strip()
+    assert docker_client.containers.get(name).status == "running"
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == -signal.SIGTERM  # it still dies of the signal, as its supervisor expects
+    assert name not in {c.name for c in docker_client.containers.list(all=True, ignore_removed=True)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
 
@@ -53,6 +54,8 @@ class CompletionsServer:
         self.generator = generator
         self.model_name = model_name
         self.requests: list[dict] = []
+        self.reverse_choices = True  # real servers answer in order; clients that read `index` must not care
+        self.null_logprob_at: int | None = None  # answer this position's logprob with null, as a broken server might
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -60,7 +63,9 @@ class CompletionsServer:
                 pass
 
             def do_GET(self):
-                if self.path == "/v1/models":
+                if self.path == "/health":
+                    self._reply(200, {})
+                elif self.path == "/v1/models":
                     self._reply(200, {"object": "list", "data": [{"id": server.model_name, "object": "model"}]})
                 else:
                     self._reply(404, {"error": {"message": f"no route {self.path}", "code": 404}})
@@ -109,15 +114,127 @@ class CompletionsServer:
                 tokens = [
                     f"token_id:{t}" if body.get("return_tokens_as_token_ids") else str(t) for t in completion.token_ids
                 ]
+                token_logprobs = list(completion.logprobs)
+                if self.null_logprob_at is not None and self.null_logprob_at < len(token_logprobs):
+                    token_logprobs[self.null_logprob_at] = None
                 choice["logprobs"] = {
                     "tokens": tokens,
-                    "token_logprobs": completion.logprobs,
-                    "top_logprobs": [{token: lp} for token, lp in zip(tokens, completion.logprobs)],
+                    "token_logprobs": token_logprobs,
+                    "top_logprobs": [{token: lp} for token, lp in zip(tokens, token_logprobs)],
                     "text_offset": [0] * len(tokens),
                 }
             choices.append(choice)
-        return 200, {"id": "cmpl-test", "object": "text_completion", "model": self.model_name, "choices": choices[::-1]}
+        return 200, {"id": "cmpl-test", "object": "text_completion", "model": self.model_name, "choices": choices[::-1] if self.reverse_choices else choices}
 
     def close(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+# The keyword arguments `vllm.SamplingParams` accepts, read from vLLM's source (vllm/sampling_params.py,
+# the msgspec fields of `SamplingParams` that are not private, at vLLM commit 00388f6, inside the
+# range the `vllm` extra pins). The stand-in below refuses any other keyword, as vLLM does.
+SAMPLING_PARAMS_KEYWORDS = frozenset(
+    {
+        "n", "presence_penalty", "frequency_penalty", "repetition_penalty", "temperature", "top_p", "top_k",
+        "min_p", "seed", "stop", "stop_token_ids", "ignore_eos", "max_tokens", "min_tokens", "logprobs",
+        "prompt_logprobs", "prompt_logprob_token_ids", "prompt_logprob_start", "logprob_token_ids",
+        "flat_logprobs", "detokenize", "skip_special_tokens", "spaces_between_special_tokens",
+        "include_stop_str_in_output", "output_kind", "stream_interval", "skip_clone", "structured_outputs",
+        "logit_bias", "allowed_token_ids", "extra_args", "bad_words", "skip_reading_prefix_cache",
+        "thinking_token_budget", "repetition_detection", "routed_experts_prompt_start", "trace_decode_token_ids",
+    }
+)
+# What the stand-in samples with (everything else must keep vLLM's default, or it refuses).
+_HONOURED = {
+    "n": 1, "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0,
+    "max_tokens": 16, "logprobs": None, "seed": None, "stop_token_ids": None,
+}
+_IGNORABLE = {"detokenize", "skip_special_tokens", "spaces_between_special_tokens", "output_kind", "skip_clone"}
+
+
+class StandInSamplingParams:
+    """`vllm.SamplingParams` as far as the stand-in needs: vLLM's keywords only, vLLM's defaults."""
+
+    def __init__(self, **kwargs):
+        unknown = sorted(set(kwargs) - SAMPLING_PARAMS_KEYWORDS)
+        if unknown:
+            raise TypeError(f"SamplingParams.__init__() got unexpected keyword arguments {unknown}")
+        unsupported = sorted(set(kwargs) - set(_HONOURED) - _IGNORABLE)
+        if unsupported:
+            raise NotImplementedError(f"the vLLM stand-in cannot honour {unsupported}")
+        for name, default in _HONOURED.items():
+            setattr(self, name, kwargs.get(name, default))
+        if self.n != 1:
+            raise NotImplementedError("the vLLM stand-in samples n=1 only")
+
+
+class StandInLLM:
+    """Stands in for an in-process `vllm.LLM` (vLLM needs a GPU): `generate` samples from a real tiny
+    model with the temperature, top-p, top-k, min-p, repetition penalty, max_tokens, seed and stop
+    tokens of each request's `SamplingParams`, and answers with objects shaped like vLLM's
+    `RequestOutput` (the sampled token's `Logprob` per position when `logprobs=0`)."""
+
+    def __init__(self, model, pad_token_id):
+        self.model = model
+        self.pad_token_id = pad_token_id
+        self.calls = []
+
+    def generate(self, prompts, sampling_params, use_tqdm=True):
+        import torch
+
+        from wrappers.trl import Sampling, TransformersGenerator
+
+        self.calls.append((prompts, sampling_params))
+        outputs = []
+        for request, params in zip(prompts, sampling_params):
+            sampling = Sampling(
+                temperature=params.temperature,
+                top_p=params.top_p,
+                top_k=max(params.top_k, 0),
+                min_p=params.min_p or None,
+                repetition_penalty=params.repetition_penalty,
+            )
+            stops = set(params.stop_token_ids or []) | {self.model.generation_config.eos_token_id}
+            generator = TransformersGenerator(
+                self.model, pad_token_id=self.pad_token_id, stop_token_ids=sorted(stops), sampling=sampling
+            )
+            with torch.random.fork_rng(devices=[], enabled=params.seed is not None):
+                if params.seed is not None:
+                    torch.manual_seed(params.seed)
+                (completion,) = generator.generate([request["prompt_token_ids"]], [params.max_tokens])
+            logprobs = None
+            if params.logprobs is not None:
+                logprobs = [{t: SimpleNamespace(logprob=lp, rank=1)} for t, lp in zip(completion.token_ids, completion.logprobs)]
+            output = SimpleNamespace(
+                token_ids=tuple(completion.token_ids), logprobs=logprobs, finish_reason=completion.finish_reason
+            )
+            outputs.append(SimpleNamespace(outputs=[output]))
+        return outputs
+
+
+def recorded_envs():
+    """Wordle and Catch subclasses that record each episode's start state (the secret, the ball's
+    column) in `starts`, in reset order, so tests can count distinct starts per group."""
+    from gymenvs.envs.catch import CatchEnv
+    from gymenvs.envs.wordle import WordleEnv
+
+    starts: list[tuple[str, Any]] = []
+
+    class RecordedWordle(WordleEnv):
+        def _start_episode(self, options):
+            observation = super()._start_episode(options)
+            starts.append(("wordle", self.state()["secret"]))
+            return observation
+
+    class RecordedCatch(CatchEnv):
+        def _start_episode(self, options):
+            observation = super()._start_episode(options)
+            starts.append(("catch", self.state()["ball"][1]))
+            return observation
+
+    return RecordedWordle, RecordedCatch, starts
+
+
+def groups_of(states, size):
+    return [tuple(states[i : i + size]) for i in range(0, len(states), size)]

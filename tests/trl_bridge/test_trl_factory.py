@@ -29,7 +29,7 @@ def test_the_class_exposes_reset_get_reward_and_one_method_per_env_tool():
     Catch = environment_factory("gymenvs/Catch-v0", rows=4)
     # TRL turns every public function of the class into a tool: nothing else may be public.
     assert public_functions(Wordle) == ["get_reward", "guess", "reset"]
-    assert public_functions(Catch) == ["get_reward", "move", "reset"]
+    assert public_functions(Catch) == ["get_reward", "move", "reset", "stay"]
     schema = get_json_schema(Catch.move)["function"]
     assert schema["description"] == "Move the paddle one column, or keep it where it is."
     assert schema["parameters"]["properties"]["direction"]["enum"] == ["left", "stay", "right"]
@@ -250,3 +250,43 @@ def test_a_bad_seed_column_is_rejected_with_its_value():
     wordle = environment_factory("gymenvs/Wordle-v0")()
     with pytest.raises(ValueError, match="seed column: expected a non-negative integer, got -1"):
         wordle.reset(prompt=PROMPT, seed=-1)
+
+
+def test_instances_expose_reward_and_done_as_trl_examples_read_them():
+    Catch = environment_factory("gymenvs/Catch-v0", rows=2)
+    catch = Catch()
+    catch.reset(prompt=PROMPT, seed=0)
+    assert (catch.reward, catch.done) == (0.0, False)
+    catch.stay()  # rows=2: one move lands the ball; stay() as TRL's Catch prompt names it
+    assert catch.done and catch.reward in (1.0, -1.0) and catch.reward == catch.get_reward()
+    assert "reward" not in public_functions(Catch) and "done" not in public_functions(Catch)  # not tools
+
+
+def test_env_reward_false_leaves_the_reward_to_the_users_functions():
+    Wordle = environment_factory("gymenvs/Wordle-v0", env_reward=False)
+    assert public_functions(Wordle) == ["guess", "reset"]  # TRL adds no reward column of its own
+    wordle = Wordle()
+    wordle.reset(prompt=PROMPT, seed=0, options={"secret": "crane"})
+    wordle.guess("crane")
+    assert wordle.reward == 1.0 and wordle.done
+
+
+def test_two_configurations_of_one_env_get_two_names_and_name_sets_one():
+    assert environment_factory("gymenvs/Catch-v0").__name__ == "Catch_v0"
+    names = {environment_factory("gymenvs/Catch-v0", rows=2).__name__, environment_factory("gymenvs/Catch-v0", columns=9).__name__}
+    assert names == {"Catch_v0_rows_2", "Catch_v0_columns_9"}
+    assert environment_factory("gymenvs/Catch-v0", name="small_catch", rows=2).__name__ == "small_catch"
+    with pytest.raises(ValueError, match="name='small catch'"):
+        environment_factory("gymenvs/Catch-v0", name="small catch")
+
+
+def test_env_kwargs_are_taken_the_same_way_as_make_rollout_func_takes_them():
+    from wrappers.trl import make_rollout_func
+
+    as_keywords = environment_factory("gymenvs/Catch-v0", rows=2)
+    as_mapping = environment_factory("gymenvs/Catch-v0", env_kwargs={"rows": 2})
+    assert as_keywords.env_kwargs == as_mapping.env_kwargs == {"rows": 2}
+    rollout = make_rollout_func("gymenvs/Catch-v0", rows=2, max_tokens_per_turn=4)  # was a TypeError
+    assert rollout.env_kwargs == {"rows": 2} and rollout.max_tokens_per_turn == 4
+    with pytest.raises(ValueError, match="group_size=0"):
+        environment_factory("gymenvs/Catch-v0", group_size=0)

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from bridge_support import CompletionsServer, teacher_forced_logprobs
+from bridge_support import CompletionsServer, StandInLLM, StandInSamplingParams, teacher_forced_logprobs
 
 from wrappers.trl import Sampling, TransformersGenerator, VLLMGenerator, VLLMServerGenerator
-from wrappers.trl.generation import generator_from_trainer
+from wrappers.trl.generation import MissingLogprobError, VLLMClientGenerator, generator_from_trainer
 
 
 def prompts_for(tokenizer):
@@ -87,56 +87,111 @@ def test_server_errors_are_reported_with_the_server_message(completions_server):
         generator.generate([[1, 2]], [3])
 
 
-class FakeVLLM:
-    """Stands in for the `vllm` package (it needs a GPU): `SamplingParams` records its arguments and
-    `LLM.generate` answers with objects shaped like vLLM's `RequestOutput`, from a real tiny model."""
-
-    def __init__(self, generator):
-        self.generator = generator
-        self.calls = []
-        module = types.ModuleType("vllm")
-        module.SamplingParams = lambda **kwargs: SimpleNamespace(**kwargs)
-        self.module = module
-
-    def generate(self, requests, sampling_params, use_tqdm):
-        self.calls.append((requests, sampling_params))
-        prompts = [request["prompt_token_ids"] for request in requests]
-        completions = self.generator.generate(prompts, [params.max_tokens for params in sampling_params])
-        return [
-            SimpleNamespace(
-                outputs=[
-                    SimpleNamespace(
-                        token_ids=tuple(c.token_ids),
-                        logprobs=[{t: SimpleNamespace(logprob=lp, rank=1)} for t, lp in zip(c.token_ids, c.logprobs)],
-                        finish_reason=c.finish_reason,
-                    )
-                ]
-            )
-            for c in completions
-        ]
-
-
-def test_in_process_vllm_backend_sends_one_sampling_params_per_prompt_with_logprobs_0(model_and_tokenizer, monkeypatch):
+@pytest.fixture
+def stand_in_vllm(model_and_tokenizer, monkeypatch):
+    """`vllm` replaced by the stand-in (vLLM needs a GPU): its `SamplingParams` takes vLLM's keywords
+    only and its `LLM` samples from the real tiny model with the parameters it is given."""
     model, tokenizer = model_and_tokenizer
-    fake = FakeVLLM(TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id))
-    monkeypatch.setitem(sys.modules, "vllm", fake.module)
-    generator = VLLMGenerator(fake, sampling=Sampling(top_p=0.95, min_p=None), extra_sampling_params={"seed": 3})
+    module = types.ModuleType("vllm")
+    module.SamplingParams = StandInSamplingParams
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    return StandInLLM(model, tokenizer.pad_token_id)
+
+
+def test_in_process_vllm_backend_sends_one_sampling_params_per_prompt_with_logprobs_0(
+    model_and_tokenizer, stand_in_vllm
+):
+    model, tokenizer = model_and_tokenizer
+    generator = VLLMGenerator(
+        stand_in_vllm, sampling=Sampling(temperature=0.7, top_p=0.95, min_p=None), extra_sampling_params={"seed": 3}
+    )
     prompts = prompts_for(tokenizer)
     completions = generator.generate(prompts, [2, 5, 3])
-    ((requests, params),) = fake.calls
+    ((requests, params),) = stand_in_vllm.calls
     assert requests == [{"prompt_token_ids": prompt} for prompt in prompts]
     assert [(p.n, p.logprobs, p.max_tokens, p.top_p, p.min_p, p.seed) for p in params] == [
         (1, 0, m, 0.95, 0.0, 3) for m in (2, 5, 3)
     ]
     assert [len(c.token_ids) for c in completions] == [2, 5, 3]
-    assert_logprobs_match_the_model(model, prompts, completions, temperature=1.0)
+    for prompt, completion in zip(prompts, completions):  # top-p renormalises the kept tokens' probabilities
+        forward = teacher_forced_logprobs(model, prompt, completion.token_ids, temperature=0.7)
+        assert (torch.tensor(completion.logprobs) > forward).all()
+    # The seed is honoured: the same request samples the same tokens again.
+    assert [c.token_ids for c in generator.generate(prompts, [2, 5, 3])] == [c.token_ids for c in completions]
 
 
-def test_the_trainer_backend_follows_use_vllm_and_vllm_mode(completions_server):
+def test_in_process_vllm_backend_honours_temperature_and_top_k(model_and_tokenizer, stand_in_vllm):
+    model, tokenizer = model_and_tokenizer
+    prompts = prompts_for(tokenizer)
+    completions = VLLMGenerator(stand_in_vllm, sampling=Sampling(temperature=0.6)).generate(prompts, [3, 3, 3])
+    assert_logprobs_match_the_model(model, prompts, completions, temperature=0.6)
+    completions = VLLMGenerator(stand_in_vllm, sampling=Sampling(top_k=1)).generate(prompts, [4, 4, 4])
+    for prompt, completion in zip(prompts, completions):  # top-k 1 is greedy: each token is the argmax
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + completion.token_ids])).logits[0, len(prompt) - 1 : -1]
+        assert completion.token_ids == logits.argmax(-1).tolist()[: len(completion.token_ids)]
+        assert completion.logprobs == [0.0] * len(completion.token_ids)  # the processed distribution
+
+
+def test_a_sampling_parameter_vllm_does_not_have_fails(stand_in_vllm):
+    generator = VLLMGenerator(stand_in_vllm, extra_sampling_params={"max_new_tokens": 3})  # a transformers name
+    with pytest.raises(TypeError, match="max_new_tokens"):
+        generator.generate([[1, 2]], [3])
+
+
+def test_a_missing_or_nan_logprob_raises_naming_the_request(stand_in_vllm):
+    def answer_with(logprob_positions):
+        output = SimpleNamespace(token_ids=(5, 6), logprobs=logprob_positions, finish_reason="length")
+        return lambda prompts, sampling_params, use_tqdm: [SimpleNamespace(outputs=[output])] * len(prompts)
+
+    generator = VLLMGenerator(stand_in_vllm)
+    for positions, problem in [
+        (None, "returned no logprobs"),
+        ([{5: SimpleNamespace(logprob=-0.1)}, {6: SimpleNamespace(logprob=float("nan"))}], "token 1 is nan"),
+        ([{5: SimpleNamespace(logprob=-0.1)}, {7: SimpleNamespace(logprob=-1.0)}], "token 1 is None"),
+    ]:
+        stand_in_vllm.generate = answer_with(positions)
+        with pytest.raises(MissingLogprobError, match=f"prompt 1 of the batch.*{problem}|prompt 0 of the batch.*{problem}"):
+            generator.generate([[1], [2]], [2, 2])
+
+
+def test_the_server_backend_rejects_a_null_logprob_naming_the_request(completions_server):
+    completions_server.null_logprob_at = 1
+    generator = VLLMServerGenerator(completions_server.base_url)
+    with pytest.raises(MissingLogprobError, match=r"prompt \d of the batch sent to http.*token 1 is None"):
+        generator.generate([[1, 2]], [3])
+    generator.close()
+    assert generator._client.is_closed
+
+
+@pytest.fixture
+def trl_vllm_client(completions_server, monkeypatch):
+    """trl's own VLLMClient, pointed at the stand-in server (its constructor insists vllm is installed)."""
+    from trl.generation import vllm_client
+
+    monkeypatch.setattr(vllm_client, "is_vllm_available", lambda: True)
+    completions_server.reverse_choices = False  # VLLMClient reads choices in order, as vLLM sends them
+    return vllm_client.VLLMClient(base_url=completions_server.base_url)
+
+
+def test_in_server_mode_the_trainers_own_vllm_client_generates(model_and_tokenizer, completions_server, trl_vllm_client):
+    model, tokenizer = model_and_tokenizer
+    generator = VLLMClientGenerator(
+        trl_vllm_client, sampling=Sampling(temperature=0.9, top_k=5), stop_token_ids=[tokenizer.eos_token_id]
+    )
+    prompts = prompts_for(tokenizer)
+    completions = generator.generate(prompts, [4, 7, 2])
+    (request,) = completions_server.requests[-1:]
+    assert request["prompt"] == prompts and request["logprobs"] == 0 and request["max_tokens"] == 7
+    assert (request["temperature"], request["top_k"]) == (0.9, 5)
+    assert [len(c.token_ids) for c in completions] == [4, 7, 2]
+    assert_logprobs_match_the_model(model, prompts, completions, temperature=0.9)
+
+
+def test_the_trainer_backend_follows_use_vllm_and_vllm_mode(trl_vllm_client):
     server_args = SimpleNamespace(
         use_vllm=True,
         vllm_mode="server",
-        vllm_server_base_url=completions_server.base_url,
         temperature=0.8,
         top_p=1.0,
         top_k=0,
@@ -144,8 +199,9 @@ def test_the_trainer_backend_follows_use_vllm_and_vllm_mode(completions_server):
         repetition_penalty=1.0,
         generation_kwargs=None,
     )
-    generator = generator_from_trainer(SimpleNamespace(args=server_args, eos_token_ids=[2]))
-    assert isinstance(generator, VLLMServerGenerator) and generator.base_url == completions_server.base_url
+    trainer = SimpleNamespace(args=server_args, eos_token_ids=[2], vllm_generation=SimpleNamespace(vllm_client=trl_vllm_client))
+    generator = generator_from_trainer(trainer)
+    assert isinstance(generator, VLLMClientGenerator) and generator.client is trl_vllm_client  # no second client
     assert generator.sampling.temperature == 0.8
     colocate_args = SimpleNamespace(
         **{**vars(server_args), "vllm_mode": "colocate", "vllm_enable_sleep_mode": True, "vllm_tensor_parallel_size": 1}

@@ -104,7 +104,7 @@ def test_group_members_start_from_the_same_state_and_groups_differ(model_and_tok
         assert len({tuple(member.prompt_ids) for member in members}) == 1
     assert len(set(first_observations)) > 1
     reference = gym.make("gymenvs/Catch-v0", columns=50)
-    observation, _ = reference.reset(seed=episode_seed(prompts[0]))
+    observation, _ = reference.reset(seed=episode_seed({"prompt": prompts[0]}))
     assert first_observations[0].endswith(observation)
 
 
@@ -230,7 +230,7 @@ def test_a_max_completion_length_too_small_is_rejected_before_the_first_episode(
     rollout = EnvRollout(button_env)
     with pytest.raises(ValueError, match="too small for one turn"):
         rollout.run(["Play."], generator_for(model, tokenizer), tokenizer, max_completion_length=8)
-    assert rollout._vector_env is None  # no env was started
+    assert rollout._vector_envs == {}  # no env was started
 
 
 @pytest.mark.parametrize("option", [{"max_tokens_per_turn": 0}, {"max_completion_length": -3}])
@@ -246,6 +246,8 @@ def test_as_a_rollout_func_it_samples_from_the_trainers_model_with_matching_logp
     from wrappers.trl import episode_dataset
 
     model, tokenizer = model_and_tokenizer
+    # A template variable, as GRPOConfig(chat_template_kwargs={"enable_thinking": False}) sets Qwen3's.
+    tokenizer.chat_template = "{% if greeting is defined %}{{ greeting }}{% endif %}" + tokenizer.chat_template
     rollout = make_rollout_func("gymenvs/Echo-v0", env_kwargs={"max_turns": 2}, max_tokens_per_turn=5)
     config = GRPOConfig(
         output_dir=str(tmp_path),
@@ -257,6 +259,7 @@ def test_as_a_rollout_func_it_samples_from_the_trainers_model_with_matching_logp
         max_completion_length=64,
         temperature=0.7,
         max_steps=1,
+        chat_template_kwargs={"greeting": "Hello there."},
     )
     dataset = episode_dataset(4)
     trainer = GRPOTrainer(
@@ -269,8 +272,9 @@ def test_as_a_rollout_func_it_samples_from_the_trainers_model_with_matching_logp
     )
     output = rollout([row["prompt"] for row in dataset for _ in range(2)], trainer)
     rollout.close()
-    assert set(output) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_turns"}
+    assert set(output) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_turns", "env_seed"}
     assert output["env_reward"] == [2.0] * 8 and output["env_turns"] == [2] * 8
+    assert all(tokenizer.decode(ids).startswith("Hello there.") for ids in output["prompt_ids"])  # trainer's kwargs
     for prompt_ids, completion_ids, logprobs, env_mask in zip(
         output["prompt_ids"], output["completion_ids"], output["logprobs"], output["env_mask"]
     ):

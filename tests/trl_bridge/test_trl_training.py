@@ -74,7 +74,7 @@ def test_environment_factory_trains_and_the_env_reward_reaches_the_trainer(
         tokenizer,
         first_prompt(observation),
         [tool_call(tool, **c) for c in choices],
-        tools=[getattr(probe, tool)],
+        tools=[getattr(probe, name) for name in sorted(type(probe.env.unwrapped).tools)],  # as TRL lists them
     )
     before = snapshot(model)
     trainer = GRPOTrainer(

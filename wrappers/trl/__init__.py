@@ -41,6 +41,11 @@ _EXPORTS = {
     "HTTPWeightTransfer": "wrappers.trl.weight_transfer",
     "tiny_model": "wrappers.trl.offline_model",
     "tiny_tokenizer": "wrappers.trl.offline_model",
+    "imitate": "wrappers.trl.offline_model",
+    "teach_tool_calls": "wrappers.trl.offline_model",
+    "tool_call_text": "wrappers.trl.offline_model",
+    "VLLMClientGenerator": "wrappers.trl.generation",
+    "GroupSeeds": "wrappers.trl.seeding",
 }
 
 __all__ = sorted(_EXPORTS)

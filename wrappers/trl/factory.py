@@ -21,9 +21,10 @@ from typing import Any
 import gymnasium as gym
 
 from gymenvs.core.images import has_image, text_view, to_pil_image
-from wrappers.trl.seeding import episode_seed
+from wrappers.trl import trl_internals
+from wrappers.trl.seeding import GroupSeeds, reset_options
 
-_RESERVED_NAMES = frozenset({"reset", "get_reward"})
+_RESERVED_NAMES = frozenset({"reset", "get_reward", "reward", "done", "env"})
 EPISODE_OVER_NOTE = "\n(The episode is over: do not call any more tools.)"
 
 
@@ -34,14 +35,18 @@ class EpisodeOverError(RuntimeError):
 class GymnasiumEnvironment:
     """Base of the classes `environment_factory` builds: one gymnasium env per instance.
 
-    Only `reset`, `get_reward` and the env's tools are public functions: TRL turns every other
-    public function of the class into a tool.
+    Only `reset`, `get_reward` (unless `env_reward=False`) and the env's tools are public
+    functions: TRL turns every other public function of the class into a tool. `reward` and
+    `done` are read-only properties, as TRL's own examples read them in reward functions.
     """
 
     env_id: str = ""
     env_kwargs: Mapping[str, Any] = {}
     #: The env's turn limit: a natural `GRPOConfig(max_tool_calling_iterations=...)`.
     max_turns: int | None = None
+    #: Rollouts per group for seedless rows (None: read from the trainer that is generating).
+    group_size: int | None = None
+    _seeds: GroupSeeds
 
     def __init__(self) -> None:
         self._env = gym.make(self.env_id, **self.env_kwargs)
@@ -55,20 +60,31 @@ class GymnasiumEnvironment:
         """The gymnasium env this instance drives."""
         return self._env
 
+    @property
+    def reward(self) -> float:
+        """The env's total reward so far in the current episode."""
+        return self._reward
+
+    @property
+    def done(self) -> bool:
+        """Whether the current episode has ended (terminated or truncated)."""
+        return self._done
+
     def reset(self, **row: Any) -> str | list[dict[str, Any]]:
         """Start an episode seeded from the dataset row and return the env's first observation
-        (content blocks, image first, when the env shows images)."""
-        observation, _ = self._env.reset(seed=episode_seed(row), options=_reset_options(row))
+        (content blocks, image first, when the env shows images).
+
+        A `seed` column seeds the episode; without one, the rollouts of one GRPO group share a
+        start and groups differ (see `GroupSeeds`). An `options` column goes to `env.reset`.
+        """
+        seed = self._seeds.next(row, self.group_size or _trainer_group_size())
+        observation, _ = self._env.reset(seed=seed, options=reset_options(row))
         self._episode_started = True
         self._done = False
         self._reward = 0.0
         if has_image(observation):
             return _image_blocks(observation)
         return _separator(row.get("prompt")) + _as_text(observation)
-
-    def get_reward(self) -> float:
-        """The env's total reward for the current episode."""
-        return self._reward
 
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> str | list[dict[str, Any]]:
         if not self._episode_started:
@@ -87,36 +103,87 @@ class GymnasiumEnvironment:
         self._finalizer()
 
 
-def environment_factory(env_id: str, **env_kwargs: Any) -> type[GymnasiumEnvironment]:
-    """A class for `GRPOTrainer(environment_factory=...)` that plays `env_id` built with `env_kwargs`.
+class EnvReward:
+    """Mixed in when the env's own reward is a TRL reward source (`env_reward=True`)."""
+
+    def get_reward(self) -> float:
+        """The env's total reward for the current episode."""
+        return self._reward  # type: ignore[attr-defined]
+
+
+def environment_factory(
+    env_id: str,
+    *,
+    name: str | None = None,
+    env_reward: bool = True,
+    group_size: int | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> type[GymnasiumEnvironment]:
+    """A class for `GRPOTrainer(environment_factory=...)` that plays `env_id` built with the env kwargs.
 
     The env id must be registered (`import gymenvs` registers gymenvs' own), the kwargs must be
     valid for it, and every tool must be describable to a model by `transformers.utils.get_json_schema`:
     each is checked here, so a bad configuration fails now rather than at the first training step.
     Every call returns a new class, so several can go in a dict (`environment_factory={"a": ..., "b": ...}`).
+
+    Args:
+        env_id: a registered env id.
+        name: the class name, which TRL uses as the env reward's column in its logs (default: the
+            env id's name, plus the kwargs when there are any, e.g. `Catch_v0_rows_2`).
+        env_reward: define `get_reward`, which TRL adds as a reward function of weight 1 beside
+            `reward_funcs`. Pass False when your own reward functions already score the episode
+            (they can read `environments[i].reward` and `.done`), so nothing is counted twice.
+        group_size: rollouts per prompt (`num_generations`) for rows without a `seed` column;
+            default: read from the trainer that is generating.
+        env_kwargs, **kwargs: keyword arguments for `gymnasium.make` (both forms merge), the same
+            as `make_rollout_func` takes them.
     """
     from transformers.utils import get_json_schema
 
+    env_kwargs = {**(env_kwargs or {}), **kwargs}
+    class_name = _class_name(env_id, env_kwargs) if name is None else _checked_name(name)
+    if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1):
+        raise ValueError(f"group_size={group_size!r}: expected a positive integer (num_generations) or None")
     env_class, max_turns = _probe(env_id, env_kwargs)
     namespace: dict[str, Any] = {
         "env_id": env_id,
         "env_kwargs": dict(env_kwargs),
         "max_turns": max_turns,
+        "group_size": group_size,
+        "_seeds": GroupSeeds(class_name),
         "__module__": __name__,
     }
-    for name in env_class.tools:
-        if name in _RESERVED_NAMES or name.startswith("_"):
+    for tool_name in env_class.tools:
+        if tool_name in _RESERVED_NAMES or tool_name.startswith("_"):
             raise ValueError(
-                f"{env_id}: a tool cannot be named {name!r} (TRL reserves reset, get_reward and private names)"
+                f"{env_id}: a tool cannot be named {tool_name!r} (reserved: {sorted(_RESERVED_NAMES)} and private names)"
             )
-        method = _tool_method(name, getattr(env_class, name))
+        method = _tool_method(tool_name, getattr(env_class, tool_name))
         try:
             get_json_schema(method)
         except Exception as exc:  # transformers raises its own parsing exceptions; all mean the same here
-            raise ValueError(f"{env_id}: tool {name!r} cannot be described to a model: {exc}") from exc
-        namespace[name] = method
-    class_name = re.sub(r"\W|^(?=\d)", "_", env_id.rsplit("/", 1)[-1])
-    return type(class_name, (GymnasiumEnvironment,), namespace)
+            raise ValueError(f"{env_id}: tool {tool_name!r} cannot be described to a model: {exc}") from exc
+        namespace[tool_name] = method
+    bases = (GymnasiumEnvironment, EnvReward) if env_reward else (GymnasiumEnvironment,)
+    return type(class_name, bases, namespace)
+
+
+def _class_name(env_id: str, env_kwargs: Mapping[str, Any]) -> str:
+    """`Catch_v0`, or `Catch_v0_rows_2` with kwargs: two configurations of one env get two names."""
+    parts = [env_id.rsplit("/", 1)[-1], *(f"{key}_{value}" for key, value in sorted(env_kwargs.items()))]
+    return re.sub(r"\W|^(?=\d)", "_", "_".join(parts))[:80]
+
+
+def _checked_name(name: Any) -> str:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"name={name!r}: expected a Python identifier (it names the class and its reward column)")
+    return name
+
+
+def _trainer_group_size() -> int | None:
+    trainer = trl_internals.generating_trainer()
+    return None if trainer is None else trl_internals.group_size(trainer)
 
 
 def _probe(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[type, int | None]:
@@ -155,17 +222,6 @@ def _tool_method(name: str, function: Callable) -> Callable:
     method.__signature__ = signature.replace(parameters=parameters, return_annotation=str)  # type: ignore[attr-defined]
     method.__annotations__ = {**{k: v for k, v in hints.items() if k != "return"}, "return": str}
     return method
-
-
-def _reset_options(row: Mapping[str, Any]) -> dict[str, Any] | None:
-    """An `options` column, if the dataset has one, goes to `env.reset(options=...)`.
-
-    Arrow fills keys that a row lacks with None: those are dropped.
-    """
-    options = row.get("options")
-    if not isinstance(options, Mapping):
-        return None
-    return {key: value for key, value in options.items() if value is not None}
 
 
 def _separator(prompt: Any) -> str:

@@ -3,7 +3,12 @@
 - `TransformersGenerator`: `model.generate` on any causal LM (CPU, tests, small models).
 - `VLLMGenerator`: an in-process `vllm.LLM` with `SamplingParams(logprobs=0)`.
 - `VLLMServerGenerator`: a vLLM server's OpenAI-compatible `/v1/completions`, with token-id prompts,
-  `return_token_ids` and `logprobs=0`.
+  `return_token_ids` and `logprobs=0` (for use without a trainer; needs only httpx).
+- `VLLMClientGenerator`: the same endpoint through `trl`'s own `VLLMClient`, the client a trainer
+  in vLLM server mode already holds (and syncs weights through).
+
+Every backend checks that each sampled token has a finite logprob, and names the request that
+lacks one: a NaN would otherwise pass silently into importance sampling.
 
 A logprob is the sampling policy's logprob of the token it sampled: the distribution after
 temperature and the other sampling processors, which is what vLLM reports with
@@ -17,9 +22,13 @@ the server backend is tested against a local HTTP server that speaks the same fo
 from __future__ import annotations
 
 import contextlib
+import math
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from wrappers.trl import trl_internals
 
 if TYPE_CHECKING:
     import torch
@@ -71,6 +80,22 @@ def _check_batch(prompts: Sequence[Sequence[int]], max_tokens: Sequence[int]) ->
         raise ValueError(f"every token budget must be at least 1, got {min(max_tokens)}")
     if any(len(prompt) == 0 for prompt in prompts):
         raise ValueError("empty prompt: a prompt needs at least one token")
+
+
+class MissingLogprobError(ValueError):
+    """A backend returned no finite logprob for a sampled token."""
+
+
+def checked_logprobs(logprobs: Sequence[float | None] | None, num_tokens: int, request: str) -> list[float]:
+    """`logprobs` as floats, or a `MissingLogprobError` naming `request` and the first bad position."""
+    if logprobs is None:
+        raise MissingLogprobError(f"{request}: the backend returned no logprobs (ask for logprobs=0)")
+    if len(logprobs) != num_tokens:
+        raise MissingLogprobError(f"{request}: {num_tokens} sampled tokens but {len(logprobs)} logprobs")
+    for position, value in enumerate(logprobs):
+        if value is None or not math.isfinite(value):
+            raise MissingLogprobError(f"{request}: the logprob of sampled token {position} is {value!r}")
+    return [float(value) for value in logprobs]  # type: ignore[arg-type]
 
 
 def _cut(token_ids: list[int], logprobs: list[float], max_tokens: int, stop_ids: set[int]) -> Completion:
@@ -144,10 +169,12 @@ class TransformersGenerator:
             output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
         new_tokens = output.sequences[:, input_ids.shape[1] :]
         logprobs = _sampled_logprobs(output.scores, new_tokens)
-        return [
-            _cut(tokens.tolist(), row_logprobs.tolist(), budget, self.stop_token_ids)
-            for tokens, row_logprobs, budget in zip(new_tokens, logprobs, max_tokens)
-        ]
+        completions = []
+        for request, (tokens, row_logprobs, budget) in enumerate(zip(new_tokens, logprobs, max_tokens)):
+            completion = _cut(tokens.tolist(), row_logprobs.tolist(), budget, self.stop_token_ids)
+            checked_logprobs(completion.logprobs, len(completion.token_ids), f"prompt {request} of the batch")
+            completions.append(completion)
+        return completions
 
 
 def _with(config: GenerationConfig, **overrides: Any) -> GenerationConfig:
@@ -209,7 +236,7 @@ class VLLMGenerator:
         params = [SamplingParams(**self._params(budget)) for budget in max_tokens]
         requests = [{"prompt_token_ids": list(prompt)} for prompt in prompts]
         outputs = self.llm.generate(requests, sampling_params=params, use_tqdm=False)
-        return [_from_vllm_output(output.outputs[0]) for output in outputs]
+        return [_from_vllm_output(output.outputs[0], f"prompt {index} of the batch") for index, output in enumerate(outputs)]
 
     def _params(self, max_tokens: int) -> dict[str, Any]:
         return {
@@ -231,10 +258,18 @@ def _vllm_sampling(sampling: Sampling) -> dict[str, Any]:
     }
 
 
-def _from_vllm_output(output: Any) -> Completion:
+def _from_vllm_output(output: Any, request: str = "request") -> Completion:
     """A `vllm.CompletionOutput` with `logprobs=0`: each position maps the sampled token to its `Logprob`."""
     token_ids = list(output.token_ids)
-    logprobs = [position[token].logprob for token, position in zip(token_ids, output.logprobs)]
+    positions = output.logprobs
+    logprobs = None
+    if positions is not None:
+        logprobs = [
+            position[token].logprob if position is not None and token in position else None
+            for token, position in zip(token_ids, positions)
+        ]
+        logprobs += [None] * (len(token_ids) - len(logprobs))
+    logprobs = checked_logprobs(logprobs, len(token_ids), request)
     return Completion(token_ids, logprobs, "stop" if output.finish_reason == "stop" else "length")
 
 
@@ -273,7 +308,12 @@ class VLLMServerGenerator:
         self.stop_token_ids = set(stop_token_ids)
         self.extra_request_fields = dict(extra_request_fields or {})
         self._client = httpx.Client(base_url=self.base_url, timeout=timeout_s)
-        self.model = model or self._first_model()
+        self._finalizer = weakref.finalize(self, self._client.close)
+        try:
+            self.model = model or self._first_model()
+        except BaseException:
+            self.close()
+            raise
 
     def _first_model(self) -> str:
         response = self._client.get("/v1/models")
@@ -308,18 +348,74 @@ class VLLMServerGenerator:
 
     def _completion(self, choice: dict[str, Any], max_tokens: int) -> Completion:
         token_ids = choice.get("token_ids")
-        if token_ids is None or choice.get("logprobs") is None:
-            raise RuntimeError(
-                "the vLLM server returned no token_ids or logprobs (vLLM >= 0.10.2 is needed for return_token_ids)"
-            )
-        logprobs = [float("nan") if value is None else value for value in choice["logprobs"]["token_logprobs"]]
+        request = f"prompt {choice['index']} of the batch sent to {self.base_url}/v1/completions"
+        if token_ids is None:
+            raise RuntimeError(f"{request}: no token_ids (vLLM >= 0.10.2 is needed for return_token_ids)")
+        logprobs = checked_logprobs((choice.get("logprobs") or {}).get("token_logprobs"), len(token_ids), request)
         finished = "stop" if choice.get("finish_reason") == "stop" else "length"
         if len(token_ids) <= max_tokens:
             return Completion(list(token_ids), logprobs, finished)
         return _cut(list(token_ids), logprobs, max_tokens, self.stop_token_ids)
 
     def close(self) -> None:
-        self._client.close()
+        """Close the HTTP client (also done when the generator is collected)."""
+        self._finalizer()
+
+    def __enter__(self) -> VLLMServerGenerator:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+# -- vLLM server through trl's VLLMClient -----------------------------------------------
+
+
+class VLLMClientGenerator:
+    """Samples through `trl`'s `VLLMClient`: the client a `GRPOTrainer` in vLLM server mode holds.
+
+    The client sends token-id prompts to `/v1/completions` with `logprobs=0` and returns, per
+    sampled token, its logprob first. It reports no finish reason: a completion that ends with a
+    stop token within its budget stopped, any other ran out of tokens.
+
+    Args:
+        client: a `trl.generation.vllm_client.VLLMClient`.
+        sampling: temperature, top-p, top-k, min-p, repetition penalty.
+        stop_token_ids: tokens that end a turn.
+        generation_kwargs: extra request fields (`GRPOConfig.generation_kwargs`).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        *,
+        sampling: Sampling | None = None,
+        stop_token_ids: Sequence[int] = (),
+        generation_kwargs: dict | None = None,
+    ):
+        self.client = client
+        self.sampling = sampling or Sampling()
+        self.stop_token_ids = set(stop_token_ids)
+        self.generation_kwargs = dict(generation_kwargs or {})
+
+    def generate(self, prompts: Sequence[Sequence[int]], max_tokens: Sequence[int]) -> list[Completion]:
+        _check_batch(prompts, max_tokens)
+        output = self.client.generate(
+            prompts=[list(prompt) for prompt in prompts],
+            n=1,
+            max_tokens=max(max_tokens),
+            logprobs=0,
+            generation_kwargs=self.generation_kwargs or None,
+            **_vllm_sampling(self.sampling),
+        )
+        all_logprobs = output.get("logprobs") or [None] * len(prompts)
+        completions = []
+        for index, (token_ids, positions, budget) in enumerate(zip(output["completion_ids"], all_logprobs, max_tokens)):
+            token_ids = list(token_ids)
+            sampled = None if positions is None else [position[0] if position else None for position in positions]
+            logprobs = checked_logprobs(sampled, len(token_ids), f"prompt {index} of the batch sent by VLLMClient")
+            completions.append(_cut(token_ids, logprobs, budget, self.stop_token_ids))
+        return completions
 
 
 # -- choosing the backend a GRPOTrainer uses -------------------------------------------
@@ -340,10 +436,12 @@ def generator_from_trainer(trainer: Any) -> Generator:
                 f"vllm_tensor_parallel_size=1 (got vllm_enable_sleep_mode={args.vllm_enable_sleep_mode}, "
                 f"vllm_tensor_parallel_size={args.vllm_tensor_parallel_size})"
             )
-        return VLLMGenerator(trainer.vllm_generation.llm, sampling=sampling, extra_sampling_params=extra)
-    base_url = args.vllm_server_base_url or f"http://{args.vllm_server_host}:{args.vllm_server_port}"
-    return VLLMServerGenerator(
-        base_url, sampling=sampling, stop_token_ids=trainer.eos_token_ids, extra_request_fields=extra
+        return VLLMGenerator(trl_internals.colocated_llm(trainer), sampling=sampling, extra_sampling_params=extra)
+    return VLLMClientGenerator(
+        trl_internals.server_client(trainer),
+        sampling=sampling,
+        stop_token_ids=trainer.eos_token_ids,
+        generation_kwargs=extra,
     )
 
 
@@ -361,7 +459,7 @@ def _transformers_for_trainer(trainer: Any) -> TransformersGenerator:
                 generation_kwargs=trainer.generation_kwargs,
                 gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
             ) as model,
-            trainer._dist.summon_full_params(trainer.model_wrapped, recurse=False),
+            trl_internals.full_parameters(trainer),
         ):
             yield model
 

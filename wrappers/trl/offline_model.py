@@ -8,10 +8,11 @@ The chat template is the Qwen2.5 template that ships inside the trl wheel: TRL r
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
@@ -152,3 +153,40 @@ def imitate(
             optimizer.step()
     model.eval()
     return model
+
+
+def tool_call_text(name: str, arguments: Mapping[str, Any] | None = None) -> str:
+    """A tool call as the Qwen2.5 chat template (and so TRL's parser) writes it."""
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': dict(arguments or {})})}\n</tool_call>"
+
+
+def teach_tool_calls(
+    model: Qwen2ForCausalLM,
+    tokenizer: PreTrainedTokenizerFast,
+    conversations: Sequence[list[dict[str, Any]]],
+    calls: Sequence[str],
+    *,
+    tools: Sequence[dict | Callable] | None = None,
+    steps: int = 100,
+    learning_rate: float = 1e-2,
+    seed: int = 0,
+) -> Qwen2ForCausalLM:
+    """Teach a tiny model to answer each conversation with a tool call, by supervised steps.
+
+    A random model almost never writes a well-formed `<tool_call>` block, so TRL's tool loop would
+    never run a tool (`tools/call_frequency` 0). Each conversation is rendered as the trainer
+    renders it (with `tools`: JSON schemas, or the methods of an `environment_factory` class, as
+    TRL passes them) and paired with every text in `calls` (see `tool_call_text`): give several
+    calls per conversation to teach the format but leave the choice to reinforcement learning.
+    """
+    prompts = [
+        tokenizer.apply_chat_template(
+            list(conversation),
+            tools=list(tools) if tools else None,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+        )["input_ids"]
+        for conversation in conversations
+    ]
+    return imitate(model, tokenizer, prompts, calls, steps=steps, learning_rate=learning_rate, seed=seed)

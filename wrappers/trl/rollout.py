@@ -9,15 +9,20 @@ a model without a trainer (`EnvRollout.run`, `evaluate`).
 from __future__ import annotations
 
 import functools
+import inspect
+import json
 import logging
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
+import numpy as np
 
 from gymenvs.core.images import has_image, text_view
-from wrappers.trl.seeding import episode_seed
+from wrappers.trl import trl_internals
+from wrappers.trl.seeding import GroupSeeds, reset_options
 from wrappers.trl.transcript import ChatRenderer, Episode, first_message_with
 from wrappers.vector import ConcurrentVectorEnv
 
@@ -40,6 +45,22 @@ def env_reward(
     return [float(value) for value in env_reward]
 
 
+EnvSpec = str | tuple[str, Mapping[str, Any]]
+ENVIRONMENT_COLUMN = "environment"
+
+
+@dataclass
+class RolloutEnv:
+    """One env a rollout plays: its id and kwargs, its tools, and where its episodes' seeds come from."""
+
+    name: str
+    env_id: str
+    env_kwargs: dict[str, Any]
+    tools: list[dict]
+    accepts_free_text: bool
+    seeds: GroupSeeds
+
+
 class EnvRollout:
     """A `rollout_func` for `GRPOTrainer`, and a trainer-free episode runner; built by `make_rollout_func`,
     whose docstring describes the options."""
@@ -48,27 +69,33 @@ class EnvRollout:
 
     def __init__(
         self,
-        env_id: str,
+        env_id: str | Mapping[str, EnvSpec] | Sequence[str],
         *,
         env_kwargs: Mapping[str, Any] | None = None,
         tokenizer: PreTrainedTokenizerBase | None = None,
         max_completion_length: int | None = None,
         max_tokens_per_turn: int | None = None,
         show_tools: bool = True,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        group_size: int | None = None,
         backend: str = "thread",
         max_workers: int | None = None,
         step_timeout_s: float | None = None,
     ):
-        self.env_id = env_id
-        self.env_kwargs = dict(env_kwargs or {})
+        self.envs = _rollout_envs(env_id, dict(env_kwargs or {}))
+        self.multi_env = not isinstance(env_id, str)
+        first = next(iter(self.envs.values()))
+        self.env_id, self.env_kwargs = first.env_id, first.env_kwargs  # the single env's (the first one's)
+        self.tools, self.accepts_free_text = first.tools, first.accepts_free_text
         self.tokenizer = tokenizer
         self.max_completion_length = _positive("max_completion_length", max_completion_length)
         self.max_tokens_per_turn = _positive("max_tokens_per_turn", max_tokens_per_turn)
+        self.group_size = _positive("group_size", group_size)
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.vector_options = {"backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s}
-        self.tools, self.accepts_free_text = _describe_env(env_id, self.env_kwargs)
         self.show_tools = show_tools
-        self._vector_env: ConcurrentVectorEnv | None = None
-        self._finalizer: weakref.finalize | None = None
+        self._vector_envs: dict[str, ConcurrentVectorEnv] = {}
+        self._finalizer = weakref.finalize(self, _close_all_quietly, self._vector_envs)
         self._trainer_generator: tuple[Any, Generator] | None = None
         self._told_about_images = False
         if tokenizer is not None and max_completion_length is not None:
@@ -77,23 +104,39 @@ class EnvRollout:
     # -- the TRL rollout_func -----------------------------------------------------------
 
     def __call__(self, prompts: list[Prompt], trainer: Any) -> dict[str, list]:
-        """Run one episode per prompt (TRL passes each prompt `num_generations` times in a row)."""
+        """Run one episode per prompt (TRL passes each prompt `num_generations` times in a row).
+
+        The dataset rows behind the prompts (their `seed`, `options` and `environment` columns)
+        are read from the trainer's generation step.
+        """
         processing_class = trainer.processing_class
         tokenizer = getattr(processing_class, "tokenizer", processing_class)
+        rows = trl_internals.batch_rows(trainer)
+        if rows is None or len(rows) != len(prompts):
+            rows = [{"prompt": prompt} for prompt in prompts]
+        rows = [{**row, "prompt": prompt} for row, prompt in zip(rows, prompts)]
+        chat_template_kwargs = {**(trainer.args.chat_template_kwargs or {}), **self.chat_template_kwargs}
         episodes = self.run(
             prompts,
             self._generator_for(trainer),
             tokenizer,
+            rows=rows,
+            group_size=self.group_size or trl_internals.group_size(trainer),
             max_completion_length=self.max_completion_length or trainer.args.max_completion_length,
+            chat_template_kwargs=chat_template_kwargs,
         )
-        return {
+        output = {
             "prompt_ids": [episode.prompt_ids for episode in episodes],
             "completion_ids": [episode.completion_ids for episode in episodes],
             "logprobs": [episode.logprobs for episode in episodes],
             "env_mask": [episode.env_mask for episode in episodes],
             "env_reward": [episode.reward for episode in episodes],
             "env_turns": [episode.turns for episode in episodes],
+            "env_seed": [episode.seed for episode in episodes],
         }
+        if self.multi_env:
+            output["env_name"] = [episode.env_name for episode in episodes]
+        return output
 
     def _generator_for(self, trainer: Any) -> Generator:
         from wrappers.trl.generation import generator_from_trainer
@@ -101,6 +144,19 @@ class EnvRollout:
         if self._trainer_generator is None or self._trainer_generator[0] is not trainer:
             self._trainer_generator = (trainer, generator_from_trainer(trainer))
         return self._trainer_generator[1]
+
+    def reward_func_for(self, name: str) -> Callable[..., list[float | None]]:
+        """A reward function, named `<name>_reward`, that scores the episodes of env `name` with their
+        env reward and returns None (ignored by TRL) for the other envs' episodes."""
+        if name not in self.envs:
+            raise ValueError(f"no env named {name!r}; this rollout plays {list(self.envs)}")
+
+        def reward(env_reward: Sequence[float], env_name: Sequence[str] | None = None, **kwargs: Any) -> list:
+            names = env_name if env_name is not None else [next(iter(self.envs))] * len(env_reward)
+            return [float(value) if each == name else None for value, each in zip(env_reward, names)]
+
+        reward.__name__ = reward.__qualname__ = f"{name}_reward"
+        return reward
 
     # -- episodes without a trainer -----------------------------------------------------
 
@@ -111,12 +167,18 @@ class EnvRollout:
         tokenizer: PreTrainedTokenizerBase | None = None,
         *,
         seeds: Sequence[int] | None = None,
+        rows: Sequence[Mapping[str, Any]] | None = None,
+        group_size: int | None = None,
         max_completion_length: int | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
     ) -> list[Episode]:
         """Play one episode per prompt, all at once, and return them (tokens, messages, rewards).
 
-        Each episode's seed is `seeds[i]` or a stable hash of its prompt, so equal prompts start
-        from the same state. The env's first observation is appended to the prompt's last message.
+        Each episode's seed is `seeds[i]`, else its row's `seed` column; rows without one (or no
+        rows: each prompt is a row) are seeded as `GroupSeeds` describes, with `group_size`
+        consecutive rollouts per group. A row's `options` column goes to the env's reset, and with
+        several envs its `environment` column picks the env. The env's first observation is
+        appended to the prompt's last message.
         """
         tokenizer = tokenizer or self.tokenizer
         max_completion_length = max_completion_length or self.max_completion_length
@@ -124,43 +186,93 @@ class EnvRollout:
             raise ValueError("run() needs a tokenizer and a max_completion_length (here or in the constructor)")
         if seeds is not None and len(seeds) != len(prompts):
             raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
+        if rows is not None and len(rows) != len(prompts):
+            raise ValueError(f"{len(rows)} rows for {len(prompts)} prompts")
         self._check_budget(tokenizer, max_completion_length)
-        renderer = ChatRenderer(tokenizer, self.tools if self.show_tools else None)
-        seeds = list(seeds) if seeds is not None else [episode_seed(prompt) for prompt in prompts]
-        return self._play(list(prompts), seeds, generator, renderer, max_completion_length)
+        rows = list(rows) if rows is not None else [{"prompt": prompt} for prompt in prompts]
+        names = [self._env_name_of(row) for row in rows]
+        group_size = group_size or self.group_size
+        if seeds is None:
+            seeds = [self.envs[name].seeds.next(row, group_size) for name, row in zip(names, rows)]
+        starts = [
+            EpisodeStart(prompt, name, seed, reset_options(row))
+            for prompt, name, seed, row in zip(prompts, names, seeds, rows)
+        ]
+        template_kwargs = {**self.chat_template_kwargs, **(chat_template_kwargs or {})}
+        renderers = {
+            name: ChatRenderer(tokenizer, env.tools if self.show_tools else None, template_kwargs)
+            for name, env in self.envs.items()
+        }
+        return self._play(starts, generator, renderers, max_completion_length)
+
+    def _env_name_of(self, row: Mapping[str, Any]) -> str:
+        if not self.multi_env:
+            return next(iter(self.envs))
+        name = row.get(ENVIRONMENT_COLUMN)
+        if name not in self.envs:
+            raise ValueError(
+                f"dataset row has {ENVIRONMENT_COLUMN}={name!r}; this rollout plays {list(self.envs)} "
+                f"(add an {ENVIRONMENT_COLUMN!r} column naming one per row)"
+            )
+        return name
 
     def _play(
-        self, prompts: list[Prompt], seeds: list[int], generator: Generator, renderer: ChatRenderer, max_length: int
+        self,
+        starts: list[EpisodeStart],
+        generator: Generator,
+        renderers: Mapping[str, ChatRenderer],
+        max_length: int,
     ) -> list[Episode]:
-        vector_env = self._vector_env_for(len(prompts))
-        observations, infos = vector_env.reset(seed=seeds)
-        observations = self._text_views(observations)
-        episodes = [
-            self._start_episode(prompt, observation, seed, _slot_info(infos, index), renderer)
-            for index, (prompt, observation, seed) in enumerate(zip(prompts, observations, seeds))
-        ]
+        slots = _slots_by_env(starts)  # env name -> indices of its episodes, in slot order
+        episodes: list[Episode] = [None] * len(starts)  # type: ignore[list-item]
+        for name, indices in slots.items():
+            vector_env = self._vector_env_for(name, len(indices))
+            for slot, (observation, info) in enumerate(_reset(vector_env, [starts[i] for i in indices])):
+                start = starts[indices[slot]]
+                (observation,) = self._text_views([observation])
+                episode = self._start_episode(start.prompt, observation, start.seed, info, renderers[name])
+                episode.env_name = name
+                episodes[indices[slot]] = episode
         while live := [index for index, episode in enumerate(episodes) if not episode.finished]:
             budgets = [self._turn_budget(episodes[index], max_length) for index in live]
             completions = generator.generate([episodes[index].input_ids for index in live], budgets)
-            actions: list[str | None] = [None] * len(episodes)
+            actions: dict[int, str | None] = {}
             for index, completion in zip(live, completions):
+                renderer = renderers[episodes[index].env_name]
                 actions[index] = episodes[index].add_model_turn(completion, renderer, max_length)
-            if all(action is None for action in actions):
-                continue
-            observations, rewards, terminated, truncated, infos = vector_env.step(actions)
-            observations = self._text_views(observations)
-            for index, action in enumerate(actions):
-                if action is not None:
-                    episodes[index].add_env_turn(
-                        observations[index],
-                        rewards[index],
-                        terminated[index],
-                        truncated[index],
-                        _slot_info(infos, index),
-                        renderer,
-                        max_length,
-                    )
+            for name, indices in slots.items():
+                self._step(name, indices, actions, episodes, renderers[name], max_length)
         return episodes
+
+    def _step(
+        self,
+        name: str,
+        indices: list[int],
+        actions: Mapping[int, str | None],
+        episodes: list[Episode],
+        renderer: ChatRenderer,
+        max_length: int,
+    ) -> None:
+        """Step env `name`'s slots whose episode produced an action this turn."""
+        vector_env = self._vector_envs[name]
+        slot_actions: list[str | None] = [None] * vector_env.num_envs
+        for slot, index in enumerate(indices):
+            slot_actions[slot] = actions.get(index)
+        if all(action is None for action in slot_actions):
+            return
+        observations, rewards, terminated, truncated, infos = vector_env.step(slot_actions)
+        observations = self._text_views(observations)
+        for slot, index in enumerate(indices):
+            if slot_actions[slot] is not None:
+                episodes[index].add_env_turn(
+                    observations[slot],
+                    rewards[slot],
+                    terminated[slot],
+                    truncated[slot],
+                    _slot_info(infos, slot),
+                    renderer,
+                    max_length,
+                )
 
     def _start_episode(
         self, prompt: Prompt, observation: str, seed: int, info: Mapping[str, Any], renderer: ChatRenderer
@@ -183,59 +295,77 @@ class EnvRollout:
         remaining = max_length - len(episode.completion_ids)
         return min(remaining, self.max_tokens_per_turn) if self.max_tokens_per_turn else remaining
 
-    def _vector_env_for(self, num_envs: int) -> ConcurrentVectorEnv:
-        if self._vector_env is not None and self._vector_env.num_envs != num_envs:
-            self.close()
-        if self._vector_env is None:
-            make = functools.partial(gym.make, self.env_id, **self.env_kwargs)
-            self._vector_env = ConcurrentVectorEnv(
+    def _vector_env_for(self, name: str, num_envs: int) -> ConcurrentVectorEnv:
+        """Env `name`'s vector env, with at least `num_envs` slots (it grows, never shrinks: a
+        multi-env batch's mix changes from step to step)."""
+        vector_env = self._vector_envs.get(name)
+        if vector_env is not None and vector_env.num_envs < num_envs:
+            _close_quietly(self._vector_envs.pop(name))
+            vector_env = None
+        if vector_env is None:
+            env = self.envs[name]
+            make = functools.partial(gym.make, env.env_id, **env.env_kwargs)
+            vector_env = ConcurrentVectorEnv(
                 [make] * num_envs, autoreset_mode=gym.vector.AutoresetMode.DISABLED, **self.vector_options
             )
-            self._finalizer = weakref.finalize(self, _close_quietly, self._vector_env)
-        return self._vector_env
+            self._vector_envs[name] = vector_env
+        return vector_env
 
     # -- checks -------------------------------------------------------------------------
 
     def _check_budget(self, tokenizer: PreTrainedTokenizerBase, max_completion_length: int) -> None:
         """A clear error when `max_completion_length` cannot hold even the shortest action plus its
         end-of-turn token: every episode would end before the env sees an action."""
-        shortest, example = _shortest_action(tokenizer, self.tools, self.accepts_free_text)
-        if max_completion_length < shortest:
-            raise ValueError(
-                f"max_completion_length={max_completion_length} is too small for one turn of {self.env_id}: "
-                f"its shortest action ({example!r} plus the end-of-turn token) takes {shortest} tokens"
-            )
+        for env in self.envs.values():
+            shortest, example = _shortest_action(tokenizer, env.tools, env.accepts_free_text)
+            if max_completion_length < shortest:
+                raise ValueError(
+                    f"max_completion_length={max_completion_length} is too small for one turn of {env.env_id}: "
+                    f"its shortest action ({example!r} plus the end-of-turn token) takes {shortest} tokens"
+                )
 
     def close(self) -> None:
         """Close the episodes' envs (also done when the rollout is collected or the interpreter exits)."""
-        if self._finalizer is not None:
-            self._finalizer()
-        self._vector_env = self._finalizer = None
+        _close_all_quietly(self._vector_envs)
 
 
-def make_rollout_func(env_id: str, **options: Any) -> EnvRollout:
+def make_rollout_func(env_id: str | Mapping[str, EnvSpec] | Sequence[str], **options: Any) -> EnvRollout:
     """A `rollout_func` for `GRPOTrainer(rollout_func=...)` that plays `env_id`; pair it with its
     reward function: `GRPOTrainer(reward_funcs=rollout.reward_func, rollout_func=rollout, ...)`.
 
     It returns `prompt_ids`, `completion_ids` (model turns and env replies, appended as tokens),
     `logprobs` (the sampling policy's logprob of each sampled token, 0.0 on env tokens), `env_mask`
-    (0 on env tokens), and `env_reward` and `env_turns` per episode. Generation uses the trainer's
-    vLLM engine when `use_vllm` is on, else `generate` on the model being trained.
+    (0 on env tokens), and `env_reward`, `env_turns` and `env_seed` per episode (and `env_name`
+    with several envs). Generation uses the trainer's vLLM engine when `use_vllm` is on, else `generate` on the
+    model being trained. A dataset's `seed` and `options` columns set each episode's start; rows
+    without a seed get one start per GRPO group and a different one per group.
 
     Args:
-        env_id: a registered env id (`import gymenvs` registers gymenvs' own).
-        env_kwargs: keyword arguments for `gymnasium.make`.
+        env_id: a registered env id (`import gymenvs` registers gymenvs' own); or several envs, as
+            `{name: env_id or (env_id, kwargs)}` or a list of ids (each named by its id), of which
+            each dataset row's `environment` column picks one, as TRL's dict `environment_factory` does.
+            Score them with `reward_func` (every env's reward) or `reward_func_for(name)` per env.
+        env_kwargs: keyword arguments for `gymnasium.make`; any keyword not listed here is one too,
+            as `environment_factory` takes them.
         tokenizer, max_completion_length: when both are given, the length is checked now (else at
             the first call); `max_completion_length` overrides the trainer's.
         max_tokens_per_turn: cap on one model turn (default: the remaining completion budget). A turn
             that reaches it is closed with the end-of-turn token and sent to the env as it is.
         show_tools: render the env's tool schemas in the prompt.
+        chat_template_kwargs: extra chat template variables, over the trainer's own
+            `GRPOConfig(chat_template_kwargs=...)`, which are honoured too.
+        group_size: rollouts per group for seedless rows (default: the trainer's `num_generations`).
         backend, max_workers, step_timeout_s: the `ConcurrentVectorEnv` the episodes run in. An env
             that crashes or outlives `step_timeout_s` ends its own episode (reward 0, error recorded).
     """
+    rollout_options = set(inspect.signature(EnvRollout).parameters) - {"env_id"}
+    env_kwargs = {key: value for key, value in options.items() if key not in rollout_options}
+    options = {key: value for key, value in options.items() if key in rollout_options}
+    if env_kwargs:
+        options["env_kwargs"] = {**(options.get("env_kwargs") or {}), **env_kwargs}
     from wrappers.trl.agent_rollout import AgentRollout, is_agent_env
 
-    return (AgentRollout if is_agent_env(env_id) else EnvRollout)(env_id, **options)
+    return (AgentRollout if isinstance(env_id, str) and is_agent_env(env_id) else EnvRollout)(env_id, **options)
 
 
 def evaluate(
@@ -262,9 +392,82 @@ def evaluate(
         rollout.close()
 
 
-def _start(prompt: Prompt, observation: str, seed: int, info: Mapping[str, Any], renderer: ChatRenderer) -> Episode:
+@dataclass(frozen=True)
+class EpisodeStart:
+    """What one episode starts from: its prompt, env, seed and reset options."""
+
+    prompt: Prompt
+    env_name: str
+    seed: int
+    options: dict[str, Any] | None
+
+
+def _rollout_envs(spec: Any, env_kwargs: dict[str, Any]) -> dict[str, RolloutEnv]:
+    """`{name: RolloutEnv}` from one env id, `{name: env_id or (env_id, kwargs)}`, or a list of ids.
+    `env_kwargs` apply to a single env id only."""
+    if isinstance(spec, str):
+        named = {spec: (spec, env_kwargs)}
+    elif env_kwargs:
+        raise ValueError("env_kwargs with several envs: give each its own as {name: (env_id, kwargs)}")
+    elif isinstance(spec, Mapping):
+        named = {name: _id_and_kwargs(name, value) for name, value in spec.items()}
+    elif isinstance(spec, Sequence) and all(isinstance(value, str) for value in spec):
+        named = {value: (value, {}) for value in spec}
+    else:
+        raise ValueError(f"env_id={spec!r}: expected an env id, a list of env ids, or {{name: env_id or (env_id, kwargs)}}")
+    if not named:
+        raise ValueError("env_id: expected at least one env")
+    envs = {}
+    for name, (env_id, kwargs) in named.items():
+        tools, accepts_free_text = _describe_env(env_id, kwargs)
+        envs[name] = RolloutEnv(name, env_id, dict(kwargs), tools, accepts_free_text, GroupSeeds(str(name)))
+    return envs
+
+
+def _id_and_kwargs(name: Any, value: Any) -> tuple[str, Mapping[str, Any]]:
+    if isinstance(value, str):
+        return value, {}
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], Mapping):
+        return value
+    raise ValueError(f"env {name!r}: expected an env id or (env_id, kwargs), got {value!r}")
+
+
+def _slots_by_env(starts: Sequence[EpisodeStart]) -> dict[str, list[int]]:
+    slots: dict[str, list[int]] = {}
+    for index, start in enumerate(starts):
+        slots.setdefault(start.env_name, []).append(index)
+    return slots
+
+
+def _reset(vector_env: ConcurrentVectorEnv, starts: Sequence[EpisodeStart]) -> list[tuple[str, dict[str, Any]]]:
+    """Reset the first `len(starts)` slots with their seeds; one reset call per distinct `options`."""
+    results: list[tuple[str, dict[str, Any]]] = [None] * len(starts)  # type: ignore[list-item]
+    by_options: dict[str, list[int]] = {}
+    for slot, start in enumerate(starts):
+        by_options.setdefault(json.dumps(start.options, sort_keys=True, default=str), []).append(slot)
+    for slots in by_options.values():
+        mask = np.zeros(vector_env.num_envs, dtype=bool)
+        mask[slots] = True
+        seeds: list[int | None] = [None] * vector_env.num_envs
+        for slot in slots:
+            seeds[slot] = starts[slot].seed
+        options = {**(starts[slots[0]].options or {}), "reset_mask": mask}
+        observations, infos = vector_env.reset(seed=seeds, options=options)
+        for slot in slots:
+            results[slot] = (observations[slot], _slot_info(infos, slot))
+    return results
+
+
+def _start(
+    prompt: Prompt,
+    observation: str,
+    seed: int,
+    info: Mapping[str, Any],
+    renderer: ChatRenderer,
+    env_name: str | None = None,
+) -> Episode:
     messages = first_message_with(prompt, observation)
-    episode = Episode(seed=seed, prompt_ids=renderer.prompt_ids(messages), messages=messages)
+    episode = Episode(seed=seed, prompt_ids=renderer.prompt_ids(messages), messages=messages, env_name=env_name)
     if info.get("error") is not None:  # the env failed to reset: the episode ends before the model plays
         episode.fail_at_start(str(info["error"]), renderer)
     return episode
@@ -319,6 +522,11 @@ def _positive(name: str, value: int | None) -> int | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
         raise ValueError(f"{name}={value!r}: expected a positive integer or None")
     return value
+
+
+def _close_all_quietly(vector_envs: dict[str, Any]) -> None:
+    while vector_envs:
+        _close_quietly(vector_envs.popitem()[1])
 
 
 def _close_quietly(vector_env: Any) -> None:

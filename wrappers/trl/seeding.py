@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import numbers
+import threading
+import warnings
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,91 @@ def episode_seed(row: Mapping[str, Any] | Any) -> int:
         return int(seed)
     encoded = json.dumps(row, sort_keys=True, default=str, ensure_ascii=False).encode("utf-8")
     return int.from_bytes(hashlib.sha256(encoded).digest()[:8], "big") >> (64 - _SEED_BITS)
+
+
+def row_seed(row: Mapping[str, Any]) -> int | None:
+    """The row's `seed` column (validated), or None when it has none."""
+    if row.get(SEED_COLUMN) is None:
+        return None
+    return episode_seed(row)
+
+
+def reset_options(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An `options` column, if the dataset has one, goes to `env.reset(options=...)`.
+
+    Arrow fills keys that a row lacks with None: those are dropped.
+    """
+    options = row.get("options")
+    if not isinstance(options, Mapping):
+        return None
+    return {key: value for key, value in options.items() if value is not None}
+
+
+class GroupSeeds:
+    """Episode seeds for a stream of rollouts, in the order TRL resets them.
+
+    A row with a `seed` column gets that seed. Rows without one (TRL's placeholder rows, a
+    dict-form dataset of `environment` names, one prompt repeated) carry nothing to tell episodes
+    apart, so they are told apart by position: TRL hands out each prompt's `group_size` rollouts
+    consecutively, so each run of `group_size` seedless resets is one group and shares one seed,
+    and the next run gets the next one. With no group size (no trainer in sight) a seedless row's
+    seed is a hash of the row, so identical rows start identically: a warning says so when a row
+    comes back after another (consecutive equal rows are taken for one group).
+
+    Args:
+        name: names the stream in warnings (an env id or an environment name).
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self._lock = threading.Lock()
+        self._groups_started = 0
+        self._position = 0
+        self._group_seed = 0
+        self._rows_seen: set[int] = set()
+        self._previous_row: int | None = None
+        self._warned = False
+
+    def next(self, row: Mapping[str, Any], group_size: int | None) -> int:
+        """The seed of the next rollout, whose dataset row is `row`."""
+        seed = row_seed(row)
+        if seed is not None:
+            return seed
+        row_hash = episode_seed(dict(row))
+        with self._lock:
+            if group_size is None:
+                if row_hash != self._previous_row:  # consecutive equal rows are taken for one group
+                    self._warn_once_if_repeated(
+                        row_hash,
+                        "identical rows start identical episodes, because the group size is unknown here. "
+                        "Pass group_size=num_generations, or give the dataset a `seed` column (episode_dataset).",
+                    )
+                self._previous_row = row_hash
+                return row_hash
+            if self._position == 0:
+                self._warn_once_if_repeated(
+                    row_hash,
+                    "groups are told apart by their order in training (each run of group_size rollouts shares "
+                    "one start, the next run gets another), so a rerun replays them only in the same order. "
+                    "Give the dataset a `seed` column (episode_dataset) to tie episodes to rows.",
+                )
+                self._groups_started += 1
+                self._group_seed = episode_seed({"row": row_hash, "group": self._groups_started})
+            self._position = (self._position + 1) % group_size
+            return self._group_seed
+
+    def _warn_once_if_repeated(self, row_hash: int, consequence: str) -> None:
+        if self._warned:
+            return
+        if row_hash in self._rows_seen:
+            self._warned = True
+            warnings.warn(
+                f"{self.name}: dataset rows without a `seed` column repeat, so nothing in them tells episodes apart; "
+                + consequence,
+                UserWarning,
+                stacklevel=4,
+            )
+        self._rows_seen.add(row_hash)
 
 
 def episode_dataset(num_episodes: int, *, seed: int = 0, system_prompt: str = "") -> Dataset:

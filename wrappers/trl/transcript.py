@@ -27,13 +27,21 @@ class ChatRenderer:
     Args:
         tokenizer: a tokenizer with a chat template whose end-of-turn token is its `eos_token`.
         tools: the env's tool schemas, shown to the model in the prompt (None: not shown).
+        chat_template_kwargs: extra template variables (`enable_thinking`, say), as TRL's
+            `GRPOConfig(chat_template_kwargs=...)` passes them.
     """
 
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, tools: Sequence[dict] | None):
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        tools: Sequence[dict] | None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+    ):
         if tokenizer.chat_template is None:
             raise ValueError("the tokenizer has no chat template; make_rollout_func renders conversations with it")
         self.tokenizer = tokenizer
         self.tools = list(tools) if tools else None
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.end_of_turn_id = tokenizer.eos_token_id
 
     def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
@@ -75,7 +83,12 @@ class ChatRenderer:
         self, messages: list[dict[str, Any]], add_generation_prompt: bool, tools: list[dict] | None = None
     ) -> list[int]:
         rendered = self.tokenizer.apply_chat_template(
-            messages, tools=tools, add_generation_prompt=add_generation_prompt, tokenize=True, return_dict=True
+            messages,
+            tools=tools,
+            add_generation_prompt=add_generation_prompt,
+            tokenize=True,
+            return_dict=True,
+            **self.chat_template_kwargs,
         )
         return list(rendered["input_ids"])
 
@@ -128,6 +141,7 @@ class Episode:
     turns: int = 0
     end_reason: EndReason | None = None
     error: str | None = None
+    env_name: str | None = None
 
     @property
     def finished(self) -> bool:

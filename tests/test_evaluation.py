@@ -1,0 +1,105 @@
+"""`gymenvs eval` / `evaluate()` and `gymenvs replay`: a policy over N episodes, a summary, transcripts."""
+
+import http.server
+import json
+import threading
+
+import pytest
+from test_cli import gymenvs_cli
+
+from gymenvs.evaluation import evaluate, read_transcripts
+from gymenvs.policies import OpenAIPolicy, make_policy
+
+
+def test_eval_prints_the_summary_table_and_writes_transcripts_that_replay(tmp_path):
+    transcripts = tmp_path / "wordle.jsonl"
+    result = gymenvs_cli("eval", "gymenvs/Wordle-v0", "-n", "20", "--transcripts", str(transcripts), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    table = dict(line.split("  ", 1) for line in result.stdout.splitlines() if "  " in line)
+    assert table["episodes"].strip() == "20" and table["invalid actions"].strip() == "0"
+    assert float(table["success rate"].strip().rstrip("%")) >= 80  # the scripted player solves most words
+    records = read_transcripts(transcripts)
+    assert [record["seed"] for record in records] == list(range(20))
+    replay = gymenvs_cli("replay", str(transcripts), "--episode", "2")
+    assert replay.returncode == 0
+    record = records[2]
+    assert replay.stdout.startswith(f"# gymenvs/Wordle-v0  seed 2  reward {record['reward']:g}")
+    assert "[tool] guess(word)" in replay.stdout
+    for message in record["messages"]:  # every message, in order, as the model saw it
+        assert f"--- {message['role']}\n{message['content']}" in replay.stdout
+    assert gymenvs_cli("replay", str(transcripts), "--episode", "20").returncode == 2
+
+
+def test_evaluate_returns_the_same_summary_and_is_reproducible():
+    first = evaluate("gymenvs/Catch-v0", make_policy("scripted", "gymenvs/Catch-v0"), num_episodes=10,
+                     env_kwargs={"rows": 4}, max_workers=3, progress=False)
+    second = evaluate("gymenvs/Catch-v0", make_policy("scripted", "gymenvs/Catch-v0"), num_episodes=10,
+                      env_kwargs={"rows": 4}, progress=False)
+    assert first.success_rate == 1.0 and first.mean_reward == 1.0 and first.mean_turns == 3.0
+    assert {k: v for k, v in vars(first).items() if k != "wall_time_s"} == {
+        k: v for k, v in vars(second).items() if k != "wall_time_s"
+    }
+    assert "success rate     100.0%" in first.table()
+
+
+def test_a_policy_that_fails_ends_its_episode_not_the_evaluation():
+    class Broken:
+        name = "broken"
+
+        def new_episode(self):
+            return self
+
+        def act(self, messages, tools):
+            raise ConnectionError("endpoint down")
+
+    summary = evaluate("gymenvs/Echo-v0", Broken(), num_episodes=3, progress=False)
+    assert summary.failed_episodes == 3 and summary.episodes == 3
+
+
+def test_bad_arguments_are_rejected_with_a_clear_message():
+    with pytest.raises(ValueError, match="no scripted policy for 'gymenvs/Sudoku-v0'"):
+        make_policy("scripted", "gymenvs/Sudoku-v0")
+    with pytest.raises(ValueError, match="num_episodes=0"):
+        evaluate("gymenvs/Echo-v0", make_policy("scripted", "gymenvs/Echo-v0"), num_episodes=0)
+    result = gymenvs_cli("eval", "gymenvs/Nope-v0", "-n", "1")
+    assert result.returncode == 2 and "no scripted policy for 'gymenvs/Nope-v0'" in result.stderr
+
+
+@pytest.fixture
+def chat_endpoint():
+    """A local OpenAI-compatible chat endpoint that always answers with a `move(stay)` tool call."""
+    requests = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            requests.append((self.path, self.headers.get("Authorization"), body))
+            call = {"id": "c1", "type": "function", "function": {"name": "move", "arguments": '{"direction": "stay"}'}}
+            payload = {"choices": [{"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
+            data = json.dumps(payload).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", requests
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_openai_compatible_endpoint_plays_through_its_tool_calls(chat_endpoint):
+    base_url, requests = chat_endpoint
+    policy = OpenAIPolicy(base_url, "served-model", api_key="k")
+    summary = evaluate("gymenvs/Catch-v0", policy, num_episodes=2, env_kwargs={"rows": 3}, progress=False)
+    policy.close()
+    assert summary.invalid_actions == 0 and summary.mean_turns == 2.0  # every turn was a valid move
+    path, authorization, body = requests[0]
+    assert path == "/v1/chat/completions" and authorization == "Bearer k" and body["model"] == "served-model"
+    assert [tool["function"]["name"] for tool in body["tools"]] == ["move", "stay"]
+    assert body["messages"][0]["role"] == "user" and "ball" in body["messages"][0]["content"]
