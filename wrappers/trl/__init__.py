@@ -7,6 +7,10 @@ Two paths:
 - `make_rollout_func(env_id, ...)`: a `rollout_func` that runs the whole batch's episodes
   concurrently in a `ConcurrentVectorEnv` and returns token-level logprobs and an env mask.
 
+For `trl.experimental.async_grpo.AsyncGRPOTrainer`, `EnvRolloutWorker` plays episodes continuously
+against an inference server (`InferenceServer` serves one on CPU; `HTTPWeightTransfer` syncs its
+weights; `CPUAsyncGRPOTrainer` runs the trainer without a GPU). See docs/async_grpo.md.
+
 Heavy dependencies (torch, transformers, trl, datasets) are imported only when used.
 """
 
@@ -31,6 +35,10 @@ _EXPORTS = {
     "TransformersGenerator": "wrappers.trl.generation",
     "VLLMGenerator": "wrappers.trl.generation",
     "VLLMServerGenerator": "wrappers.trl.generation",
+    "EnvRolloutWorker": "wrappers.trl.async_worker",
+    "CPUAsyncGRPOTrainer": "wrappers.trl.cpu_async_grpo",
+    "InferenceServer": "wrappers.trl.inference_server",
+    "HTTPWeightTransfer": "wrappers.trl.weight_transfer",
     "tiny_model": "wrappers.trl.offline_model",
     "tiny_tokenizer": "wrappers.trl.offline_model",
     "imitate": "wrappers.trl.offline_model",

@@ -1,0 +1,98 @@
+"""The GRPO learning demo of `grpo_cpu.py`, trained by TRL's asynchronous `AsyncGRPOTrainer` on CPU.
+
+Same tiny model, same toy env (a ball falls into column a, b or c; the reply's first letter moves
+the paddle). Here generation never waits for training: an inference server (a separate process,
+as `vllm serve` would be) samples for `EnvRolloutWorker`, which keeps GRPO groups playing in
+`ConcurrentVectorEnv`s and queues scored samples; the trainer takes them as they come and pushes
+its weights back to the server after every step. Prints the mean reward of every step, then the
+first and last five.
+
+    python examples/async_grpo_cpu.py [--steps 200] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+import gymnasium as gym
+from grpo_cpu import LetterCatch, RewardPrinter  # the toy env and the printer of the synchronous demo
+from transformers import PrinterCallback
+from transformers.utils import logging as transformers_logging
+from trl.experimental.async_grpo import AsyncGRPOConfig
+
+from wrappers.trl import CPUAsyncGRPOTrainer, EnvRolloutWorker, HTTPWeightTransfer, Sampling, tiny_model
+from wrappers.trl.inference_server import ServerProcess
+
+GROUP = 8
+BATCH = 128
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=0)
+    options = parser.parse_args()
+    transformers_logging.set_verbosity_error()
+    gym.register("example/LetterCatch-v0", entry_point=LetterCatch)
+
+    model, tokenizer = tiny_model(seed=options.seed, hidden_size=64, intermediate_size=128)
+    printer = RewardPrinter()
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as model_dir:
+        model.save_pretrained(model_dir)
+        tokenizer.save_pretrained(model_dir)
+        with ServerProcess(model_dir, max_batch_size=BATCH) as server:
+            worker = EnvRolloutWorker(
+                "example/LetterCatch-v0",
+                server_url=server.base_url,
+                tokenizer=tokenizer,
+                num_generations=GROUP,
+                max_completion_length=2,
+                max_tokens_per_turn=1,  # one token answers; the turn is closed with the end-of-turn token
+                show_tools=False,
+                seed=options.seed,
+                sampling=Sampling(temperature=1.0),
+                groups_in_flight=BATCH // GROUP,
+                max_staleness=1,
+                queue_maxsize=BATCH,  # at most about two steps ahead of the trainer
+            )
+            config = AsyncGRPOConfig(
+                output_dir=f"{model_dir}/out",
+                bf16=False,
+                use_cpu=True,
+                report_to="none",
+                save_strategy="no",
+                disable_tqdm=True,
+                per_device_train_batch_size=BATCH,
+                num_generations=GROUP,
+                max_completion_length=2,
+                temperature=1.0,
+                max_steps=options.steps,
+                learning_rate=2e-3,
+                max_staleness=1,
+                token_budget=0,  # a fixed number of samples per step, as in the synchronous demo
+                logging_steps=1,
+                seed=options.seed,
+            )
+            trainer = CPUAsyncGRPOTrainer(
+                model_dir,
+                processing_class=tokenizer,
+                args=config,
+                rollout_worker=worker,
+                weight_transfer=HTTPWeightTransfer(server.base_url),
+                callbacks=[printer],
+            )
+            trainer.remove_callback(PrinterCallback)
+            trainer.train()
+    first, last = statistics.mean(printer.rewards[:5]), statistics.mean(printer.rewards[-5:])
+    print(
+        f"\nmean reward, first 5 steps: {first:.3f}; last 5 steps: {last:.3f}; "
+        f"{time.perf_counter() - start:.0f} s on CPU"
+    )
+
+
+if __name__ == "__main__":
+    main()
