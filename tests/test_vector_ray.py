@@ -92,20 +92,13 @@ def test_slots_that_need_more_than_the_cluster_has_are_a_clear_ray_setting():
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_session):
-    pytest.importorskip("docker")
+def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_session, docker_client, swe_images):
     pytest.importorskip("transformers")
-    from gymenvs.swe.images import BASE_IMAGE, build_base_image, build_fixture_images
-    from gymenvs.swe.sandbox import LABEL_PID, SandboxError, docker_client
+    from gymenvs.swe.sandbox import LABEL_PID
     from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
     from wrappers.trl.offline_model import tiny_model
 
-    try:
-        client = docker_client()
-    except SandboxError as exc:
-        pytest.skip(f"no Docker engine can run here: {exc}")
-    build_base_image(client, tag=BASE_IMAGE, progress=False)
-    build_fixture_images(client, base=BASE_IMAGE, progress=False)
+    client = docker_client
     model, tokenizer = tiny_model(seed=0)
     generator = TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=1.0))
     rollout = make_rollout_func(

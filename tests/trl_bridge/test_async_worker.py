@@ -195,19 +195,12 @@ def test_bad_options_are_rejected_at_construction(server, model_and_tokenizer):
 
 @pytest.mark.slow
 @pytest.mark.docker
-def test_the_worker_plays_swe_episodes_and_stop_leaves_no_container(server, model_and_tokenizer):
-    pytest.importorskip("docker")
+def test_the_worker_plays_swe_episodes_and_stop_leaves_no_container(server, model_and_tokenizer, docker_client, swe_images):
     import os
 
-    from gymenvs.swe.images import BASE_IMAGE, build_base_image, build_fixture_images
-    from gymenvs.swe.sandbox import LABEL_PID, SandboxError, docker_client
+    from gymenvs.swe.sandbox import LABEL_PID
 
-    try:
-        client = docker_client()
-    except SandboxError as exc:
-        pytest.skip(f"no Docker engine can run here: {exc}")
-    build_base_image(client, tag=BASE_IMAGE, progress=False)
-    build_fixture_images(client, base=BASE_IMAGE, progress=False)
+    client = docker_client
     _, tokenizer = model_and_tokenizer
     worker = make_worker(
         server,

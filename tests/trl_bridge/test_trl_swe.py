@@ -44,19 +44,9 @@ def own_containers(client, pid):
     return client.containers.list(all=True, filters={"label": f"{LABEL_PID}={pid}"})
 
 
-@pytest.fixture(scope="module")
-def client():
-    pytest.importorskip("docker")
-    from gymenvs.swe.images import BASE_IMAGE, build_base_image, build_fixture_images
-    from gymenvs.swe.sandbox import SandboxError, docker_client
-
-    try:
-        client = docker_client()
-    except SandboxError as exc:
-        pytest.skip(f"no Docker engine can run here: {exc}")
-    build_base_image(client, tag=BASE_IMAGE, progress=False)
-    build_fixture_images(client, base=BASE_IMAGE, progress=False)
-    return client
+@pytest.fixture
+def client(docker_client, swe_images):
+    return docker_client
 
 
 def test_a_training_run_leaves_no_container_behind(client, tmp_path):
