@@ -90,6 +90,12 @@ def test_slots_that_need_more_than_the_cluster_has_are_a_clear_ray_setting():
         ray_vector(start_method="fork")
 
 
+def actor_handles(rollout) -> list:
+    """The Ray actors behind a single-env rollout's vector env."""
+    (vector_env,) = rollout._vector_envs.values()
+    return vector_env._backend.actor_handles()
+
+
 @pytest.mark.slow
 @pytest.mark.docker
 def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_session, docker_client, swe_images):
@@ -106,14 +112,14 @@ def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_se
     )
 
     def containers() -> list:
-        pids = [str(ray.get(handle.pid.remote())) for handle in rollout._vector_env._backend.actor_handles()]
+        pids = [str(ray.get(handle.pid.remote())) for handle in actor_handles(rollout)]
         return [c for pid in pids for c in client.containers.list(all=True, filters={"label": f"{LABEL_PID}={pid}"})]
 
     try:
         episodes = rollout.run([[{"role": "user", "content": "Fix it."}]] * 4, generator, tokenizer, max_completion_length=32)
         assert len(episodes) == 4 and all(episode.turns >= 1 for episode in episodes)
         assert len(containers()) == 4  # one sandbox per slot, in four actor processes
-        actor_pids = [ray.get(handle.pid.remote()) for handle in rollout._vector_env._backend.actor_handles()]
+        actor_pids = [ray.get(handle.pid.remote()) for handle in actor_handles(rollout)]
         assert len(set(actor_pids)) == 4 and os.getpid() not in actor_pids
     finally:
         rollout.close()
