@@ -160,9 +160,15 @@ def test_nothing_is_left_after_close_or_a_failed_reset(make_agent_env, docker_cl
     assert not [p for p in Path(tempfile.gettempdir()).glob("gymenvs-agent-*") if str(p).split("-")[2] == str(__import__("os").getpid())]
 
 
-def test_a_sigkilled_process_leaves_nothing_the_next_env_does_not_reap(swe_images, docker_client):
-    import gymnasium as gym
+NEXT_PROCESS = ("import gymnasium as gym, gymenvs, json\n"
+                "from gymenvs.swe import sandbox\n"
+                "env = gym.make('gymenvs/SWEAgent-v0')\n"
+                "assert not sandbox._shared_clients  # constructing touches no engine\n"
+                "env.reset(seed=0)\n"
+                "print(json.dumps(env.unwrapped.reaped)); env.close()\n")
 
+
+def test_a_sigkilled_process_leaves_nothing_the_next_process_does_not_reap(swe_images, docker_client):
     script = ("import gymnasium as gym, gymenvs, json, os, signal\n"
               "env = gym.make('gymenvs/SWEAgent-v0'); env.reset(seed=0)\n"
               "print(json.dumps([env.unwrapped._sandbox.name, str(env.unwrapped._channel.directory)]), flush=True)\n"
@@ -170,15 +176,13 @@ def test_a_sigkilled_process_leaves_nothing_the_next_env_does_not_reap(swe_image
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     container, directory = json.loads(result.stdout)
     assert docker_client.containers.list(all=True, filters={"name": container}) and Path(directory).exists()
-    env = gym.make("gymenvs/SWEAgent-v0")
-    try:
-        assert container in env.unwrapped.reaped and directory in env.unwrapped.reaped
-        assert not docker_client.containers.list(all=True, filters={"name": container}) and not Path(directory).exists()
-    finally:
-        env.close()
+    result = subprocess.run([sys.executable, "-c", NEXT_PROCESS], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    reaped = json.loads(result.stdout.strip().splitlines()[-1])
+    assert container in reaped and directory in reaped
+    assert not docker_client.containers.list(all=True, filters={"name": container}) and not Path(directory).exists()
 
 
-@pytest.mark.slow
 def test_sixteen_agents_in_a_vector_env_without_cross_talk(swe_images, docker_client):
     import gymnasium as gym
 

@@ -309,6 +309,18 @@ def _error(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "gymenvs_channel_error"}}
 
 
+_reaped_in: dict[int, list[str]] = {}
+_reap_lock = threading.Lock()
+
+
+def reap_channel_directories_once() -> list[str]:
+    """`reap_channel_directories` the first time this process calls it; later calls return that result."""
+    with _reap_lock:
+        if os.getpid() not in _reaped_in:
+            _reaped_in[os.getpid()] = reap_channel_directories()
+        return _reaped_in[os.getpid()]
+
+
 def reap_channel_directories() -> list[str]:
     """Remove the channel directories (and sockets) of gymenvs processes that are gone; return their paths."""
     reaped = []

@@ -23,14 +23,15 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from gymenvs.core import Outcome, TextEnv, ToolCall, validate_config
-from gymenvs.swe.agents.channel import SOCKET_NAME, AgentExited, AgentRequest, Call, ChannelError, LLMChannel, reap_channel_directories
+from gymenvs.swe.agents.channel import SOCKET_NAME, AgentExited, AgentRequest, Call, ChannelError, LLMChannel, reap_channel_directories_once
 from gymenvs.swe.agents.messages import chat_completion, extends, render, reply_message, tool_call
 from gymenvs.swe.agents.specs import MOUNT, AgentSpec, agent_spec, derived_image
 from gymenvs.swe.env import SHELL_ENVIRONMENT
 from gymenvs.swe.env import _select  # SWE-v0's choice of tasks by instance_ids, shared
 from gymenvs.swe.grading import GradeReport, extract_diff, grade
 from gymenvs.swe.images import ENV_SETUP, WORKDIR, check_template, ensure_image, image_exists, image_for
-from gymenvs.swe.sandbox import ExecStream, Limits, Sandbox, SandboxError, docker_client, reap_orphans
+from gymenvs.swe.sandbox import (ExecStream, Limits, Sandbox, SandboxError, install_sigterm_cleanup, reap_orphans_once,
+                                 shared_client)
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
 
 _TEXT = "__text__"  # the tool-call name free text is wrapped in on its way through TextEnv
@@ -79,7 +80,7 @@ class SWEAgentEnv(TextEnv):
         split: str | None = None,
         instance_ids: Sequence[str] | None = None,
         image_template: str | None = None,
-        pull: bool = True,
+        pull: bool = False,
         call_timeout: PositiveFloat = 600.0,
         episode_timeout: PositiveFloat = 3600.0,
         command_timeout: PositiveFloat = 60.0,
@@ -107,9 +108,7 @@ class SWEAgentEnv(TextEnv):
         self.grading_timeout = grading_timeout
         self.limits = Limits(mem_limit=mem_limit, cpus=cpus, pids_limit=pids_limit, network=False)
         self._upstream = _upstream_client(upstream_url, upstream_api_key, call_timeout) if upstream_url else None
-        self.client = docker_client()
-        #: Containers and channel directories of dead processes this env removed when it started.
-        self.reaped = reap_orphans(self.client) + reap_channel_directories()
+        install_sigterm_cleanup()
         self.task: Task | None = None
         self.report: GradeReport | None = None
         self.trajectory: list[dict[str, Any]] = []
@@ -119,6 +118,16 @@ class SWEAgentEnv(TextEnv):
         self._call: Call | None = None
         self._deadline = 0.0
         self._action: Any = None
+
+    @property
+    def client(self) -> Any:
+        """The process's docker client, created at the first reset (constructing an env touches no engine)."""
+        return shared_client()
+
+    @property
+    def reaped(self) -> list[str]:
+        """Containers and channel directories of dead processes this process removed at its first reset (once)."""
+        return reap_orphans_once(self.client) + reap_channel_directories_once()
 
     # -- episodes ----------------------------------------------------------------------------
 
@@ -143,6 +152,8 @@ class SWEAgentEnv(TextEnv):
         self.task = self._pick_task(options)
         self.report, self.trajectory, self._call = None, [], None
         image = derived_image(image_for(self.task, self.image_template), self.agent)
+        reap_orphans_once(self.client)
+        reap_channel_directories_once()
         self._deadline = time.monotonic() + self.episode_timeout
         try:
             self._start_agent(image)
