@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import http.server
-import json
 import threading
 import time
 import uuid
 
+from local_json_server import LocalJSONServer
 
-class TinyChatServer:
+
+class TinyChatServer(LocalJSONServer):
     """Serves POST /v1/chat/completions by rendering the messages with the tokenizer's chat template and
     sampling from the model. Every exchange is kept in `exchanges` as (request, response)."""
 
@@ -22,26 +22,12 @@ class TinyChatServer:
         self.generator = TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id)
         self.exchanges: list[tuple[dict, dict]] = []
         self._lock = threading.Lock()
-        server = self
+        self.base_url = self.start() + "/v1"
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                status, payload = server.complete(body) if self.path == "/v1/chat/completions" else (404, {"error": "no route"})
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
-        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+    def route(self, method: str, path: str, body: dict | None) -> tuple[int, dict]:
+        if method == "POST" and path == "/v1/chat/completions":
+            return self.complete(body)
+        return 404, {"error": "no route"}
 
     def complete(self, body: dict) -> tuple[int, dict]:
         if body.get("model") != self.model_name:
@@ -59,7 +45,3 @@ class TinyChatServer:
         }
         self.exchanges.append((body, response))
         return 200, response
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()

@@ -6,6 +6,8 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
+from local_json_server import LocalJSONServer
+
 
 def tool_call(name: str, **arguments: Any) -> str:
     """A tool call as the Qwen2.5 chat template writes it."""
@@ -39,7 +41,7 @@ def teacher_forced_logprobs(model, prompt_ids, completion_ids, temperature=1.0):
     return logits.log_softmax(-1).gather(-1, torch.tensor(completion_ids)[:, None]).squeeze(-1)
 
 
-class CompletionsServer:
+class CompletionsServer(LocalJSONServer):
     """A local HTTP server that speaks vLLM's OpenAI-compatible `/v1/completions` format for token-id
     prompts (`return_token_ids`, `logprobs`), generating with a real model through a transformers
     backend. vLLM itself needs a GPU; this stands in for its HTTP surface only.
@@ -48,48 +50,23 @@ class CompletionsServer:
     read `index`)."""
 
     def __init__(self, generator, model_name: str = "tiny-qwen2"):
-        import http.server
-        import threading
-
         self.generator = generator
         self.model_name = model_name
         self.requests: list[dict] = []
         self.reverse_choices = True  # real servers answer in order; clients that read `index` must not care
         self.null_logprob_at: int | None = None  # answer this position's logprob with null, as a broken server might
-        server = self
+        self.base_url = self.start()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):  # keep test output quiet
-                pass
-
-            def do_GET(self):
-                if self.path == "/health":
-                    self._reply(200, {})
-                elif self.path == "/v1/models":
-                    self._reply(200, {"object": "list", "data": [{"id": server.model_name, "object": "model"}]})
-                else:
-                    self._reply(404, {"error": {"message": f"no route {self.path}", "code": 404}})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append(body)
-                if self.path != "/v1/completions":
-                    return self._reply(404, {"error": {"message": f"no route {self.path}", "code": 404}})
-                status, payload = server.complete(body)
-                self._reply(status, payload)
-
-            def _reply(self, status, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
-        self._thread.start()
-        self.base_url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
+    def route(self, method: str, path: str, body: dict | None) -> tuple[int, dict]:
+        if method == "GET" and path == "/health":
+            return 200, {}
+        if method == "GET" and path == "/v1/models":
+            return 200, {"object": "list", "data": [{"id": self.model_name, "object": "model"}]}
+        if method == "POST":
+            self.requests.append(body)
+            if path == "/v1/completions":
+                return self.complete(body)
+        return 404, {"error": {"message": f"no route {path}", "code": 404}}
 
     def complete(self, body: dict) -> tuple[int, dict]:
         prompts = body.get("prompt")
@@ -125,10 +102,6 @@ class CompletionsServer:
                 }
             choices.append(choice)
         return 200, {"id": "cmpl-test", "object": "text_completion", "model": self.model_name, "choices": choices[::-1] if self.reverse_choices else choices}
-
-    def close(self) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
 
 
 # The keyword arguments `vllm.SamplingParams` accepts, read from vLLM's source (vllm/sampling_params.py,
