@@ -107,8 +107,13 @@ def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_se
     client = docker_client
     model, tokenizer = tiny_model(seed=0)
     generator = TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=1.0))
+    total = ray.cluster_resources()["docker"]
     rollout = make_rollout_func(
-        "gymenvs/SWE-v0", env_kwargs={"max_turns": 2, "command_timeout": 10.0}, backend="ray", max_tokens_per_turn=8
+        "gymenvs/SWE-v0",
+        env_kwargs={"max_turns": 2, "command_timeout": 10.0},
+        backend="ray",
+        vector_kwargs={"resources": {"docker": 1}},  # each SWE slot lands only where an engine runs
+        max_tokens_per_turn=8,
     )
 
     def containers() -> list:
@@ -121,6 +126,7 @@ def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_se
         assert len(containers()) == 4  # one sandbox per slot, in four actor processes
         actor_pids = [ray.get(handle.pid.remote()) for handle in actor_handles(rollout)]
         assert len(set(actor_pids)) == 4 and os.getpid() not in actor_pids
+        assert wait_for(lambda: available("docker") == total - 4)  # the Ray settings reached the actors
     finally:
         rollout.close()
     leftovers = [c for pid in actor_pids for c in client.containers.list(all=True, filters={"label": f"{LABEL_PID}={pid}"})]

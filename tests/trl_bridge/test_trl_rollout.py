@@ -195,6 +195,28 @@ def test_an_unregistered_env_id_is_rejected():
         make_rollout_func("gymenvs/Nope-v0")
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"backend": "gpu"}, r"backend='gpu': Value error, expected one of \['process', 'ray', 'thread'\]"),
+        ({"vector_kwargs": {"address": "auto"}}, r"address='auto': not a setting of this backend.*pin_threads"),
+        ({"backend": "ray", "vector_kwargs": {"num_cpus": -1}}, r"num_cpus=-1"),
+    ],
+)
+def test_bad_vector_settings_are_rejected_at_construction(options, message):
+    with pytest.raises(ValueError, match=message):
+        make_rollout_func("gymenvs/Echo-v0", **options)
+
+
+def test_vector_kwargs_reach_the_vector_env():
+    rollout = make_rollout_func("gymenvs/Echo-v0", vector_kwargs={"dedicated_threads": True})
+    try:
+        vector_env = rollout._vector_env_for("gymenvs/Echo-v0", 2)
+        assert type(vector_env._backend).__name__ == "DedicatedThreadBackend"
+    finally:
+        rollout.close()
+
+
 class ButtonEnv(TextEnv):
     """An env that reads tool calls only (no free text)."""
 

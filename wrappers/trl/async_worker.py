@@ -114,7 +114,8 @@ class EnvRolloutWorker:
         queue_maxsize: capacity of `rollout_buffer`. No group starts while it is full, so the worker
             runs at most about `queue_maxsize + groups_in_flight * num_generations` samples ahead of
             the trainer: keep that within `max_staleness` steps, or the surplus goes stale.
-        backend, max_workers, step_timeout_s: the `ConcurrentVectorEnv` of each group.
+        backend, max_workers, step_timeout_s, vector_kwargs: the `ConcurrentVectorEnv` of each group
+            (as in `make_rollout_func`).
         request_timeout_s: seconds to wait for one generation request.
         model: the model name to request (default: the first one the server lists).
     """
@@ -139,6 +140,7 @@ class EnvRolloutWorker:
         backend: str = "thread",
         max_workers: int | None = None,
         step_timeout_s: float | None = None,
+        vector_kwargs: dict[str, Any] | None = None,
         request_timeout_s: float = 600.0,
         model: str | None = None,
     ):
@@ -170,6 +172,7 @@ class EnvRolloutWorker:
                 backend=backend,
                 max_workers=max_workers,
                 step_timeout_s=step_timeout_s,
+                vector_kwargs=vector_kwargs,
             )
             for _ in range(groups_in_flight)
         ]

@@ -25,6 +25,7 @@ from wrappers.trl import trl_internals
 from wrappers.trl.seeding import GroupSeeds, reset_options
 from wrappers.trl.transcript import ChatRenderer, Episode, first_message_with
 from wrappers.vector import ConcurrentVectorEnv
+from wrappers.vector.config import make_config
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -81,6 +82,7 @@ class EnvRollout:
         backend: str = "thread",
         max_workers: int | None = None,
         step_timeout_s: float | None = None,
+        vector_kwargs: Mapping[str, Any] | None = None,
     ):
         self.envs = _rollout_envs(env_id, dict(env_kwargs or {}))
         self.multi_env = not isinstance(env_id, str)
@@ -92,7 +94,10 @@ class EnvRollout:
         self.max_tokens_per_turn = _positive("max_tokens_per_turn", max_tokens_per_turn)
         self.group_size = _positive("group_size", group_size)
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        self.vector_options = {"backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s}
+        self.vector_options = {
+            **(vector_kwargs or {}), "backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s
+        }
+        make_config(**self.vector_options)  # a bad or unknown setting is a ValueError now, not at the first call
         self.show_tools = show_tools
         self._vector_envs: dict[str, ConcurrentVectorEnv] = {}
         self._finalizer = weakref.finalize(self, _close_all_quietly, self._vector_envs)
@@ -357,6 +362,8 @@ def make_rollout_func(env_id: str | Mapping[str, EnvSpec] | Sequence[str], **opt
         group_size: rollouts per group for seedless rows (default: the trainer's `num_generations`).
         backend, max_workers, step_timeout_s: the `ConcurrentVectorEnv` the episodes run in. An env
             that crashes or outlives `step_timeout_s` ends its own episode (reward 0, error recorded).
+        vector_kwargs: any other `ConcurrentVectorEnv` setting, such as the Ray backend's `address`,
+            `num_cpus` and `resources` (`{"docker": 1}`), or the thread backend's `pin_threads`.
     """
     rollout_options = set(inspect.signature(EnvRollout).parameters) - {"env_id"}
     env_kwargs = {key: value for key, value in options.items() if key not in rollout_options}
