@@ -8,9 +8,12 @@ from typing import Literal
 import gymnasium as gym
 import pytest
 from gymnasium.error import ResetNeeded
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, parse_action, tool
 from gymenvs.core.spaces import UnicodeText, clip_text
+from gymenvs.core.tools import describe_validation_error
 
 
 class CounterEnv(TextEnv):
@@ -222,3 +225,50 @@ def test_import_gymenvs_stays_light():
 
 def test_parse_action_is_usable_on_its_own():
     assert parse_action('{"name": "a"}', None) == ToolCall("a", {})
+
+
+def every_tool_spec():
+    import gymenvs
+    from gymenvs.core.tools import tool_spec
+
+    specs = {}
+    for env_id in gymenvs.list_envs():
+        entry_point = gym.spec(env_id).entry_point
+        module, _, name = entry_point.partition(":")
+        try:
+            env_class = getattr(__import__(module, fromlist=[name]), name)
+        except ImportError:  # an optional dependency that is not installed
+            continue
+        for attribute in dir(env_class):
+            spec = tool_spec(getattr(env_class, attribute, None))
+            if spec is not None:
+                specs[f"{env_id}:{spec.name}"] = spec
+    specs["CounterEnv:add"] = tool_spec(CounterEnv.add)
+    specs["CounterEnv:shift"] = tool_spec(CounterEnv.shift)
+    return specs
+
+
+TOOL_SPECS = every_tool_spec()
+argument_values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8), st.lists(st.integers(), max_size=2))
+
+
+@pytest.mark.parametrize("spec", TOOL_SPECS.values(), ids=TOOL_SPECS.keys())
+@given(data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_tool_arguments_are_checked_as_the_schema_model_checks_them(spec, data):
+    """`validate` uses a lighter validator than the schema's model; it must accept, convert and
+    reject exactly as that model does (the method's own defaults fill what is left out)."""
+    import pydantic
+
+    names = st.sampled_from([*spec.arguments_model.model_fields, "bogus"])
+    arguments = data.draw(st.dictionaries(names, argument_values, max_size=4))
+    try:
+        expected = spec.arguments_model.model_validate(arguments)
+    except pydantic.ValidationError as exc:
+        with pytest.raises(ActionError) as raised:
+            spec.validate(arguments)
+        assert describe_validation_error(exc) in str(raised.value)
+        return
+    checked = spec.validate(arguments)
+    assert checked == {name: getattr(expected, name) for name in checked}
+    assert set(checked) == set(arguments)

@@ -19,7 +19,7 @@ class ActionError(Exception):
     """An action the env cannot carry out. Its message is shown to the agent, so make it say how to fix it."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass is built through object.__setattr__, on every step
 class ToolCall:
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import docstring_parser
 import pydantic
+from typing_extensions import NotRequired, TypedDict
 
 from gymenvs.core.actions import ActionError
 
@@ -29,14 +30,17 @@ class ToolSpec:
     description: str
     schema: dict[str, Any]
     arguments_model: type[pydantic.BaseModel]
+    #: Checks the same fields as `arguments_model` but returns a plain dict, without the defaults of
+    #: arguments left out (the method's own defaults apply): a few times cheaper than building a
+    #: model instance on every step.
+    arguments_validator: pydantic.TypeAdapter
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The arguments converted to the declared types; `ActionError` saying what is wrong."""
         try:
-            model = self.arguments_model.model_validate(arguments)
+            return self.arguments_validator.validate_python(arguments)
         except pydantic.ValidationError as exc:
             raise ActionError(f"{self.name}: {describe_validation_error(exc)}. Expected {self.signature()}.") from None
-        return dict(model.__dict__)  # the fields only: extra arguments are forbidden
 
     def signature(self) -> str:
         """A one-line signature such as `guess(word: string)` for error messages and help."""
@@ -64,6 +68,7 @@ def build_tool_spec(function: Callable) -> ToolSpec:
     arg_docs = {param.arg_name: param.description for param in doc.params}
     hints = typing.get_type_hints(function)
     fields: dict[str, Any] = {}
+    typed_fields: dict[str, Any] = {}
     for param in list(inspect.signature(function).parameters.values())[1:]:  # skip self
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"tool {name!r}: *args and **kwargs cannot be described to an agent")
@@ -73,8 +78,15 @@ def build_tool_spec(function: Callable) -> ToolSpec:
             raise TypeError(f"tool {name!r}: argument {param.name!r} needs a description in the docstring's Args section")
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (hints[param.name], pydantic.Field(default, description=arg_docs[param.name]))
+        typed_fields[param.name] = hints[param.name] if default is ... else NotRequired[hints[param.name]]
     model = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
-    return ToolSpec(name, description, _function_schema(name, description, model), model)
+    return ToolSpec(name, description, _function_schema(name, description, model), model, _validator(name, typed_fields))
+
+
+def _validator(name: str, fields: dict[str, Any]) -> pydantic.TypeAdapter:
+    arguments = TypedDict(f"{name}_arguments", fields)  # type: ignore[misc]
+    arguments.__pydantic_config__ = pydantic.ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+    return pydantic.TypeAdapter(arguments)
 
 
 def _function_schema(name: str, description: str, model: type[pydantic.BaseModel]) -> dict[str, Any]:

@@ -67,7 +67,7 @@ _WATCH = object()  # wake-up token, with the caller's position: take requests on
 class _Batch:
     """The requests of one vector-env call and their results, filled in by whichever thread runs each."""
 
-    __slots__ = ("requests", "slots", "size", "take", "taken", "results", "runners", "remaining", "lock", "finished", "given_up")
+    __slots__ = ("requests", "slots", "size", "take", "taken", "results", "runners", "done", "lock", "finished", "given_up")
 
     def __init__(self, requests: Sequence[Request], slots: list[Slot]):
         self.requests = requests
@@ -77,7 +77,7 @@ class _Batch:
         self.taken = 0  # how many have been taken, as far as the takers have said (for wake-ups only)
         self.results: list[Any] = [_PENDING] * self.size
         self.runners: list[int | None] = [None] * self.size  # the pool thread (ident) running each request
-        self.remaining = self.size
+        self.done = itertools.count(1)  # next(done) is how many results are in, counting the one just recorded
         self.lock = threading.Lock()
         self.finished = threading.Lock()  # held until the last result is in
         self.finished.acquire()
@@ -86,15 +86,19 @@ class _Batch:
             self.finished.release()
 
     def finish(self, position: int, result: Any) -> bool:
-        """Record a result; False if the batch was given up meanwhile (the result is dropped)."""
+        """Record a result from a pool thread; False if the batch was given up meanwhile (the result is dropped)."""
         with self.lock:
             if self.given_up:
                 return False
-            self.results[position] = result
-            self.remaining -= 1
-            if not self.remaining:
-                self.finished.release()
+            self.record(position, result)
             return True
+
+    def record(self, position: int, result: Any) -> None:
+        """Record a result. Without the lock only on the caller's thread: a batch the caller runs
+        requests of has no deadline, so only the caller itself can give it up."""
+        self.results[position] = result
+        if next(self.done) == self.size:
+            self.finished.release()
 
 
 class ThreadSettings(pydantic.BaseModel):
@@ -187,7 +191,7 @@ class ThreadBackend:
             if position + 1 < size and not self._outstanding_wakeups:
                 self._wake_threads(batch, 1, (_WATCH, batch, position))  # in case this request blocks
             _, command, argument = requests[position]
-            batch.finish(position, slots[position].run(command, argument))
+            batch.record(position, slots[position].run(command, argument))
         self._caller_position = None
 
     # -- pool threads --------------------------------------------------------------------
