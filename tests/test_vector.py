@@ -419,6 +419,17 @@ def test_blocking_steps_overlap_up_to_max_workers(settings, most):
     assert shared["most"] == most
 
 
+@pytest.mark.parametrize("backend", ["process", "ray"], indirect=True)  # the backends whose hosts carry several slots
+def test_a_host_with_several_slots_steps_them_concurrently(backend):
+    with echo_vector(backend, num_envs=4, max_workers=2) as envs:
+        envs.reset(seed=0)
+        assert len({who["pid"] for who in envs.call("whoami")}) == 2
+        started = time.monotonic()
+        observations, *_ = envs.step(["sleep 1"] * 4)
+        assert observations == ("slept 1",) * 4
+        assert time.monotonic() - started < 1.9  # two slots per host at once, not one after another
+
+
 SCRIPT = """
 import pathlib, sys
 with open(sys.argv[1], "a") as runs:  # every execution of this script's top level leaves a line

@@ -131,13 +131,3 @@ def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_se
         rollout.close()
     leftovers = [c for pid in actor_pids for c in client.containers.list(all=True, filters={"label": f"{LABEL_PID}={pid}"})]
     assert leftovers == []
-
-
-def test_an_actor_hosting_several_slots_steps_them_concurrently(ray_session):
-    with ray_vector(num_envs=4, max_workers=2) as envs:
-        envs.reset(seed=0)
-        assert len({who["pid"] for who in envs.call("whoami")}) == 2
-        started = time.monotonic()
-        observations, *_ = envs.step(["sleep 1"] * 4)
-        assert observations == ("slept 1",) * 4
-        assert time.monotonic() - started < 1.9  # two slots per actor, not one after another

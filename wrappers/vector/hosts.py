@@ -1,4 +1,5 @@
-"""Slots spread over hosts (worker processes or Ray actors), and the episodes a host restart loses.
+"""Slots spread over hosts (worker processes or Ray actors): which host has which slot, the
+episodes a host restart loses, and how a host runs the slots it has.
 
 With H hosts, host h hosts slots h, h + H, h + 2H, ... A host that is restarted (it died or hung)
 takes every slot it hosts with it: the slots whose requests it was running get an error at once,
@@ -10,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from wrappers.vector.slot import Command, Request, SlotError
+from wrappers.vector.slot import Command, EnvFactory, Request, SlotError
+from wrappers.vector.threads import ThreadBackend
 
 
 class SlotHosts:
@@ -44,3 +46,23 @@ class SlotHosts:
         for index in self.slots_of[host]:
             if index not in answered:
                 self._lost[index] = f"the episode was lost: {restarted} (a request {reason})"
+
+
+class HostedSlots:
+    """The slots one worker process or Ray actor hosts, run by a thread backend of its own.
+
+    So a host with many slots (`max_workers` below the slot count) runs their requests
+    concurrently, as the thread backend does, under a GIL of its own.
+    """
+
+    def __init__(self, factories: list[tuple[int, EnvFactory]], restart_on_error: bool):
+        self.local = {index: position for position, (index, _) in enumerate(factories)}  # slot index -> its index here
+        builders = [factory for _, factory in factories]
+        self.threads = ThreadBackend(builders, max_workers=len(builders), restart_on_error=restart_on_error)
+
+    def run(self, requests: list[Request]) -> list[Any]:
+        results = self.threads.run([request._replace(slot=self.local[request.slot]) for request in requests], None)
+        return [result.portable() if type(result) is SlotError else result for result in results]
+
+    def close(self, timeout: float) -> None:
+        self.threads.close(timeout)

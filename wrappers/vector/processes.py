@@ -1,7 +1,8 @@
 """The process backend: slots in worker processes, for CPU-bound envs.
 
 Each worker process hosts one slot by default (`max_workers` lower than the slot count makes
-worker `w` host slots `w, w + W, w + 2W, ...`, run one after another). Parent and worker talk over
+worker `w` host slots `w, w + W, w + 2W, ...`, which it runs on threads of its own, as the thread
+backend does: steps that compute run one after another, steps that wait overlap). Parent and worker talk over
 a pipe: a message is `(request_id, [(slot, command, argument), ...])` and the reply is
 `(request_id, [result, ...])`. Observations travel pickled through the pipe, never through
 gymnasium's shared memory (which hands back stale placeholders for `Text` observations).
@@ -44,8 +45,8 @@ from typing import Any, Literal
 import cloudpickle
 import pydantic
 
-from wrappers.vector.hosts import SlotHosts
-from wrappers.vector.slot import EnvFactory, Request, Slot, SlotError, run_as_worker
+from wrappers.vector.hosts import HostedSlots, SlotHosts
+from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_START_METHOD = "forkserver"
 #: Imported once by the forkserver, so that each forked worker starts with them already loaded.
 FORKSERVER_PRELOAD = ["gymnasium", "numpy", "pydantic", "cloudpickle", "gymenvs", "wrappers.vector.processes"]
+
+#: How long a worker that is told to stop gives its envs to close.
+WORKER_CLOSE_TIMEOUT_S = 30.0
 
 _PENDING = object()
 
@@ -82,26 +86,25 @@ def serve(
         os.environ.update(environment)
     import gymenvs  # noqa: F401  registers the gymenvs ids for factories that make envs by id
 
-    slots: dict[int, Slot] = {}
+    hosted: HostedSlots | None = None
     try:
-        slots = {index: Slot(index, factory, restart_on_error) for index, factory in pickle.loads(payload)}
+        hosted = HostedSlots(pickle.loads(payload), restart_on_error)
         load_error = None
     except Exception as exc:
         load_error = SlotError(f"the worker could not load its env factories: {type(exc).__name__}: {exc}")
     try:
         while (message := connection.recv()) is not None:
             request_id, requests = message
-            if load_error is not None:
+            if hosted is None:
                 results = [load_error] * len(requests)
             else:
-                results = [slots[index].run(command, argument) for index, command, argument in requests]
-                results = [result.portable() if type(result) is SlotError else result for result in results]
+                results = hosted.run(requests)
             _send_results(connection, request_id, results)
     except (EOFError, OSError):
         pass  # the parent is gone
     finally:
-        for slot in slots.values():
-            slot.close_quietly()
+        if hosted is not None:
+            hosted.close(WORKER_CLOSE_TIMEOUT_S)
 
 
 def _send_results(connection: multiprocessing.connection.Connection, request_id: int, results: list[Any]) -> None:

@@ -34,9 +34,8 @@ from typing import Any
 import pydantic
 from pydantic import Field, StrictStr
 
-from wrappers.vector.hosts import SlotHosts
+from wrappers.vector.hosts import HostedSlots, SlotHosts
 from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker
-from wrappers.vector.threads import ThreadBackend
 
 logger = logging.getLogger(__name__)
 
@@ -66,38 +65,30 @@ class RaySettings(pydantic.BaseModel):
 
 
 class SlotHost:
-    """The object inside a Ray actor: the slots it hosts, run by a thread backend of its own.
-
-    So an actor that hosts many slots (`max_workers` below the slot count) runs their requests
-    concurrently, as the thread backend does: one Ray call per actor per step instead of one per
-    slot, which is what Ray's per-call cost needs for steps that wait.
-    """
+    """The object inside a Ray actor: the slots it hosts (see `HostedSlots`), loaded after start-up
+    so that a parked actor can host other slots later."""
 
     def __init__(self) -> None:
         import gymenvs  # noqa: F401  registers the gymenvs ids for factories that make envs by id
 
         run_as_worker()
-        self.threads: ThreadBackend | None = None
-        self.local: dict[int, int] = {}  # slot index -> its index in this actor
+        self.hosted: HostedSlots | None = None
 
     def load(self, factories: list[tuple[int, EnvFactory]], restart_on_error: bool) -> None:
         """Host these slots (their envs are built on first use)."""
-        self.local = {index: position for position, (index, _) in enumerate(factories)}
-        builders = [factory for _, factory in factories]
-        self.threads = ThreadBackend(builders, max_workers=len(builders), restart_on_error=restart_on_error)
+        self.hosted = HostedSlots(factories, restart_on_error)
 
     def run(self, requests: list[Request]) -> list[Any]:
-        assert self.threads is not None, "load() first"
-        results = self.threads.run([request._replace(slot=self.local[request.slot]) for request in requests], None)
-        return [result.portable() if type(result) is SlotError else result for result in results]
+        assert self.hosted is not None, "load() first"
+        return self.hosted.run(requests)
 
     def pid(self) -> int:
         return os.getpid()
 
     def close(self) -> None:
-        if self.threads is not None:
-            self.threads.close(timeout=CLOSE_TIMEOUT_S)
-        self.threads = None
+        if self.hosted is not None:
+            self.hosted.close(timeout=CLOSE_TIMEOUT_S)
+        self.hosted = None
 
 
 class _Actor:
