@@ -49,7 +49,7 @@ from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError
 logger = logging.getLogger(__name__)
 
 #: Threads each pool thread wakes when it takes a request and more are waiting.
-FAN_OUT = int(os.environ.get("XFAN", "2"))
+FAN_OUT = 2
 #: How long the caller must be stuck in one request before the watchdog thread joins in. While the
 #: caller keeps going, the watchdog checks less and less often (up to every `WATCH_PAUSE_MAX_S`):
 #: each check takes the GIL from the caller, which costs a context switch.
