@@ -5,8 +5,10 @@ contender steps all its slots in lockstep for a fixed time and reports env-steps
 the median latency of one vector step:
 
 - concurrent-thread, concurrent-process, concurrent-ray: `wrappers.ConcurrentVectorEnv`, default
-  settings (ray: one actor per slot, or `--ray-actors A` actors each running its share of the
-  slots on threads; on a local Ray started first, outside the timings);
+  settings unless told otherwise: `--pin-threads` pins the thread backend's pool to one core;
+  `--process-workers W` and `--ray-actors A` make W worker processes or A actors host the slots,
+  each running its share on threads of its own (by default each slot has its own); Ray runs
+  locally, started first, outside the timings;
 - gym-sync, gym-async: gymnasium's SyncVectorEnv and AsyncVectorEnv(shared_memory=False);
 - openenv: an openenv-core server (`create_app` + uvicorn on 127.0.0.1, in a subprocess) wrapping
   the same Echo env, driven by one WebSocket client (session) per slot, all stepping concurrently
@@ -49,7 +51,8 @@ ENV_ID = "gymenvs/Echo-v0"
 TOOL_CALL = {"name": "echo", "arguments": {"message": "hello world"}}
 ACTIONS = {"json": json.dumps(TOOL_CALL), "dict": TOOL_CALL, "text": "hello world"}
 EPISODE_TURNS = 10**9
-RAY_ACTORS: int | None = None  # --ray-actors: None gives each slot an actor of its own
+#: Settings of each backend, from the command line (--pin-threads, --process-workers, --ray-actors).
+BACKEND_SETTINGS: dict[str, dict[str, object]] = {"thread": {}, "process": {}, "ray": {}}
 HERE = Path(__file__).resolve().parent
 REPOSITORY = Path(gymenvs.__file__).resolve().parent.parent
 CONTENDERS = ["concurrent-thread", "concurrent-process", "concurrent-ray", "gym-sync", "gym-async", "openenv"]
@@ -71,12 +74,9 @@ class Result:
 
 def make_contender(name: str, slots: int, sleep_s: float) -> gym.vector.VectorEnv:
     env_kwargs = {"step_sleep_s": sleep_s, "max_turns": EPISODE_TURNS}
-    if name == "concurrent-thread":
-        return make_vector_env(ENV_ID, slots, backend="thread", **env_kwargs)
-    if name == "concurrent-process":
-        return make_vector_env(ENV_ID, slots, backend="process", **env_kwargs)
-    if name == "concurrent-ray":
-        return make_vector_env(ENV_ID, slots, backend="ray", max_workers=RAY_ACTORS, **env_kwargs)
+    if name.startswith("concurrent-"):
+        backend = name.removeprefix("concurrent-")
+        return make_vector_env(ENV_ID, slots, backend=backend, **BACKEND_SETTINGS[backend], **env_kwargs)
     if name == "gym-sync":
         return gym.make_vec(ENV_ID, slots, vectorization_mode="sync", **env_kwargs)
     if name == "gym-async":
@@ -240,6 +240,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=1.5, help="time spent stepping each configuration")
     parser.add_argument("--contenders", nargs="+", choices=CONTENDERS, default=CONTENDERS)
     parser.add_argument("--action", choices=ACTIONS, default="json", help="what each slot sends (default: a JSON tool call)")
+    parser.add_argument("--pin-threads", action="store_true", help="concurrent-thread with pin_threads=True")
+    parser.add_argument("--process-workers", type=int, help="worker processes hosting the slots (default: one per slot)")
     parser.add_argument("--ray-actors", type=int, help="Ray actors hosting the slots (default: one per slot)")
     parser.add_argument("--quick", action="store_true", help="1, 8 and 64 slots, 0.5 s each")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
@@ -248,9 +250,11 @@ def main() -> None:
         args.slots, args.seconds = [n for n in args.slots if n <= 64], 0.5
 
     action = ACTIONS[args.action]
-    global RAY_ACTORS
-    RAY_ACTORS = args.ray_actors
+    BACKEND_SETTINGS["thread"] = {"pin_threads": True} if args.pin_threads else {}
+    BACKEND_SETTINGS["process"] = {"max_workers": args.process_workers}
+    BACKEND_SETTINGS["ray"] = {"max_workers": args.ray_actors}
     print(f"{ENV_ID}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {args.seconds} s per configuration")
+    print(f"backend settings: {BACKEND_SETTINGS}")
     print(f"action: {action!r}; load average at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
     if "concurrent-ray" in args.contenders:
         import ray

@@ -1,0 +1,109 @@
+"""The thread backend's own pool against `concurrent.futures.ThreadPoolExecutor`, request for request.
+
+Both run the same batches: one step request per slot of gymenvs/Echo-v0 (a JSON tool call),
+on the same `Slot` objects the vector env uses. The executor version is what the standard
+library gives directly: submit every request, then `concurrent.futures.wait(timeout=...)`.
+The pool is run as the vector env runs it: without a deadline (the default), and with one
+(`step_timeout_s`, where the caller only waits). Rounds alternate between the contenders, so
+that a change in the machine's load touches them alike.
+
+    python examples/benchmarks/thread_pool_choice.py
+    python examples/benchmarks/thread_pool_choice.py --slots 64 --sleep-ms 0 10 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, wait
+
+import gymnasium as gym
+
+import gymenvs  # noqa: F401
+from wrappers.vector.slot import Command, Request, Slot
+from wrappers.vector.threads import ThreadBackend
+
+ACTION = json.dumps({"name": "echo", "arguments": {"message": "hello world"}})
+DEADLINE_S = 60.0
+
+
+def echo_factory(sleep_s: float) -> Callable[[], gym.Env]:
+    return lambda: gym.make("gymenvs/Echo-v0", step_sleep_s=sleep_s, max_turns=10**9)
+
+
+class ExecutorRunner:
+    """Runs a batch as the standard library would: one future per request, then `wait`."""
+
+    def __init__(self, slots: list[Slot]):
+        self.slots = slots
+        self.executor = ThreadPoolExecutor(max_workers=len(slots))
+
+    def run(self, requests: list[Request], timeout: float | None) -> list:
+        futures = [self.executor.submit(self.slots[index].run, command, argument) for index, command, argument in requests]
+        wait(futures, timeout)
+        return [future.result() for future in futures]
+
+    def close(self) -> None:
+        self.executor.shutdown()
+
+
+def steps_per_second(run: Callable[[], list], slots: int, seconds: float) -> float:
+    for _ in range(3):
+        run()
+    calls = 0
+    started = time.perf_counter()
+    while (elapsed := time.perf_counter() - started) < seconds:
+        run()
+        calls += 1
+    return calls * slots / elapsed
+
+
+def compare(slots: int, sleep_s: float, rounds: int, seconds: float) -> None:
+    pool = ThreadBackend([echo_factory(sleep_s)] * slots, max_workers=slots, restart_on_error=True)
+    executor = ExecutorRunner([Slot(index, echo_factory(sleep_s)) for index in range(slots)])
+    resets = [Request(index, Command.RESET, (index, None)) for index in range(slots)]
+    steps = [Request(index, Command.STEP, ACTION) for index in range(slots)]
+    pool.run(resets, None)
+    executor.run(resets, None)
+    contenders = {
+        "pool, no deadline": lambda: pool.run(steps, None),
+        f"pool, {DEADLINE_S:g} s deadline": lambda: pool.run(steps, DEADLINE_S),
+        "ThreadPoolExecutor": lambda: executor.run(steps, DEADLINE_S),
+    }
+    figures: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, run in contenders.items():
+            figures[name].append(steps_per_second(run, slots, seconds))
+    best = statistics.median(figures["pool, no deadline"])
+    for name, values in figures.items():
+        rates = ", ".join(f"{value:,.0f}" for value in values)
+        print(f"{sleep_s * 1e3:>7g} {slots:>6} {name:<22} {statistics.median(values):>12,.0f} "
+              f"{statistics.median(values) / best:>8.2f}x   ({rates})", flush=True)
+    pool.close(10)
+    executor.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--slots", type=int, nargs="+", default=[64])
+    parser.add_argument("--sleep-ms", type=float, nargs="+", default=[0, 10])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=1.0, help="time per contender per round")
+    args = parser.parse_args()
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"gymenvs/Echo-v0, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; load average at start: {load}")
+    print(f"{'step ms':>7} {'slots':>6} {'runner':<22} {'env-steps/s':>12} {'vs pool':>9}   (each round)")
+    for sleep_ms in args.sleep_ms:
+        for slots in args.slots:
+            compare(slots, sleep_ms / 1e3, args.rounds, args.seconds)
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"load average at end: {load}")
+
+
+if __name__ == "__main__":
+    main()
