@@ -33,7 +33,7 @@ built = time.perf_counter()
 envs.reset(seed=0)
 reset = time.perf_counter()
 envs.close()
-print(json.dumps([ray_init, built - start, reset - built, time.perf_counter() - reset]))
+print("figures:", json.dumps([ray_init, built - start, reset - built, time.perf_counter() - reset]), flush=True)
 """
 
 BACKENDS = ["thread", "process:fork", "process:forkserver", "process:spawn", "ray"]
@@ -47,7 +47,9 @@ def measure(backend: str, slots: int) -> list[float]:
     body = MEASURE.format(slots=slots, backend=name, settings=settings).strip().splitlines()
     script = "if __name__ == '__main__':\n" + "".join(f"    {line}\n" for line in body)
     output = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True).stdout
-    return json.loads(output.strip().splitlines()[-1])
+    # Ray may print to stdout at exit too: pick the line with the figures.
+    (figures,) = [line for line in output.splitlines() if line.startswith("figures: ")]
+    return json.loads(figures.removeprefix("figures: "))
 
 
 def main() -> None:
