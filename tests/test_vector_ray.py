@@ -1,17 +1,20 @@
-"""The Ray backend's own behaviour: actors killed from outside, per-slot resources, and SWE slots
-played by `make_rollout_func` on Ray. (Everything the backends share runs on Ray in
+"""The Ray backend's own behaviour: actors killed from outside, per-slot resources, joining a
+two-node cluster, and SWE slots played by `make_rollout_func` on Ray. (Everything the backends share runs on Ray in
 test_vector.py, test_vector_failures.py and test_vector_stress.py.)"""
 
 from __future__ import annotations
 
 import functools
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
-from vector_testing import FaultyEcho, local_ray
+from vector_testing import TESTS, FaultyEcho, local_ray
 
 from wrappers import ConcurrentVectorEnv
 
@@ -131,3 +134,40 @@ def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_se
         rollout.close()
     leftovers = [c for pid in actor_pids for c in client.containers.list(all=True, filters={"label": f"{LABEL_PID}={pid}"})]
     assert leftovers == []
+
+
+TWO_NODE_CLUSTER = """
+import json, ray
+from ray.cluster_utils import Cluster
+from wrappers.vector import make_vector_env
+
+cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+docker_node = cluster.add_node(num_cpus=1, resources={"docker": 2})
+try:
+    envs = make_vector_env("gymenvs/Echo-v0", 2, backend="ray", address=cluster.address, resources={"docker": 1})
+    envs.reset(seed=0)
+    observations = envs.step(["a", "b"])[0]
+    nodes = [ray.get(handle.node_id.remote()) for handle in envs._backend.actor_handles()]
+    envs.close()
+    print(json.dumps({"observations": observations, "nodes": nodes, "docker_node": docker_node.node_id,
+                      "cluster_nodes": len([node for node in ray.nodes() if node["Alive"]])}))
+finally:
+    ray.shutdown()
+    cluster.shutdown()
+"""
+
+
+@pytest.mark.slow
+def test_slots_join_an_existing_cluster_and_land_on_the_nodes_with_their_resource(tmp_path):
+    """Two Ray nodes (Ray's own test cluster: two raylets on this machine) started before the
+    vector env; `address=` joins them, and slots that need `docker` go to the node that has it."""
+    repository = os.path.dirname(TESTS)
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([repository, os.environ.get("PYTHONPATH", "")])}
+    script = tmp_path / "two_nodes.py"
+    script.write_text(TWO_NODE_CLUSTER)
+    done = subprocess.run([sys.executable, str(script)], env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["cluster_nodes"] == 2
+    assert report["observations"] == ["a", "b"]
+    assert report["nodes"] == [report["docker_node"]] * 2

@@ -85,6 +85,12 @@ class SlotHost:
     def pid(self) -> int:
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The Ray node this actor runs on (hex), to check where slots were placed."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
+
     def close(self) -> None:
         if self.hosted is not None:
             self.hosted.close(timeout=CLOSE_TIMEOUT_S)
