@@ -258,7 +258,16 @@ def test_an_exception_that_cannot_be_unpickled_fails_only_its_slot(backend):
         assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")
 
 
-def test_ctrl_c_during_a_step_leaves_the_vector_env_usable(backend):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own SIGINT handler: a shell starts background jobs with SIGINT ignored, and then
+    Python never installs it, so Ctrl-C would not raise KeyboardInterrupt."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_during_a_step_leaves_the_vector_env_usable(backend, ctrl_c_raises):
     with faulty_vector(backend) as envs:
         envs.reset()
         main = threading.get_ident()
