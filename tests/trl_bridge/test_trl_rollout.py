@@ -201,6 +201,7 @@ def test_an_unregistered_env_id_is_rejected():
         ({"backend": "gpu"}, r"backend='gpu': Value error, expected one of \['process', 'ray', 'thread'\]"),
         ({"vector_kwargs": {"address": "auto"}}, r"address='auto': not a setting of this backend.*pin_threads"),
         ({"backend": "ray", "vector_kwargs": {"num_cpus": -1}}, r"num_cpus=-1"),
+        ({"vector_kwargs": {"backend": "ray"}}, r"give backend as keyword\(s\) of their own"),
     ],
 )
 def test_bad_vector_settings_are_rejected_at_construction(options, message):

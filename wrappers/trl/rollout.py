@@ -94,9 +94,11 @@ class EnvRollout:
         self.max_tokens_per_turn = _positive("max_tokens_per_turn", max_tokens_per_turn)
         self.group_size = _positive("group_size", group_size)
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        self.vector_options = {
-            **(vector_kwargs or {}), "backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s
-        }
+        self.vector_options = {"backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s}
+        repeated = sorted(set(vector_kwargs or {}) & set(self.vector_options))
+        if repeated:
+            raise ValueError(f"vector_kwargs={vector_kwargs!r}: give {', '.join(repeated)} as keyword(s) of their own")
+        self.vector_options.update(vector_kwargs or {})
         make_config(**self.vector_options)  # a bad or unknown setting is a ValueError now, not at the first call
         self.show_tools = show_tools
         self._vector_envs: dict[str, ConcurrentVectorEnv] = {}

@@ -14,6 +14,9 @@ from typing import Any
 from wrappers.vector.slot import Command, EnvFactory, Request, SlotError
 from wrappers.vector.threads import ThreadBackend
 
+#: How long a host that is told to stop gives its envs to close.
+HOST_CLOSE_TIMEOUT_S = 30.0
+
 
 class SlotHosts:
     def __init__(self, num_slots: int, num_hosts: int):
@@ -61,8 +64,9 @@ class HostedSlots:
         self.threads = ThreadBackend(builders, max_workers=len(builders), restart_on_error=restart_on_error)
 
     def run(self, requests: list[Request]) -> list[Any]:
-        results = self.threads.run([request._replace(slot=self.local[request.slot]) for request in requests], None)
+        local = self.local
+        results = self.threads.run([Request(local[slot], command, argument) for slot, command, argument in requests], None)
         return [result.portable() if type(result) is SlotError else result for result in results]
 
-    def close(self, timeout: float) -> None:
+    def close(self, timeout: float = HOST_CLOSE_TIMEOUT_S) -> None:
         self.threads.close(timeout)

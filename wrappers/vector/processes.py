@@ -1,9 +1,9 @@
 """The process backend: slots in worker processes, for CPU-bound envs.
 
 Each worker process hosts one slot by default (`max_workers` lower than the slot count makes
-worker `w` host slots `w, w + W, w + 2W, ...`, which it runs on threads of its own, as the thread
-backend does: steps that compute run one after another, steps that wait overlap). Parent and worker talk over
-a pipe: a message is `(request_id, [(slot, command, argument), ...])` and the reply is
+worker `w` host slots `w, w + W, w + 2W, ...`, which it runs on threads of its own, as the
+thread backend does: steps that compute run one after another, steps that wait overlap).
+Parent and worker talk over a pipe: a message is `(request_id, [(slot, command, argument), ...])` and the reply is
 `(request_id, [result, ...])`. Observations travel pickled through the pipe, never through
 gymnasium's shared memory (which hands back stale placeholders for `Text` observations).
 
@@ -59,9 +59,6 @@ DEFAULT_START_METHOD = "forkserver"
 #: Imported once by the forkserver, so that each forked worker starts with them already loaded.
 FORKSERVER_PRELOAD = ["gymnasium", "numpy", "pydantic", "cloudpickle", "gymenvs", "wrappers.vector.processes"]
 
-#: How long a worker that is told to stop gives its envs to close.
-WORKER_CLOSE_TIMEOUT_S = 30.0
-
 _PENDING = object()
 
 
@@ -104,7 +101,7 @@ def serve(
         pass  # the parent is gone
     finally:
         if hosted is not None:
-            hosted.close(WORKER_CLOSE_TIMEOUT_S)
+            hosted.close()
 
 
 def _send_results(connection: multiprocessing.connection.Connection, request_id: int, results: list[Any]) -> None:

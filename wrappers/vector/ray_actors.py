@@ -44,8 +44,6 @@ _IDLE: dict[str, list[Any]] = {}
 MAX_IDLE_ACTORS = 256
 #: How long a request waits for its actor to start before its own deadline begins.
 ACTOR_START_TIMEOUT_S = 300.0
-#: How long an actor's `close` waits for its envs to close.
-CLOSE_TIMEOUT_S = 30.0
 
 
 class RaySettings(pydantic.BaseModel):
@@ -93,7 +91,7 @@ class SlotHost:
 
     def close(self) -> None:
         if self.hosted is not None:
-            self.hosted.close(timeout=CLOSE_TIMEOUT_S)
+            self.hosted.close()
         self.hosted = None
 
 
