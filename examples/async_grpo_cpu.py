@@ -23,7 +23,7 @@ from transformers import PrinterCallback
 from transformers.utils import logging as transformers_logging
 from trl.experimental.async_grpo import AsyncGRPOConfig
 
-from wrappers.trl import CPUAsyncGRPOTrainer, EnvRolloutWorker, HTTPWeightTransfer, Sampling, tiny_model
+from wrappers.trl import CPU_TRAINING_ARGS, CPUAsyncGRPOTrainer, EnvRolloutWorker, HTTPWeightTransfer, Sampling, tiny_model
 from wrappers.trl.inference_server import ServerProcess
 
 GROUP = 8
@@ -61,11 +61,7 @@ def main() -> None:
             )
             config = AsyncGRPOConfig(
                 output_dir=f"{model_dir}/out",
-                bf16=False,
-                use_cpu=True,
-                report_to="none",
-                save_strategy="no",
-                disable_tqdm=True,
+                **CPU_TRAINING_ARGS,
                 per_device_train_batch_size=BATCH,
                 num_generations=GROUP,
                 max_completion_length=2,

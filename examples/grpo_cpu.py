@@ -33,7 +33,7 @@ from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from gymenvs.core import Outcome, TextEnv, ToolCall, tool  # noqa: E402
-from wrappers.trl import episode_dataset, make_rollout_func, tiny_model  # noqa: E402
+from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset, make_rollout_func, tiny_model  # noqa: E402
 
 COLUMNS = "abc"
 
@@ -88,11 +88,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as output_dir:
         config = GRPOConfig(
             output_dir=output_dir,
-            bf16=False,
-            use_cpu=True,
-            report_to="none",
-            save_strategy="no",
-            disable_tqdm=True,
+            **CPU_TRAINING_ARGS,
             per_device_train_batch_size=128,
             num_generations=8,
             max_completion_length=2,

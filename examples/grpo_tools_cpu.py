@@ -34,7 +34,7 @@ from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from grpo_cpu import COLUMNS, LetterCatch  # noqa: E402  (the same toy env; here only its tool is used)
-from wrappers.trl import environment_factory, teach_tool_calls, tiny_model, tool_call_text  # noqa: E402
+from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, teach_tool_calls, tiny_model, tool_call_text  # noqa: E402
 
 class Progress(TrainerCallback):
     def __init__(self) -> None:
@@ -76,11 +76,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as output_dir:
         config = GRPOConfig(
             output_dir=output_dir,
-            bf16=False,
-            use_cpu=True,
-            report_to="none",
-            save_strategy="no",
-            disable_tqdm=True,
+            **CPU_TRAINING_ARGS,
             per_device_train_batch_size=32,
             num_generations=8,
             max_completion_length=28,

@@ -40,7 +40,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.experimental.async_grpo import AsyncGRPOConfig  # noqa: E402
 
 from wrappers.trl import CPUAsyncGRPOTrainer, EnvRolloutWorker, HTTPWeightTransfer, Sampling  # noqa: E402
-from wrappers.trl import episode_dataset, tiny_model  # noqa: E402
+from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset, tiny_model  # noqa: E402
 from wrappers.trl.inference_server import ServerProcess  # noqa: E402
 from wrappers.trl.rollout import EnvRollout  # noqa: E402
 
@@ -102,11 +102,7 @@ class DroppedSamples(TrainerCallback):
 def training_options(options) -> dict:
     """What both trainers are configured with."""
     return {
-        "bf16": False,
-        "use_cpu": True,
-        "report_to": "none",
-        "save_strategy": "no",
-        "disable_tqdm": True,
+        **CPU_TRAINING_ARGS,
         "per_device_train_batch_size": options.batch,
         "num_generations": options.group,
         "max_completion_length": options.turns * (options.turn_tokens + 8),

@@ -32,7 +32,7 @@ from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from wrappers.trl import environment_factory, episode_dataset, make_rollout_func, tiny_model  # noqa: E402
+from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, episode_dataset, make_rollout_func, tiny_model  # noqa: E402
 from wrappers.trl.offline_model import imitate  # noqa: E402
 
 ENV_ID = "gymenvs/Echo-v0"
@@ -101,11 +101,7 @@ def run(name: str, model, tokenizer, options: argparse.Namespace, **trainer_kwar
     with tempfile.TemporaryDirectory() as output_dir:
         config = GRPOConfig(
             output_dir=output_dir,
-            bf16=False,
-            use_cpu=True,
-            report_to="none",
-            save_strategy="no",
-            disable_tqdm=True,
+            **CPU_TRAINING_ARGS,
             per_device_train_batch_size=options.episodes,
             num_generations=4,
             max_completion_length=64 * options.turns,

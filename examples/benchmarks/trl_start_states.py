@@ -26,7 +26,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from gymenvs.envs.catch import CatchEnv  # noqa: E402
 from gymenvs.envs.wordle import WordleEnv  # noqa: E402
-from wrappers.trl import environment_factory, make_rollout_func, tiny_model  # noqa: E402
+from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, make_rollout_func, tiny_model  # noqa: E402
 
 GROUP, ROLLOUTS = 4, 16
 STARTS: list[tuple[str, object]] = []  # (env, start state) in reset order
@@ -54,9 +54,9 @@ def train_one_step(**trainer_kwargs) -> None:
     model, tokenizer = tiny_model(seed=0)
     with tempfile.TemporaryDirectory() as output_dir:
         config = GRPOConfig(
-            output_dir=output_dir, bf16=False, use_cpu=True, report_to="none", save_strategy="no",
-            disable_tqdm=True, per_device_train_batch_size=ROLLOUTS, num_generations=GROUP,
-            max_completion_length=24, max_steps=1, logging_strategy="no", max_tool_calling_iterations=1,
+            output_dir=output_dir, **CPU_TRAINING_ARGS, per_device_train_batch_size=ROLLOUTS,
+            num_generations=GROUP, max_completion_length=24, max_steps=1, logging_strategy="no",
+            max_tool_calling_iterations=1,
         )
         trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config, **trainer_kwargs)
         trainer.remove_callback(PrinterCallback)

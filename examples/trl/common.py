@@ -22,7 +22,7 @@ from transformers import PrinterCallback  # noqa: E402
 from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from wrappers.trl import teach_tool_calls, tiny_model, tool_call_text  # noqa: E402
+from wrappers.trl import CPU_TRAINING_ARGS, teach_tool_calls, tiny_model, tool_call_text  # noqa: E402
 
 
 def train(environment_factory, *, calls: list[tuple[str, dict]], steps: int = 2, **trainer_kwargs) -> GRPOTrainer:
@@ -46,9 +46,8 @@ def train(environment_factory, *, calls: list[tuple[str, dict]], steps: int = 2,
         teach_tool_calls(model, tokenizer, [conversation], texts, tools=tools, steps=60)
     with tempfile.TemporaryDirectory() as output_dir:
         config = GRPOConfig(
-            output_dir=output_dir, bf16=False, use_cpu=True, report_to="none", save_strategy="no",
-            disable_tqdm=True, per_device_train_batch_size=8, num_generations=4, max_completion_length=64,
-            max_tool_calling_iterations=2, max_steps=steps, logging_steps=1, learning_rate=1e-3,
+            output_dir=output_dir, **CPU_TRAINING_ARGS, per_device_train_batch_size=8, num_generations=4,
+            max_completion_length=64, max_tool_calling_iterations=2, max_steps=steps, logging_steps=1, learning_rate=1e-3,
             chat_template_kwargs={"enable_thinking": False},  # as TRL's examples pass it (Qwen3)
         )
         trainer = GRPOTrainer(

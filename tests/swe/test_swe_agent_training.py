@@ -99,14 +99,13 @@ def test_a_grpo_step_on_cpu_through_the_reference_agent(swe_images, tiny, tmp_pa
 
     from trl import GRPOConfig, GRPOTrainer
 
-    from wrappers.trl import episode_dataset, make_rollout_func
+    from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset, make_rollout_func
 
     model, tokenizer = copy.deepcopy(tiny[0]), tiny[1]
     rollout = make_rollout_func("gymenvs/SWEAgent-v0", env_kwargs={"max_turns": 2, "instance_ids": [FIXTURE_IDS[0]]},
                                 max_tokens_per_turn=8)
-    config = GRPOConfig(output_dir=str(tmp_path), bf16=False, use_cpu=True, report_to="none", save_strategy="no",
-                        disable_tqdm=True, per_device_train_batch_size=2, num_generations=2, max_completion_length=160,
-                        max_steps=1)
+    config = GRPOConfig(output_dir=str(tmp_path), **CPU_TRAINING_ARGS, per_device_train_batch_size=2, num_generations=2,
+                        max_completion_length=160, max_steps=1)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config, train_dataset=episode_dataset(2),
                           rollout_func=rollout, reward_funcs=rollout.reward_func)
     try:

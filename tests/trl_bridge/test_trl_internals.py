@@ -6,7 +6,7 @@ import inspect
 import pytest
 from trl import GRPOConfig, GRPOTrainer
 
-from wrappers.trl import trl_internals
+from wrappers.trl import CPU_TRAINING_ARGS, trl_internals
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
 
@@ -52,7 +52,7 @@ def test_inside_a_training_step_the_rollout_sees_its_trainer_rows_and_group_size
     prompt = [{"role": "user", "content": "Play."}]
     dataset = Dataset.from_dict({"prompt": [prompt] * 2, "seed": [10, 11], "environment": ["a", "b"]})
     config = GRPOConfig(
-        output_dir=str(tmp_path), bf16=False, use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True,
+        output_dir=str(tmp_path), **CPU_TRAINING_ARGS,
         per_device_train_batch_size=4, num_generations=2, max_completion_length=8, max_steps=1,
     )
     trainer = GRPOTrainer(

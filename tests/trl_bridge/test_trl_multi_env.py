@@ -10,7 +10,7 @@ from bridge_support import groups_of, recorded_envs
 from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
-from wrappers.trl import environment_factory, make_rollout_func
+from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, make_rollout_func
 
 pytestmark = [
     pytest.mark.slow,
@@ -33,7 +33,7 @@ def recorded():
 def train_one_step(model_and_tokenizer, tmp_path, **kwargs):
     model, tokenizer = model_and_tokenizer
     config = GRPOConfig(
-        output_dir=str(tmp_path), bf16=False, use_cpu=True, report_to="none", save_strategy="no", disable_tqdm=True,
+        output_dir=str(tmp_path), **CPU_TRAINING_ARGS,
         per_device_train_batch_size=ROLLOUTS, num_generations=GROUP, max_completion_length=16, max_steps=1,
         max_tool_calling_iterations=1, logging_steps=1,
     )

@@ -8,7 +8,7 @@ import torch
 from bridge_support import teach_tool_calls, tool_call
 from trl import GRPOConfig, GRPOTrainer
 
-from wrappers.trl import environment_factory, episode_dataset, make_rollout_func
+from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, episode_dataset, make_rollout_func
 
 pytestmark = [
     pytest.mark.slow,
@@ -22,11 +22,7 @@ GROUP = 2  # num_generations
 def config(tmp_path, **overrides):
     settings = dict(
         output_dir=str(tmp_path),
-        bf16=False,
-        use_cpu=True,
-        report_to="none",
-        save_strategy="no",
-        disable_tqdm=True,
+        **CPU_TRAINING_ARGS,
         per_device_train_batch_size=4,
         num_generations=GROUP,
         max_completion_length=96,

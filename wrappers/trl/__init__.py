@@ -40,6 +40,7 @@ _EXPORTS = {
     "InferenceServer": "wrappers.trl.inference_server",
     "HTTPWeightTransfer": "wrappers.trl.weight_transfer",
     "tiny_model": "wrappers.trl.offline_model",
+    "CPU_TRAINING_ARGS": "wrappers.trl.offline_model",
     "tiny_tokenizer": "wrappers.trl.offline_model",
     "imitate": "wrappers.trl.offline_model",
     "teach_tool_calls": "wrappers.trl.offline_model",

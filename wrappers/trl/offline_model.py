@@ -17,6 +17,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
 
+#: The training arguments every CPU run here shares (examples, benchmarks, tests): no GPU, no bf16, no
+#: checkpoints, no loggers, no progress bars. `GRPOConfig(output_dir=..., **CPU_TRAINING_ARGS, ...)`.
+CPU_TRAINING_ARGS: dict[str, Any] = {
+    "bf16": False, "use_cpu": True, "report_to": "none", "save_strategy": "no", "disable_tqdm": True,
+}
+
 EOS_TOKEN = "<|im_end|>"
 PAD_TOKEN = "<|endoftext|>"
 SPECIAL_TOKENS = (PAD_TOKEN, "<|im_start|>", EOS_TOKEN)
