@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -27,3 +29,35 @@ def swe_images(docker_client):
     build_base_image(docker_client, tag=BASE_IMAGE, progress=False)
     build_fixture_images(docker_client, base=BASE_IMAGE, progress=False)
     return BASE_IMAGE
+
+
+# -- in CI, a skip is a failure ---------------------------------------------------------------
+# `.ci/setup` installs every extra that pyproject.toml's `all` names and starts the Docker engine, so a
+# test that skips there has lost a dependency it should have: CI must go red, not silently shrink.
+# Only skips whose reason names a part no CI machine has (a GPU) are allowed.
+
+ALLOWED_SKIP_REASONS = ("needs a GPU",)
+
+
+def _skip_is_allowed(report) -> bool:
+    reason = str(report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr)
+    return any(allowed in reason for allowed in ALLOWED_SKIP_REASONS)
+
+
+def _fail_skips_in_ci(report) -> None:
+    if os.environ.get("CI") and report.skipped and not _skip_is_allowed(report) and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped in CI, where every extra is installed and the engine runs: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _fail_skips_in_ci(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _fail_skips_in_ci(outcome.get_result())

@@ -49,6 +49,10 @@ class TextEnv(gym.Env[str, str]):
     #: True when the env must be driven from the thread that built it (a browser, a GUI toolkit):
     #: `gymnasium.make_vec` on the thread backend then gives each slot a dedicated thread.
     thread_affine: ClassVar[bool] = False
+    #: True when the env hosts an agent program whose LLM calls are its observations: each
+    #: observation is a chat request (messages + tools in `info["request"]`) and each action the
+    #: reply. Rollouts read this to track token sequences per request instead of per turn.
+    hosts_agent: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

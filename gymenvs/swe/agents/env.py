@@ -65,6 +65,7 @@ class SWEAgentEnv(TextEnv):
 
     default_max_turns = 100
     reset_option_keys = frozenset({"instance_id"})
+    hosts_agent = True
 
     @validate_config
     def __init__(
