@@ -5,6 +5,7 @@
 Prints, for `gymenvs/` and `wrappers/` (fixture repos excluded):
 - the folders with their modules and lines (`--tree`: every module);
 - the largest module and the ten longest functions;
+- duplicated blocks: places that repeat six or more identical code lines found earlier;
 - import cycles between modules (every `import`, also those inside functions);
 - hand-written HTTP clients (`httpx`/`requests`/`urllib`/`http.client` calls that build or send) and
   hand-written retry loops (a loop around a `try` whose handler retries: `continue`, a sleep, or a
@@ -27,6 +28,7 @@ HTTP_CALLS = {
     ("http.client", "HTTPConnection"), ("socket", "create_connection"),
 }
 RETRY_NAMES = ("attempt", "retry", "retries", "tries")
+WINDOW = 6  # identical lines that make a duplicated block
 
 
 def modules(top: Path) -> dict[str, Path]:
@@ -113,6 +115,38 @@ def is_retry_loop(loop: ast.For | ast.While) -> bool:
     return named
 
 
+def code_lines(path: Path) -> list[tuple[int, str]]:
+    """Lines that carry code: stripped, without blanks, comments, imports and lone brackets."""
+    kept = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        text = line.strip()
+        if not text or text.startswith(("#", "import ", "from ")) or text in {")", "]", "}", "),", "],", "},", '"""'}:
+            continue
+        kept.append((number, text))
+    return kept
+
+
+def duplicated_pairs(paths: list[Path], top: Path) -> dict[tuple[str, str], int]:
+    """Pairs of files (or two places in one file) sharing a block of WINDOW identical code lines: first line of A."""
+    seen: dict[tuple[str, ...], tuple[str, int]] = {}
+    pairs: dict[tuple[str, str], int] = {}
+    for path in paths:
+        rel = path.relative_to(top).as_posix()
+        lines = code_lines(path)
+        last_hit: dict[str, int] = {}
+        for start in range(len(lines) - WINDOW + 1):
+            block = tuple(text for _, text in lines[start : start + WINDOW])
+            here = (rel, lines[start][0])
+            first = seen.setdefault(block, here)
+            if first == here or (first[0] == rel and lines[start][0] - first[1] < WINDOW):
+                continue
+            if last_hit.get(first[0], -WINDOW) < start - 1:  # a new run, not the next line of the same one
+                key = (f"{first[0]}:{first[1]}", f"{rel}:{here[1]}")
+                pairs[key] = pairs.get(key, 0) + 1
+            last_hit[first[0]] = start
+    return pairs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", action="store_true", help="list every module under its folder")
@@ -168,6 +202,12 @@ def main() -> None:
     print(f"hand-written retry loops: {len(retries)}")
     for where in retries:
         print(f"  {where}")
+
+    sources = list(mods.values()) + sorted((top / "tests").rglob("*.py")) + sorted((top / "examples").rglob("*.py"))
+    blocks = duplicated_pairs([p for p in sources if not p.relative_to(top).as_posix().startswith(EXCLUDE)], top)
+    print(f"\nduplicated blocks ({WINDOW}+ identical code lines, library, tests and examples): {len(blocks)}")
+    for (first, second) in blocks:
+        print(f"  {first} ~ {second}")
 
 
 if __name__ == "__main__":
