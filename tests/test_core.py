@@ -76,7 +76,7 @@ def test_tool_schema_is_the_openai_function_format():
 
 
 def test_tool_schema_agrees_with_transformers_get_json_schema():
-    utils = pytest.importorskip("transformers.utils")
+    from transformers import utils
     ours = CounterEnv.tools["shift"].schema["function"]
     theirs = utils.get_json_schema(CounterEnv.shift)["function"]
     assert ours["name"] == theirs["name"] and ours["description"] == theirs["description"]

@@ -19,12 +19,9 @@ NOT_IN_PROCESS = ("gymenvs/SWE-v0", "gymenvs/SWEAgent-v0", "gymenvs/MiniWoB-v0")
 IN_PROCESS_ENVS = [env_id for env_id in gymenvs.list_envs() if env_id not in NOT_IN_PROCESS]
 #: Keyword arguments where the defaults make no use of the seed (Tower of Hanoi always starts alike).
 ENV_KWARGS = {"gymenvs/TextArena-v0": {"game": "TicTacToe-v0", "agent_player": 1}}  # the random opponent opens
-OPTIONAL_DEPENDENCY = {"gymenvs/ReasoningGym-v0": "reasoning_gym", "gymenvs/TextArena-v0": "textarena"}
 
 
 def make(env_id, **kwargs):
-    if env_id in OPTIONAL_DEPENDENCY:
-        pytest.importorskip(OPTIONAL_DEPENDENCY[env_id])
     return gym.make(env_id, **ENV_KWARGS.get(env_id, {}), **kwargs)
 
 

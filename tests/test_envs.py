@@ -181,7 +181,6 @@ def test_catch_rejects_anything_but_the_three_directions(bad):
 
 @pytest.fixture(scope="module")
 def reasoning_env():
-    pytest.importorskip("reasoning_gym")
     return gym.make("gymenvs/ReasoningGym-v0", dataset="basic_arithmetic", size=50)
 
 
@@ -201,7 +200,6 @@ def test_reasoning_gym_win_and_loss(reasoning_env, form):
 
 
 def test_reasoning_gym_same_seed_same_question_and_own_stream():
-    pytest.importorskip("reasoning_gym")
     a = gym.make("gymenvs/ReasoningGym-v0", dataset="basic_arithmetic")
     b = gym.make("gymenvs/ReasoningGym-v0", dataset="basic_arithmetic")
     assert a.reset(seed=9)[0] == b.reset(seed=9)[0]
@@ -210,7 +208,6 @@ def test_reasoning_gym_same_seed_same_question_and_own_stream():
 
 
 def test_reasoning_gym_composite_draws_from_every_member():
-    pytest.importorskip("reasoning_gym")
     env = gym.make("gymenvs/ReasoningGym-v0", datasets={"leg_counting": {"weight": 1}, "basic_arithmetic": {"weight": 1}})
     sources = set()
     for seed in range(20):
@@ -229,7 +226,6 @@ def test_reasoning_gym_composite_draws_from_every_member():
     ],
 )
 def test_reasoning_gym_bad_config_is_a_value_error(kwargs, message):
-    pytest.importorskip("reasoning_gym")
     with pytest.raises(ValueError) as error:
         gym.make("gymenvs/ReasoningGym-v0", **kwargs)
     assert message in str(error.value)

@@ -17,7 +17,7 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from gymenvs.core import Outcome, TextEnv, content_blocks, text_image_space, text_view, tool  # noqa: E402
 
-PIL = pytest.importorskip("PIL.Image", reason="image observations need Pillow")
+import PIL.Image as PIL
 
 COLORS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
 
@@ -104,7 +104,6 @@ def test_the_vector_env_returns_text_image_observations_per_slot():
 
 
 def test_trl_factory_returns_multimodal_content_blocks():
-    pytest.importorskip("trl")
     from wrappers.trl import environment_factory
 
     instance = environment_factory("tests/Painter-v0")()
@@ -120,7 +119,6 @@ def test_trl_factory_returns_multimodal_content_blocks():
 
 
 def test_make_rollout_func_plays_text_only_models_on_the_text_view_and_says_so(caplog):
-    pytest.importorskip("trl")
     from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
     from wrappers.trl.offline_model import tiny_model
 

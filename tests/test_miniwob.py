@@ -17,8 +17,6 @@ from gymnasium.utils.env_checker import check_env
 
 import gymenvs  # noqa: F401  (registers the envs)
 
-pytest.importorskip("miniwob", reason="gymenvs/MiniWoB-v0 needs the miniwob extra")
-pytest.importorskip("selenium", reason="gymenvs/MiniWoB-v0 needs the miniwob extra")
 if not (shutil.which("chromium") and shutil.which("chromedriver")):
     pytest.skip("Debian's chromium and chromium-driver are not installed (.ci/setup installs them)", allow_module_level=True)
 

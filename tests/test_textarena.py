@@ -9,7 +9,6 @@ import pytest
 
 import gymenvs  # noqa: F401  (registers the envs)
 
-pytest.importorskip("textarena", reason="gymenvs/TextArena-v0 needs the textarena extra")
 
 
 def make(game, **kwargs):

@@ -18,7 +18,7 @@ from vector_testing import TESTS, FaultyEcho, local_ray
 
 from wrappers import ConcurrentVectorEnv
 
-ray = pytest.importorskip("ray", reason="the Ray backend needs the ray extra (pip install 'gymenvs[ray]')")
+import ray
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -102,7 +102,6 @@ def actor_handles(rollout) -> list:
 @pytest.mark.slow
 @pytest.mark.docker
 def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_session, docker_client, swe_images):
-    pytest.importorskip("transformers")
     from gymenvs.swe.sandbox import LABEL_PID
     from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
     from wrappers.trl.offline_model import tiny_model

@@ -10,7 +10,6 @@ import pytest
 from .conftest import FIXTURE_IDS
 
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-pytest.importorskip("transformers", reason="the upstream needs the trl extra: pip install -e '.[trl]'")
 pytestmark = pytest.mark.docker
 
 

@@ -10,7 +10,6 @@ import copy  # noqa: E402
 
 import pytest  # noqa: E402
 
-pytest.importorskip("trl", reason="the TRL bridge needs the trl extra: pip install -e '.[trl]'")
 
 
 @pytest.fixture(scope="session")
