@@ -21,12 +21,12 @@ from gymenvs.swe.sandbox import (
     SECURITY_OPTIONS,
     ContainerGone,
     DiskLimitExceeded,
+    DockerSandbox,
     Limits,
-    Sandbox,
     owner_labels,
     reap_orphans,
 )
-from gymenvs.swe.shell import PersistentShell
+from gymenvs.swe.sandbox.shell import PersistentShell
 
 from .conftest import own_containers
 
@@ -38,7 +38,7 @@ ROOT = str(Path(__file__).resolve().parents[2])
 
 @pytest.fixture(scope="module")
 def sandbox(docker_client, swe_images):
-    box = Sandbox(docker_client, swe_images, role="test", episode_id="sandbox-tests", limits=Limits(pids_limit=256))
+    box = DockerSandbox(docker_client, swe_images, role="test", episode_id="sandbox-tests", limits=Limits(pids_limit=256))
     yield box
     box.remove()
 
@@ -50,7 +50,7 @@ def shell(sandbox):
     shell.close()
 
 
-def processes(sandbox: Sandbox, name: str) -> int:
+def processes(sandbox: DockerSandbox, name: str) -> int:
     """How many processes called `name` run in the container (read from /proc: no procps needed)."""
     result = sandbox.run(f"grep -lx {name} /proc/[0-9]*/comm 2>/dev/null | wc -l", timeout=10)
     return int(result.output.text())
@@ -138,7 +138,7 @@ def test_containers_are_labelled_limited_and_offline(docker_client, sandbox):
 
 
 def test_a_container_killed_from_outside_is_reported(docker_client, swe_images):
-    box = Sandbox(docker_client, swe_images, role="test", episode_id="kill-test")
+    box = DockerSandbox(docker_client, swe_images, role="test", episode_id="kill-test")
     shell = PersistentShell(box)
     docker_client.api.kill(box.id)
     with pytest.raises(ContainerGone, match="killed from outside"):
@@ -149,8 +149,8 @@ def test_a_container_killed_from_outside_is_reported(docker_client, swe_images):
 
 OWNER = textwrap.dedent("""
     import sys, time
-    from gymenvs.swe.sandbox import Sandbox, docker_client
-    box = Sandbox(docker_client(), sys.argv[1], role="test", episode_id=sys.argv[2])
+    from gymenvs.swe.sandbox import DockerSandbox, docker_client
+    box = DockerSandbox(docker_client(), sys.argv[1], role="test", episode_id=sys.argv[2])
     print(box.id, flush=True)
     time.sleep(600)
 """)
@@ -164,7 +164,7 @@ def start_owner(image: str, episode: str) -> tuple[subprocess.Popen, str]:
 
 NEXT_PROCESS = textwrap.dedent("""
     import gymnasium as gym, gymenvs
-    from gymenvs.swe import sandbox
+    from gymenvs.swe.sandbox import docker as sandbox
     calls = []
     reap = sandbox.reap_orphans
     sandbox.reap_orphans = lambda client: calls.append(1) or reap(client)
@@ -240,7 +240,7 @@ def test_the_hardening_still_lets_root_reach_a_bind_mounted_unix_socket(docker_c
 
 @pytest.mark.slow
 def test_a_timeout_kills_double_forked_jobs_and_a_fork_bomb(docker_client, swe_images):
-    box = Sandbox(docker_client, swe_images, role="test", episode_id="kill-all", limits=Limits(pids_limit=128))
+    box = DockerSandbox(docker_client, swe_images, role="test", episode_id="kill-all", limits=Limits(pids_limit=128))
     shell = PersistentShell(box, kill_grace=GRACE)
     try:
         escaped = shell.run("(setsid sleep 1001 &); (nohup sleep 1002 >/dev/null 2>&1 &); sleep 1000", TIMEOUT)
@@ -256,7 +256,7 @@ def test_a_timeout_kills_double_forked_jobs_and_a_fork_bomb(docker_client, swe_i
 
 
 def test_writing_past_the_disk_limit_stops_the_command(docker_client, swe_images):
-    box = Sandbox(docker_client, swe_images, role="test", episode_id="disk", limits=Limits(disk_limit=100 << 20))
+    box = DockerSandbox(docker_client, swe_images, role="test", episode_id="disk", limits=Limits(disk_limit=100 << 20))
     try:
         started = time.monotonic()
         with pytest.raises(DiskLimitExceeded, match="more than its disk limit of 100 MiB"):

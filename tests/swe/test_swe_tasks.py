@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gymenvs.swe.images import check_template, debian_mirror, image_for
+from gymenvs.swe.sandbox.images import check_template, debian_mirror, image_for
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks, parse_test_list, task_from_row
 
 from .conftest import FIXTURE_TASKS

@@ -92,6 +92,6 @@ def _sdist_tree(path: Path) -> dict[str, bytes]:
 
 
 def context_archive(files: Mapping[str, bytes]) -> io.BytesIO:
-    from gymenvs.swe.sandbox import tar_archive
+    from gymenvs.swe.sandbox.docker import tar_archive
 
     return io.BytesIO(tar_archive(dict(files)))

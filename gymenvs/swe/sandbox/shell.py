@@ -21,8 +21,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from gymenvs.swe.output import OutputCapture
-from gymenvs.swe.sandbox import DISK_CHECK_INTERVAL, ExecStream, Sandbox, SandboxError
+from gymenvs.swe.sandbox.base import ExecProcess, Sandbox, SandboxError
+from gymenvs.swe.sandbox.docker import DISK_CHECK_INTERVAL
+from gymenvs.swe.sandbox.output import OutputCapture
 
 _QUOTE_TABLE = {ord("\\"): "\\\\", ord("'"): "\\'", ord("\n"): "\\n", ord("\t"): "\\t", 0: None}
 _QUOTE_TABLE.update({c: f"\\x{c:02x}" for c in [*range(1, 32), 127] if c not in _QUOTE_TABLE})
@@ -56,7 +57,7 @@ class PersistentShell:
         self.kill_grace = kill_grace
         self.start_timeout = start_timeout
         self.pid = 0
-        self._stream: ExecStream | None = None
+        self._stream: ExecProcess | None = None
         self._pending = bytearray()  # output that arrived after the last end marker (background jobs)
         self._start()
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from gymenvs.swe.logparsers import PARSERS
-from gymenvs.swe.tasks import Task
+from gymenvs.swe.grading.logparsers import PARSERS
+from gymenvs.swe.tasks.tasks import Task
 
 DJANGO_TEST_CMD = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
 SYMPY_TEST_CMD = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"

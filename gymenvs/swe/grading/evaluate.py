@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gymenvs.swe.grading import GradeReport
-from gymenvs.swe.tasks import Task
+from gymenvs.swe.grading.grading import GradeReport
+from gymenvs.swe.tasks.tasks import Task
 
 LOG_DIR = Path("logs") / "run_evaluation"
 GOLD = "gold"

@@ -34,15 +34,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gymenvs.swe.changes import STAGING, TRUSTED_GIT, copy_changes, disk_changes, enforce_policy
-from gymenvs.swe.images import ENV_SETUP, WORKDIR
-from gymenvs.swe.logparsers import FAILED
-from gymenvs.swe.output import decode_output
-from gymenvs.swe.patches import filter_diff
-from gymenvs.swe.report import PASSING, RESOLVED_FULL, Verdict, invalid_log_reason
-from gymenvs.swe.sandbox import Limits, Sandbox, SandboxError
-from gymenvs.swe.specs import spec_for
-from gymenvs.swe.tasks import Task
+from gymenvs.swe.grading.changes import STAGING, TRUSTED_GIT, copy_changes, disk_changes, enforce_policy
+from gymenvs.swe.grading.logparsers import FAILED
+from gymenvs.swe.grading.patches import filter_diff
+from gymenvs.swe.grading.report import PASSING, RESOLVED_FULL, Verdict, invalid_log_reason
+from gymenvs.swe.grading.specs import spec_for
+from gymenvs.swe.sandbox.base import Limits, Sandbox, SandboxError
+from gymenvs.swe.sandbox.docker import DockerSandbox
+from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR
+from gymenvs.swe.sandbox.output import decode_output
+from gymenvs.swe.tasks.tasks import Task
 
 _LOG_LIMIT = 8 << 20
 _DIFF_LIMIT = 16 << 20
@@ -141,7 +142,7 @@ def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> st
     """What the agent changed in `sandbox`'s repository since `base_commit`, as a git diff taken by a
     trusted git: the changed files, read by the engine, are copied into a fresh container from the
     same image (`grade_sandbox` does this in the grading container and saves a container start)."""
-    fresh = Sandbox(sandbox.client, sandbox.image, role="diff", episode_id="extract-diff",
+    fresh = DockerSandbox(sandbox.client, sandbox.image, role="diff", episode_id="extract-diff",
                     limits=dataclasses.replace(sandbox.limits, network=False))
     try:
         fresh.put_archive("/", _staging_archive())
@@ -158,7 +159,7 @@ def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbo
     nonce = uuid.uuid4().hex
     diff, result = "", None
     try:
-        sandbox = Sandbox(client, image, role="grading", episode_id=episode_id or task.instance_id, limits=limits)
+        sandbox = DockerSandbox(client, image, role="grading", episode_id=episode_id or task.instance_id, limits=limits)
         try:
             diff = _prepare(sandbox, task, report, apply, take_diff)
             if diff is not None and not _run_setup(sandbox, task, report):

@@ -19,8 +19,8 @@ from pathlib import Path
 from string import Formatter
 from typing import Any
 
-from gymenvs.swe.sandbox import LABEL, SandboxError, tar_archive
-from gymenvs.swe.tasks import FIXTURES, Task, fixtures_path, load_tasks
+from gymenvs.swe.sandbox.docker import LABEL, SandboxError, tar_archive
+from gymenvs.swe.tasks.tasks import FIXTURES, Task, fixtures_path, load_tasks
 
 BASE_IMAGE = "gymenvs/swe-base:bookworm"
 BASE_SUITE = "bookworm"
@@ -229,7 +229,7 @@ def fixture_context(task: Task, base: str) -> io.BytesIO:
     The repo is a directory of fixtures/repos, or for a row with an `upstream` field a release's
     sdist fetched by pip (`gymenvs.swe.upstream`).
     """
-    from gymenvs.swe import upstream
+    from gymenvs.swe.tasks import upstream
 
     spec = task.extra.get("upstream")
     files = upstream.context_files(spec) if spec else _fixture_repo_files(task)
