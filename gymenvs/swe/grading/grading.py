@@ -55,16 +55,6 @@ TEST_USER = "65534:65534"
 TEST_ENVIRONMENT = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "GYMENVS_RESULTS_FD": "7"}
 _PLUGIN_DIR = "/run/gymenvs-python"
 _PLUGIN_SOURCE = Path(__file__).parent / "results_plugin.py"
-#: Who runs the tests: "uid:gid" of an unprivileged user (nobody), or None for root (as SWE-bench does).
-TEST_USER = "65534:65534"
-#: Environment of the tests: no pytest plugin loads by itself (an installed package's entry point,
-#: an .egg-info the agent wrote); only grading's own report plugin. A test command that needs a
-#: plugin loads it by name (`pytest -p xdist ...`).
-TEST_ENVIRONMENT = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "GYMENVS_RESULTS_FD": "7"}
-_PLUGIN_DIR = "/run/gymenvs-python"
-_PLUGIN_SOURCE = Path(__file__).parent / "results_plugin.py"
-_DJANGO_TEST_CMD = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
-_SYMPY_TEST_CMD = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"
 
 
 @dataclass
@@ -162,8 +152,6 @@ def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbo
         sandbox = DockerSandbox(client, image, role="grading", episode_id=episode_id or task.instance_id, limits=limits)
         try:
             diff = _prepare(sandbox, task, report, apply, take_diff)
-            if diff is not None and not _run_setup(sandbox, task, report):
-                diff = None
             if diff is not None:
                 sandbox.put_files(_PLUGIN_DIR, {f"{plugin_module(nonce)}.py": _PLUGIN_SOURCE.read_bytes()})
                 sandbox.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
@@ -202,21 +190,6 @@ def _prepare(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[
         report.error = "the task's test_patch does not apply: the task is broken"
         return None
     return diff
-
-
-def _run_setup(sandbox: Sandbox, task: Task, report: GradeReport) -> bool:
-    """Run the task's setup lines (the harness's `eval_commands` and `install`) as root, before the nonce
-    exists; keep the variables they export for the tests; kill whatever they left running."""
-    setup = spec_for(task).setup
-    if not setup:
-        return True
-    script = f"{ENV_SETUP}\n" + "\n".join(setup) + f"\nexport -p > {STAGING}/setup-environment.sh"
-    result = sandbox.run(script, timeout=1800, output_limit=1 << 16)
-    sandbox.kill_all("KILL")
-    if result.exit_code != 0:
-        report.error = f"the task's setup failed (exit {result.exit_code}): {result.output.text()[-1000:]}"
-        return False
-    return True
 
 
 def _staging_archive() -> bytes:
@@ -302,7 +275,6 @@ mkdir -p /tmp/gymenvs-home && chown {test_user} /tmp/gymenvs-home && export HOME
     return f"""#!/bin/bash
 set -uo pipefail
 {ENV_SETUP}
-[ -f {STAGING}/setup-environment.sh ] && . {STAGING}/setup-environment.sh
 cd {WORKDIR}
 mark() {{ echo ">>>>> {nonce} $*"; }}
 {prepare}

@@ -12,7 +12,6 @@ Downloads are kept in ~/.cache/gymenvs/packages (or $GYMENVS_CACHE/packages).
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
@@ -90,8 +89,3 @@ def _sdist_tree(path: Path) -> dict[str, bytes]:
                 files[parts[1]] = archive.extractfile(member).read()
     return dict(sorted(files.items()))
 
-
-def context_archive(files: Mapping[str, bytes]) -> io.BytesIO:
-    from gymenvs.swe.sandbox.docker import tar_archive
-
-    return io.BytesIO(tar_archive(dict(files)))
