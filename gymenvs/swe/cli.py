@@ -126,8 +126,8 @@ def _grade(args: argparse.Namespace) -> int:
             return GradeReport(task.instance_id, "error", error=str(exc))
         return grade(client, task, patch, image=image, timeout=args.timeout)
 
-    outcomes = evaluate.evaluate(predictions, tasks, grade_one, run_id=args.run_id, log_dir=args.log_dir,
-                                 workers=args.workers, progress=not args.quiet)
+    outcomes = evaluate.grade_predictions(predictions, tasks, grade_one, run_id=args.run_id, log_dir=args.log_dir,
+                                          workers=args.workers, progress=not args.quiet)
     for outcome in outcomes:
         note = " (from an earlier run)" if outcome.resumed else f"\t{outcome.seconds:.1f}s"
         print(f"{outcome.instance_id}\t{outcome.status}{note}" + (f"\t{outcome.error}" if outcome.error else ""))
