@@ -91,7 +91,8 @@ def _list_tasks(args: argparse.Namespace) -> int:
     from gymenvs.swe.tasks.tasks import load_tasks
 
     for task in load_tasks(args.dataset, split=args.split):
-        print(f"{task.instance_id}\t{image_for(task, args.image_template)}\tF2P={len(task.fail_to_pass)} P2P={len(task.pass_to_pass)}")
+        counts = f"F2P={len(task.fail_to_pass)} P2P={len(task.pass_to_pass)}"
+        print(f"{task.instance_id}\t{image_for(task, args.image_template)}\t{counts}")
     return 0
 
 

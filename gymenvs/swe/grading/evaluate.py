@@ -117,7 +117,7 @@ def grade_predictions(predictions: Iterable[Prediction], tasks: Mapping[str, Tas
             resolved += outcome.status == "resolved"
             bar.set_postfix(resolved=resolved, refresh=False)
             bar.update()
-    return [outcomes[p.instance_id] for p in predictions]
+    return [outcome for outcome in (outcomes[p.instance_id] for p in predictions) if outcome is not None]  # all are done
 
 
 def evaluate(*args: Any, **kwargs: Any) -> list[InstanceResult]:

@@ -29,7 +29,7 @@ import shlex
 import tarfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,7 +147,8 @@ def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbo
            take_diff: bool = False) -> tuple[GradeReport, str]:
     started = time.monotonic()
     nonce = uuid.uuid4().hex
-    diff, result = "", None
+    diff: str | None = ""
+    result = None
     try:
         sandbox = DockerSandbox(client, image, role="grading", episode_id=episode_id or task.instance_id, limits=limits)
         try:
@@ -238,7 +239,10 @@ def _apply_test_patch(sandbox: Sandbox, task: Task) -> bool:
     sandbox.put_files(STAGING, {"test.diff": task.test_patch.encode("utf-8", "surrogateescape")}, mode=0o600)
     script = f"""{ENV_SETUP}
 for file in {" ".join(map(shlex.quote, task.test_files))}; do
-  if {TRUSTED_GIT} cat-file -e {base}:"$file" 2>/dev/null; then {TRUSTED_GIT} checkout -q {base} -- "$file"; else rm -rf -- "$file"; fi
+  if {TRUSTED_GIT} cat-file -e {base}:"$file" 2>/dev/null
+  then {TRUSTED_GIT} checkout -q {base} -- "$file"
+  else rm -rf -- "$file"
+  fi
 done
 {TRUSTED_GIT} apply --verbose {STAGING}/test.diff"""
     return sandbox.run(script, timeout=300).exit_code == 0
@@ -290,7 +294,7 @@ mark "End Test Output"
 
 
 def _read_log(report: GradeReport, task: Task, log: str, nonce: str, *, timed_out: bool, timeout: float,
-              runner: list[dict[str, Any]] = ()) -> None:
+              runner: Sequence[dict[str, Any]] = ()) -> None:
     marker = f">>>>> {nonce} "
     report.log_tail = log[-4000:]
     if timed_out:
@@ -320,7 +324,7 @@ def _read_log(report: GradeReport, task: Task, log: str, nonce: str, *, timed_ou
                         f"(counted as failed): {', '.join(forged[:5])}")
 
 
-def check_against_runner(statuses: dict[str, str], runner: list[dict[str, Any]]) -> tuple[dict[str, str], list[str] | None]:
+def check_against_runner(statuses: dict[str, str], runner: Sequence[dict[str, Any]]) -> tuple[dict[str, str], list[str] | None]:
     """The log's statuses with every pass the runner's report contradicts turned into FAILED, and those
     tests; None instead of the list if the report started but never finished. Without a report (not
     pytest, or its environment filtered out the plugin) the log stands alone."""

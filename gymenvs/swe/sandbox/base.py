@@ -82,6 +82,9 @@ class ExecResult:
 class ExecProcess(Protocol):
     """A process started in a sandbox: write its stdin, read its merged output with a deadline."""
 
+    #: Whether the process has closed its output (set by `read` and `closed`).
+    eof: bool
+
     def send(self, data: bytes) -> None: ...
 
     def read(self, deadline: float) -> bytes | None:

@@ -322,7 +322,7 @@ class DockerSandbox:
             member = tar.next()
             if member is None or not member.isfile():
                 raise ValueError(f"{path} is not a regular file")
-            return tar.extractfile(member).read(), member.mode
+            return _member_bytes(tar, member), member.mode
 
     def check_disk(self, *, force: bool = False) -> None:
         """`DiskLimitExceeded` if the writable layer outgrew the disk limit (checked at most once per
@@ -408,7 +408,7 @@ class DockerSandbox:
             member = tar.next()
             if member is None:
                 return None
-            return member, (tar.extractfile(member).read() if member.isfile() else b"")
+            return member, (_member_bytes(tar, member) if member.isfile() else b"")
 
     def ensure_running(self) -> None:
         """`ContainerGone` unless the container is running."""
@@ -440,6 +440,13 @@ class DockerSandbox:
 
 _CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}
 _STORAGE_OPT_SUPPORTED: dict[str, bool] = {}
+
+
+def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    extracted = tar.extractfile(member)
+    if extracted is None:
+        raise ValueError(f"{member.name} is not a regular file")
+    return extracted.read()
 
 
 def tar_archive(files: dict[str, bytes], mode: int = 0o644) -> bytes:
@@ -530,7 +537,8 @@ def reap_orphans_once(client: Any) -> list[str]:
 
 def remove_own_containers(client: Any) -> list[str]:
     """Remove every container this process owns (its pool's included); return their ids."""
-    owned = client.containers.list(all=True, sparse=True, filters={"label": [f"{LABEL_PID}={os.getpid()}", f"{LABEL_HOST}={_hostname()}"]})
+    mine = [f"{LABEL_PID}={os.getpid()}", f"{LABEL_HOST}={_hostname()}"]
+    owned = client.containers.list(all=True, sparse=True, filters={"label": mine})
     for container in owned:
         _remove_container(client.api, container.id)
     return [container.id for container in owned]

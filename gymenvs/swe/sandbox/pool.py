@@ -138,7 +138,8 @@ class WarmPool:
         for _, shell in waiting:
             shell.close()
         for removal in [discard(sandbox, wait=False) for sandbox, _ in waiting]:
-            removal.result()
+            if removal is not None:
+                removal.result()
 
     # -- internals -------------------------------------------------------------------------
 
