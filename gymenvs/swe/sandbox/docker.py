@@ -513,11 +513,8 @@ def reap_orphans(client: Any) -> list[str]:
     reaped = []
     for container in client.containers.list(all=True, sparse=True, filters={"label": [LABEL, f"{LABEL_HOST}={_hostname()}"]}):
         labels = container.attrs.get("Labels") or {}
-        try:
-            pid = int(labels.get(LABEL_PID, ""))
-        except ValueError:
-            continue
-        if not owner_alive(pid, labels.get(LABEL_START, "")):
+        pid = labels.get(LABEL_PID, "")
+        if pid.isdigit() and not owner_alive(int(pid), labels.get(LABEL_START, "")):  # no owner label: not ours to judge
             _remove_container(client.api, container.id)
             reaped.append(container.attrs.get("Names", [container.id])[0].lstrip("/"))
     return reaped
