@@ -13,11 +13,20 @@ from pydantic import Field, PositiveFloat, PositiveInt
 
 from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool, validate_config
 from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
-from gymenvs.swe.images import ENV_SETUP, WORKDIR, check_template, ensure_image, image_for
-from gymenvs.swe.output import decode_output
-from gymenvs.swe.pool import WarmPool, discard, start_container
-from gymenvs.swe.sandbox import Limits, Sandbox, SandboxError, install_sigterm_cleanup, reap_orphans_once, shared_client
-from gymenvs.swe.shell import PersistentShell
+from gymenvs.swe.sandbox import (
+    Limits,
+    PersistentShell,
+    Sandbox,
+    SandboxError,
+    WarmPool,
+    decode_output,
+    discard,
+    install_sigterm_cleanup,
+    reap_orphans_once,
+    shared_client,
+    start_container,
+)
+from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR, check_template, ensure_image, image_for
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
 
 #: Environment of the agent's shell: no pagers or progress bars waiting on a terminal.

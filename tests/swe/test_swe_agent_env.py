@@ -161,7 +161,7 @@ def test_nothing_is_left_after_close_or_a_failed_reset(make_agent_env, docker_cl
 
 
 NEXT_PROCESS = ("import gymnasium as gym, gymenvs, json\n"
-                "from gymenvs.swe import sandbox\n"
+                "from gymenvs.swe.sandbox import docker as sandbox\n"
                 "env = gym.make('gymenvs/SWEAgent-v0')\n"
                 "assert not sandbox._shared_clients  # constructing touches no engine\n"
                 "env.reset(seed=0)\n"

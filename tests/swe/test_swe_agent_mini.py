@@ -16,7 +16,7 @@ def mini_images(swe_images, docker_client):
     """The derived images (built by .ci/setup; built here if missing, which takes minutes)."""
     from gymenvs.swe.agents.install import install_agent
     from gymenvs.swe.agents.specs import MINI_SWE_AGENT
-    from gymenvs.swe.images import image_for
+    from gymenvs.swe.sandbox.images import image_for
 
     install_agent(docker_client, MINI_SWE_AGENT, [image_for(task) for task in TASKS.values()], progress=False)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gymenvs.swe.grading import grade
-from gymenvs.swe.images import image_for
+from gymenvs.swe.sandbox.images import image_for
 
 from .conftest import FIXTURE_IDS, FIXTURE_TASKS, own_containers
 

@@ -23,15 +23,25 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PositiveFloat, PositiveInt
 
 from gymenvs.core import Outcome, TextEnv, ToolCall, validate_config
-from gymenvs.swe.agents.channel import SOCKET_NAME, AgentExited, AgentRequest, Call, ChannelError, LLMChannel, reap_channel_directories_once
+from gymenvs.swe.agents.channel import (
+    SOCKET_NAME,
+    AgentExited,
+    AgentRequest,
+    Call,
+    ChannelError,
+    LLMChannel,
+    reap_channel_directories_once,
+)
 from gymenvs.swe.agents.messages import chat_completion, extends, render, reply_message, tool_call
 from gymenvs.swe.agents.specs import MOUNT, AgentSpec, agent_spec, derived_image
-from gymenvs.swe.env import SHELL_ENVIRONMENT
-from gymenvs.swe.env import _select  # SWE-v0's choice of tasks by instance_ids, shared
+from gymenvs.swe.env import (
+    SHELL_ENVIRONMENT,
+    _select,  # SWE-v0's choice of tasks by instance_ids, shared
+)
 from gymenvs.swe.grading import GradeReport, extract_diff, grade
-from gymenvs.swe.images import ENV_SETUP, WORKDIR, check_template, ensure_image, image_exists, image_for
-from gymenvs.swe.sandbox import (ExecStream, Limits, Sandbox, SandboxError, install_sigterm_cleanup, reap_orphans_once,
-                                 shared_client)
+from gymenvs.swe.sandbox import DockerSandbox as Sandbox
+from gymenvs.swe.sandbox import ExecStream, Limits, SandboxError, install_sigterm_cleanup, reap_orphans_once, shared_client
+from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR, check_template, ensure_image, image_exists, image_for
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
 
 _TEXT = "__text__"  # the tool-call name free text is wrapped in on its way through TextEnv

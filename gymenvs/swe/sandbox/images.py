@@ -19,8 +19,8 @@ from pathlib import Path
 from string import Formatter
 from typing import Any
 
-from gymenvs.swe.sandbox import LABEL, SandboxError, tar_archive
-from gymenvs.swe.tasks import FIXTURES, Task, fixtures_path, load_tasks
+from gymenvs.swe.sandbox.docker import LABEL, SandboxError, tar_archive
+from gymenvs.swe.tasks.tasks import FIXTURES, Task, fixtures_path, load_tasks
 
 BASE_IMAGE = "gymenvs/swe-base:bookworm"
 BASE_SUITE = "bookworm"
@@ -28,7 +28,9 @@ BASE_PACKAGES = ("python3", "python3-pytest", "git", "patch")
 WORKDIR = "/testbed"
 #: Shell lines that put a command in the task's Python environment: SWE-bench images keep it in
 #: the conda env "testbed", which a non-interactive shell does not activate by itself.
-ENV_SETUP = f"""if [ -f /opt/miniconda3/bin/activate ]; then . /opt/miniconda3/bin/activate && conda activate testbed; fi >/dev/null 2>&1
+ENV_SETUP = f"""if [ -f /opt/miniconda3/bin/activate ]
+then . /opt/miniconda3/bin/activate && conda activate testbed
+fi >/dev/null 2>&1
 cd {WORKDIR}"""
 #: The repos of SWE-Gym, whose images follow its own naming (xingyaoww/..._s_...).
 SWE_GYM_REPOS = frozenset({
@@ -43,7 +45,9 @@ _FIXTURE_AUTHOR = {
     "GIT_COMMITTER_NAME": "gymenvs fixtures", "GIT_COMMITTER_EMAIL": "fixtures@gymenvs.invalid",
     "GIT_AUTHOR_DATE": "2024-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2024-01-01T00:00:00+0000",
 }
-_GITCONFIG = "[safe]\n\tdirectory = *\n[user]\n\tname = gymenvs agent\n\temail = agent@gymenvs.invalid\n[init]\n\tdefaultBranch = main\n"
+_GITCONFIG = ("[safe]\n\tdirectory = *\n"
+              "[user]\n\tname = gymenvs agent\n\temail = agent@gymenvs.invalid\n"
+              "[init]\n\tdefaultBranch = main\n")
 
 
 class ImageBuildError(RuntimeError):
@@ -161,6 +165,7 @@ def _run_with_progress(command: list[str], *, desc: str, disable: bool) -> None:
     log: list[str] = []
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process, \
             tqdm(desc=desc, unit=" steps", disable=disable) as bar:
+        assert process.stdout is not None  # stdout=PIPE
         for line in process.stdout:
             log.append(line.rstrip())
             if line.startswith("I: "):
@@ -190,15 +195,17 @@ def _import_rootfs(client: Any, rootfs: Path, tag: str, progress: bool) -> None:
     changes = ['ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', "ENV LANG=C.UTF-8",
                f"WORKDIR {WORKDIR}", 'CMD ["/bin/bash"]']
     tar = subprocess.Popen(["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+    stream = tar.stdout
+    assert stream is not None  # stdout=PIPE
     with tqdm(desc="docker import", unit="B", unit_scale=True, disable=not progress) as bar:
         def chunks() -> Iterator[bytes]:
-            while chunk := tar.stdout.read(1 << 20):
+            while chunk := stream.read(1 << 20):
                 bar.update(len(chunk))
                 yield chunk
         try:
             client.api.import_image_from_stream(chunks(), repository=repository, tag=version, changes=changes)
         finally:
-            tar.stdout.close()
+            stream.close()
             tar.wait()
     if tar.returncode != 0:
         raise ImageBuildError(f"tar of the root file system failed (exit {tar.returncode})")
@@ -229,7 +236,7 @@ def fixture_context(task: Task, base: str) -> io.BytesIO:
     The repo is a directory of fixtures/repos, or for a row with an `upstream` field a release's
     sdist fetched by pip (`gymenvs.swe.upstream`).
     """
-    from gymenvs.swe import upstream
+    from gymenvs.swe.tasks import upstream
 
     spec = task.extra.get("upstream")
     files = upstream.context_files(spec) if spec else _fixture_repo_files(task)
@@ -258,7 +265,7 @@ def _fixture_repo_files(task: Task) -> dict[str, bytes]:
 
 
 def _build(client: Any, context: io.BytesIO, tag: str) -> None:
-    log = []
+    log: list[str] = []
     for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, decode=True):
         if "error" in chunk:
             raise ImageBuildError(f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(log[-20:]))

@@ -1,4 +1,4 @@
-"""How a task's tests run: the command, the parser that reads its log, the lines run before it.
+"""How a task's tests run: the command, and the parser that reads its log.
 
 Each comes from the first of these that has it:
 
@@ -7,8 +7,7 @@ Each comes from the first of these that has it:
 2. the row's `eval_script` (SWE-bench 5.x datasets carry one per instance): the command is the
    line(s) between its test-output markers;
 3. the `swebench` package, when installed (`pip install 'gymenvs[swebench]'`): its repo -> log
-   parser table, and, in the 4.x releases that still ship it, `MAP_REPO_VERSION_TO_SPECS` for the
-   per-version test command and the `eval_commands` / `install` lines the harness runs first;
+   parser table (5.x ships no per-version test commands: its datasets carry the eval script);
 4. a built-in default: the harness's commands for Django, sympy, astropy and sphinx, else
    `pytest -rA` (local repos, SWE-Gym's), on the test files `test_patch` touches.
 
@@ -24,8 +23,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from gymenvs.swe.logparsers import PARSERS
-from gymenvs.swe.tasks import Task
+from gymenvs.swe.grading.logparsers import PARSERS
+from gymenvs.swe.tasks.tasks import Task
 
 DJANGO_TEST_CMD = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
 SYMPY_TEST_CMD = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"
@@ -45,11 +44,10 @@ _TEST_OUTPUT = re.compile(r">>>>> Start Test Output'?\s*\n(.*?)\n[^\n]*>>>>> End
 
 @dataclass(frozen=True)
 class TestSpec:
-    """What grading runs for a task: `setup` lines, then `command`, whose log `parser` reads."""
+    """What grading runs for a task: `command`, whose log `parser` reads."""
 
     command: str
     parser: str
-    setup: tuple[str, ...] = ()
 
     def parse(self, log: str) -> dict[str, str]:
         return log_parser(self.parser)(log)
@@ -57,17 +55,13 @@ class TestSpec:
 
 def spec_for(task: Task) -> TestSpec:
     """The test spec of `task` (see the module docstring for where each part comes from)."""
-    harness = _harness_spec(task.repo, task.version)
     default_command, default_parser = _BUILT_IN.get(task.repo, (PYTEST_TEST_CMD, "pytest"))
     parser = task.log_parser or _harness_parser(task.repo) or default_parser
     command = task.test_cmd or _eval_script_command(task.extra.get("eval_script"))
     if command is None:
-        base = harness.get("test_cmd") or default_command
-        base = " ".join(base) if isinstance(base, list) else base
-        command = " ".join([base, *map(shlex.quote, test_directives(task))])
-    setup = (*harness.get("eval_commands", ()), *([harness["install"]] if harness.get("install") else ()))
+        command = " ".join([default_command, *map(shlex.quote, test_directives(task))])
     log_parser(parser)  # a ValueError now, not at grading time
-    return TestSpec(command, parser, tuple(setup))
+    return TestSpec(command, parser)
 
 
 def test_directives(task: Task) -> list[str]:
@@ -125,11 +119,3 @@ def _harness_repo_parsers() -> dict[str, Callable[..., dict[str, str]]]:
     table = getattr(python, "MAP_REPO_TO_PARSER_PY", None) or getattr(python, "MAP_REPO_TO_PARSER", {})
     return dict(table)
 
-
-def _harness_spec(repo: str, version: str | None) -> dict[str, Any]:
-    """The per-version spec of swebench 4.x (`{}` under 5.x, whose datasets carry an eval_script)."""
-    try:
-        from swebench.harness.constants import MAP_REPO_VERSION_TO_SPECS
-    except ImportError:
-        return {}
-    return dict(MAP_REPO_VERSION_TO_SPECS.get(repo, {}).get(version or "", {}))

@@ -110,7 +110,7 @@ def _load_tasks_cached(source: str, split: str | None) -> tuple[Task, ...]:
 
 def fixtures_path() -> Path:
     """The directory of the shipped fixture tasks (`tasks.jsonl` and the repos they start from)."""
-    return Path(str(resources.files("gymenvs.swe").joinpath("fixtures")))
+    return Path(str(resources.files("gymenvs.swe.tasks").joinpath("fixtures")))
 
 
 def _load_rows(source: str, split: str | None) -> Sequence[Mapping[str, Any]]:

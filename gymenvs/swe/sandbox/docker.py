@@ -1,9 +1,10 @@
-"""Docker sandboxes: one labelled, resource-limited, hardened container per episode (or per grading run).
+"""The Docker backend of `Sandbox` (the protocol in `base`): one labelled, resource-limited, hardened
+container per episode (or per grading run).
 
 Built on the `docker` SDK. Every container carries labels naming gymenvs, its role, its episode
 and the process that owns it (host, pid, process start time), so that:
 
-- `Sandbox.remove()` (called by `close()`), a `weakref.finalize` and therefore `atexit` remove it;
+- `DockerSandbox.remove()` (called by `close()`), a `weakref.finalize` and therefore `atexit` remove it;
 - `reap_orphans()` removes, at the next start, containers whose owning process is gone (killed by
   SIGKILL, say) and never one that a live process still uses;
 - a SIGTERM (what Slurm and Kubernetes send) removes this process's containers before it dies.
@@ -30,11 +31,20 @@ import threading
 import time
 import uuid
 import weakref
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from gymenvs.swe.output import OutputCapture
+import tenacity
+
+from gymenvs.swe.sandbox.base import (
+    TIMEOUT_EXIT_CODES,
+    ContainerGone,
+    DiskLimitExceeded,
+    ExecResult,
+    Limits,
+    SandboxError,
+)
+from gymenvs.swe.sandbox.output import OutputCapture
 
 LABEL = "gymenvs.swe"
 LABEL_ROLE = "gymenvs.swe.role"
@@ -42,8 +52,6 @@ LABEL_EPISODE = "gymenvs.swe.episode"
 LABEL_HOST = "gymenvs.swe.owner.host"
 LABEL_PID = "gymenvs.swe.owner.pid"
 LABEL_START = "gymenvs.swe.owner.start"
-#: Exit codes that mean `timeout` stopped the command (124) or had to SIGKILL it (137).
-TIMEOUT_EXIT_CODES = (124, 137)
 #: Capabilities a container keeps (Docker's defaults minus NET_RAW, MKNOD, SETFCAP, SETPCAP, SYS_CHROOT
 #: and AUDIT_WRITE). DAC_OVERRIDE stays so root can still reach a bind-mounted unix socket it does not own.
 KEPT_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
@@ -68,40 +76,6 @@ for round in 1 2 3 4 5 6 7 8; do
 done
 exit 0
 """
-
-
-class SandboxError(RuntimeError):
-    """The sandbox cannot do what was asked (no engine, no image, a failed Docker call)."""
-
-
-class ContainerGone(SandboxError):
-    """The container stopped or vanished while in use (killed from outside, out of memory...)."""
-
-
-class DiskLimitExceeded(SandboxError):
-    """The container wrote more than its disk limit: its episode must stop."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resources one container may use."""
-
-    mem_limit: str = "2g"
-    cpus: float = 1.0
-    pids_limit: int = 512
-    network: bool = False
-    #: The container's main process is `sleep <lifetime>`: a leaked container dies by itself.
-    lifetime_seconds: int = 24 * 3600
-    #: Bytes the container's writable layer may hold (None: no limit). Capped by the engine where its
-    #: storage driver supports it, else watched while commands run (`Sandbox.check_disk`).
-    disk_limit: int | None = 10 << 30
-
-
-@dataclass
-class ExecResult:
-    exit_code: int | None
-    output: OutputCapture
-    timed_out: bool
 
 
 def docker_client(timeout: int = 600):
@@ -217,8 +191,12 @@ class ExecStream:
         return bytes(payload)
 
 
-class Sandbox:
-    """One running container from `image`, labelled with its owner and removed when no longer needed."""
+class _NoPid(Exception):
+    """The killer could not start: a fork bomb holds every process id."""
+
+
+class DockerSandbox:
+    """The Docker `Sandbox`: one running container from `image`, labelled with its owner and removed when no longer needed."""
 
     def __init__(self, client: Any, image: str, *, role: str, episode_id: str, limits: Limits = Limits(),
                  workdir: str = "/testbed", read_only_binds: dict[str, str] | None = None,
@@ -344,7 +322,7 @@ class Sandbox:
             member = tar.next()
             if member is None or not member.isfile():
                 raise ValueError(f"{path} is not a regular file")
-            return tar.extractfile(member).read(), member.mode
+            return _member_bytes(tar, member), member.mode
 
     def check_disk(self, *, force: bool = False) -> None:
         """`DiskLimitExceeded` if the writable layer outgrew the disk limit (checked at most once per
@@ -372,25 +350,38 @@ class Sandbox:
         jobs that double-forked away from their shell and fork-bomb children included. The killer is a
         single bash process (no `timeout` around it), retried while a fork bomb holds every pid."""
         script = f"signal={signal_name} keep='{' '.join(map(str, keep))}'\n{_KILL_ALL}"
-        for attempt in range(attempts):
-            try:
-                stream = self.open_exec(["bash", "-c", script])
-            except ContainerGone:
-                raise
-            except SandboxError:
-                exit_code = None
-            else:
-                try:
-                    deadline = time.monotonic() + 20
-                    while stream.read(deadline):
-                        pass
-                    exit_code = stream.exit_code()
-                finally:
-                    stream.close()
-            if exit_code == 0:
-                return
-            time.sleep(0.05 * (attempt + 1))  # no pid was free to start the killer: a fork bomb at the limit
-        raise SandboxError(f"could not stop the processes of container {self.name}: it is out of process ids")
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(attempts),
+            wait=tenacity.wait_incrementing(start=0.05, increment=0.05),  # no pid free for the killer: a fork bomb
+            retry=tenacity.retry_if_result(lambda exit_code: exit_code != 0) | tenacity.retry_if_exception_type(_NoPid),
+            retry_error_callback=lambda _: None,
+        )
+        if retrying(self._run_killer, script) != 0:
+            raise SandboxError(f"could not stop the processes of container {self.name}: it is out of process ids")
+
+    def _run_killer(self, script: str) -> int | None:
+        """The killer's exit code; `_NoPid` when it could not even start (`ContainerGone` goes through)."""
+        try:
+            stream = self.open_exec(["bash", "-c", script])
+        except ContainerGone:
+            raise
+        except SandboxError:
+            raise _NoPid() from None
+        try:
+            deadline = time.monotonic() + 20
+            while stream.read(deadline):
+                pass
+            return stream.exit_code()
+        finally:
+            stream.close()
+
+    def snapshot(self, repository: str, tag: str = "latest") -> str:
+        """Commit the container's file system as the image `repository:tag`; return the image id. A sandbox
+        started from it begins where this one stands (the processes are not kept, only the files)."""
+        try:
+            return self.client.api.commit(self.id, repository=repository, tag=tag, pause=True)["Id"]
+        except Exception as exc:
+            raise self._failure(f"could not snapshot as {repository}:{tag}", exc) from None
 
     def changed_paths(self, under: str) -> dict[str, str]:
         """What the container changed under `under`, as the engine sees its writable layer (no process in
@@ -417,7 +408,7 @@ class Sandbox:
             member = tar.next()
             if member is None:
                 return None
-            return member, (tar.extractfile(member).read() if member.isfile() else b"")
+            return member, (_member_bytes(tar, member) if member.isfile() else b"")
 
     def ensure_running(self) -> None:
         """`ContainerGone` unless the container is running."""
@@ -449,6 +440,13 @@ class Sandbox:
 
 _CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}
 _STORAGE_OPT_SUPPORTED: dict[str, bool] = {}
+
+
+def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    extracted = tar.extractfile(member)
+    if extracted is None:
+        raise ValueError(f"{member.name} is not a regular file")
+    return extracted.read()
 
 
 def tar_archive(files: dict[str, bytes], mode: int = 0o644) -> bytes:
@@ -515,11 +513,8 @@ def reap_orphans(client: Any) -> list[str]:
     reaped = []
     for container in client.containers.list(all=True, sparse=True, filters={"label": [LABEL, f"{LABEL_HOST}={_hostname()}"]}):
         labels = container.attrs.get("Labels") or {}
-        try:
-            pid = int(labels.get(LABEL_PID, ""))
-        except ValueError:
-            continue
-        if not owner_alive(pid, labels.get(LABEL_START, "")):
+        pid = labels.get(LABEL_PID, "")
+        if pid.isdigit() and not owner_alive(int(pid), labels.get(LABEL_START, "")):  # no owner label: not ours to judge
             _remove_container(client.api, container.id)
             reaped.append(container.attrs.get("Names", [container.id])[0].lstrip("/"))
     return reaped
@@ -539,7 +534,8 @@ def reap_orphans_once(client: Any) -> list[str]:
 
 def remove_own_containers(client: Any) -> list[str]:
     """Remove every container this process owns (its pool's included); return their ids."""
-    owned = client.containers.list(all=True, sparse=True, filters={"label": [f"{LABEL_PID}={os.getpid()}", f"{LABEL_HOST}={_hostname()}"]})
+    mine = [f"{LABEL_PID}={os.getpid()}", f"{LABEL_HOST}={_hostname()}"]
+    owned = client.containers.list(all=True, sparse=True, filters={"label": mine})
     for container in owned:
         _remove_container(client.api, container.id)
     return [container.id for container in owned]

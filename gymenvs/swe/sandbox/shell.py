@@ -21,8 +21,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from gymenvs.swe.output import OutputCapture
-from gymenvs.swe.sandbox import DISK_CHECK_INTERVAL, ExecStream, Sandbox, SandboxError
+from gymenvs.swe.sandbox.base import ExecProcess, Sandbox, SandboxError
+from gymenvs.swe.sandbox.docker import DISK_CHECK_INTERVAL
+from gymenvs.swe.sandbox.output import OutputCapture
 
 _QUOTE_TABLE = {ord("\\"): "\\\\", ord("'"): "\\'", ord("\n"): "\\n", ord("\t"): "\\t", 0: None}
 _QUOTE_TABLE.update({c: f"\\x{c:02x}" for c in [*range(1, 32), 127] if c not in _QUOTE_TABLE})
@@ -56,7 +57,7 @@ class PersistentShell:
         self.kill_grace = kill_grace
         self.start_timeout = start_timeout
         self.pid = 0
-        self._stream: ExecStream | None = None
+        self._stream: ExecProcess | None = None
         self._pending = bytearray()  # output that arrived after the last end marker (background jobs)
         self._start()
 
@@ -74,7 +75,7 @@ class PersistentShell:
                 if timed_out:  # what ignored SIGTERM or kept forking dies now
                     self._kill_others("KILL")
                 return ShellResult(capture.text(), exit_code, timed_out, False)
-            if self._stream.eof:  # the shell exited (`exit`, `exec ...`) or the container died
+            if self._process().eof:  # the shell exited (`exit`, `exec ...`) or the container died
                 self.sandbox.ensure_running()
                 return self._restart(capture, timed_out, "the shell exited")
             timed_out = True
@@ -115,8 +116,13 @@ class PersistentShell:
         note = f"\n[{why}; a new shell was started in {self.sandbox.workdir}: the working directory and variables were reset]"
         return ShellResult(capture.text() + note, None, timed_out, True)
 
+    def _process(self) -> ExecProcess:
+        if self._stream is None:
+            raise SandboxError("the shell is closed")
+        return self._stream
+
     def _send(self, line: str) -> None:
-        self._stream.send(line.encode("utf-8", "replace"))
+        self._process().send(line.encode("utf-8", "replace"))
 
     def _read_until_marker(self, marker: str, capture: OutputCapture, deadline: float) -> int | None:
         """Feed output to `capture` until `\\n<marker> <number>\\n`; return the number, or None at the
@@ -136,7 +142,7 @@ class PersistentShell:
             if safe > 0:
                 capture.feed(bytes(buffer[:safe]))
                 del buffer[:safe]
-            data = self._stream.read(min(deadline, time.monotonic() + DISK_CHECK_INTERVAL))
+            data = self._process().read(min(deadline, time.monotonic() + DISK_CHECK_INTERVAL))
             self.sandbox.check_disk()
             if data == b"" or (data is None and time.monotonic() >= deadline):
                 return None  # end of stream, or the deadline

@@ -12,7 +12,6 @@ Downloads are kept in ~/.cache/gymenvs/packages (or $GYMENVS_CACHE/packages).
 
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
@@ -86,12 +85,8 @@ def _sdist_tree(path: Path) -> dict[str, bytes]:
     with tarfile.open(path) as archive:
         for member in archive.getmembers():
             parts = member.name.split("/", 1)
-            if member.isfile() and len(parts) == 2 and ".." not in parts[1].split("/"):
-                files[parts[1]] = archive.extractfile(member).read()
+            extracted = archive.extractfile(member) if member.isfile() else None
+            if extracted is not None and len(parts) == 2 and ".." not in parts[1].split("/"):
+                files[parts[1]] = extracted.read()
     return dict(sorted(files.items()))
 
-
-def context_archive(files: Mapping[str, bytes]) -> io.BytesIO:
-    from gymenvs.swe.sandbox import tar_archive
-
-    return io.BytesIO(tar_archive(dict(files)))

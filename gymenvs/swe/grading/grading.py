@@ -29,20 +29,21 @@ import shlex
 import tarfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gymenvs.swe.changes import STAGING, TRUSTED_GIT, copy_changes, disk_changes, enforce_policy
-from gymenvs.swe.images import ENV_SETUP, WORKDIR
-from gymenvs.swe.logparsers import FAILED
-from gymenvs.swe.output import decode_output
-from gymenvs.swe.patches import filter_diff
-from gymenvs.swe.report import PASSING, RESOLVED_FULL, Verdict, invalid_log_reason
-from gymenvs.swe.sandbox import Limits, Sandbox, SandboxError
-from gymenvs.swe.specs import spec_for
-from gymenvs.swe.tasks import Task
+from gymenvs.swe.grading.changes import STAGING, TRUSTED_GIT, copy_changes, disk_changes, enforce_policy
+from gymenvs.swe.grading.logparsers import FAILED
+from gymenvs.swe.grading.patches import filter_diff
+from gymenvs.swe.grading.report import PASSING, RESOLVED_FULL, Verdict, invalid_log_reason
+from gymenvs.swe.grading.specs import spec_for
+from gymenvs.swe.sandbox.base import Limits, Sandbox, SandboxError
+from gymenvs.swe.sandbox.docker import DockerSandbox
+from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR
+from gymenvs.swe.sandbox.output import decode_output
+from gymenvs.swe.tasks.tasks import Task
 
 _LOG_LIMIT = 8 << 20
 _DIFF_LIMIT = 16 << 20
@@ -54,16 +55,6 @@ TEST_USER = "65534:65534"
 TEST_ENVIRONMENT = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "GYMENVS_RESULTS_FD": "7"}
 _PLUGIN_DIR = "/run/gymenvs-python"
 _PLUGIN_SOURCE = Path(__file__).parent / "results_plugin.py"
-#: Who runs the tests: "uid:gid" of an unprivileged user (nobody), or None for root (as SWE-bench does).
-TEST_USER = "65534:65534"
-#: Environment of the tests: no pytest plugin loads by itself (an installed package's entry point,
-#: an .egg-info the agent wrote); only grading's own report plugin. A test command that needs a
-#: plugin loads it by name (`pytest -p xdist ...`).
-TEST_ENVIRONMENT = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "GYMENVS_RESULTS_FD": "7"}
-_PLUGIN_DIR = "/run/gymenvs-python"
-_PLUGIN_SOURCE = Path(__file__).parent / "results_plugin.py"
-_DJANGO_TEST_CMD = "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1"
-_SYMPY_TEST_CMD = "PYTHONWARNINGS='ignore::UserWarning,ignore::SyntaxWarning' bin/test -C --verbose"
 
 
 @dataclass
@@ -141,7 +132,7 @@ def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> st
     """What the agent changed in `sandbox`'s repository since `base_commit`, as a git diff taken by a
     trusted git: the changed files, read by the engine, are copied into a fresh container from the
     same image (`grade_sandbox` does this in the grading container and saves a container start)."""
-    fresh = Sandbox(sandbox.client, sandbox.image, role="diff", episode_id="extract-diff",
+    fresh = DockerSandbox(sandbox.client, sandbox.image, role="diff", episode_id="extract-diff",
                     limits=dataclasses.replace(sandbox.limits, network=False))
     try:
         fresh.put_archive("/", _staging_archive())
@@ -156,13 +147,12 @@ def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbo
            take_diff: bool = False) -> tuple[GradeReport, str]:
     started = time.monotonic()
     nonce = uuid.uuid4().hex
-    diff, result = "", None
+    diff: str | None = ""
+    result = None
     try:
-        sandbox = Sandbox(client, image, role="grading", episode_id=episode_id or task.instance_id, limits=limits)
+        sandbox = DockerSandbox(client, image, role="grading", episode_id=episode_id or task.instance_id, limits=limits)
         try:
             diff = _prepare(sandbox, task, report, apply, take_diff)
-            if diff is not None and not _run_setup(sandbox, task, report):
-                diff = None
             if diff is not None:
                 sandbox.put_files(_PLUGIN_DIR, {f"{plugin_module(nonce)}.py": _PLUGIN_SOURCE.read_bytes()})
                 sandbox.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
@@ -201,21 +191,6 @@ def _prepare(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[
         report.error = "the task's test_patch does not apply: the task is broken"
         return None
     return diff
-
-
-def _run_setup(sandbox: Sandbox, task: Task, report: GradeReport) -> bool:
-    """Run the task's setup lines (the harness's `eval_commands` and `install`) as root, before the nonce
-    exists; keep the variables they export for the tests; kill whatever they left running."""
-    setup = spec_for(task).setup
-    if not setup:
-        return True
-    script = f"{ENV_SETUP}\n" + "\n".join(setup) + f"\nexport -p > {STAGING}/setup-environment.sh"
-    result = sandbox.run(script, timeout=1800, output_limit=1 << 16)
-    sandbox.kill_all("KILL")
-    if result.exit_code != 0:
-        report.error = f"the task's setup failed (exit {result.exit_code}): {result.output.text()[-1000:]}"
-        return False
-    return True
 
 
 def _staging_archive() -> bytes:
@@ -264,7 +239,10 @@ def _apply_test_patch(sandbox: Sandbox, task: Task) -> bool:
     sandbox.put_files(STAGING, {"test.diff": task.test_patch.encode("utf-8", "surrogateescape")}, mode=0o600)
     script = f"""{ENV_SETUP}
 for file in {" ".join(map(shlex.quote, task.test_files))}; do
-  if {TRUSTED_GIT} cat-file -e {base}:"$file" 2>/dev/null; then {TRUSTED_GIT} checkout -q {base} -- "$file"; else rm -rf -- "$file"; fi
+  if {TRUSTED_GIT} cat-file -e {base}:"$file" 2>/dev/null
+  then {TRUSTED_GIT} checkout -q {base} -- "$file"
+  else rm -rf -- "$file"
+  fi
 done
 {TRUSTED_GIT} apply --verbose {STAGING}/test.diff"""
     return sandbox.run(script, timeout=300).exit_code == 0
@@ -301,7 +279,6 @@ mkdir -p /tmp/gymenvs-home && chown {test_user} /tmp/gymenvs-home && export HOME
     return f"""#!/bin/bash
 set -uo pipefail
 {ENV_SETUP}
-[ -f {STAGING}/setup-environment.sh ] && . {STAGING}/setup-environment.sh
 cd {WORKDIR}
 mark() {{ echo ">>>>> {nonce} $*"; }}
 {prepare}
@@ -317,7 +294,7 @@ mark "End Test Output"
 
 
 def _read_log(report: GradeReport, task: Task, log: str, nonce: str, *, timed_out: bool, timeout: float,
-              runner: list[dict[str, Any]] = ()) -> None:
+              runner: Sequence[dict[str, Any]] = ()) -> None:
     marker = f">>>>> {nonce} "
     report.log_tail = log[-4000:]
     if timed_out:
@@ -347,7 +324,7 @@ def _read_log(report: GradeReport, task: Task, log: str, nonce: str, *, timed_ou
                         f"(counted as failed): {', '.join(forged[:5])}")
 
 
-def check_against_runner(statuses: dict[str, str], runner: list[dict[str, Any]]) -> tuple[dict[str, str], list[str] | None]:
+def check_against_runner(statuses: dict[str, str], runner: Sequence[dict[str, Any]]) -> tuple[dict[str, str], list[str] | None]:
     """The log's statuses with every pass the runner's report contradicts turned into FAILED, and those
     tests; None instead of the list if the report started but never finished. Without a report (not
     pytest, or its environment filtered out the plugin) the log stands alone."""

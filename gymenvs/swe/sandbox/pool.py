@@ -21,9 +21,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from gymenvs.swe.images import ensure_image
-from gymenvs.swe.sandbox import Limits, Sandbox, SandboxError
-from gymenvs.swe.shell import PersistentShell
+from gymenvs.swe.sandbox.base import Limits, Sandbox, SandboxError
+from gymenvs.swe.sandbox.docker import DockerSandbox
+from gymenvs.swe.sandbox.images import ensure_image
+from gymenvs.swe.sandbox.shell import PersistentShell
 
 LABEL_POOL = "gymenvs.swe.pool"
 _removers: dict[int, ThreadPoolExecutor] = {}
@@ -44,7 +45,7 @@ def start_container(client: Any, image: str, *, episode_id: str, limits: Limits 
                     environment: dict[str, str] | None = None, labels: dict[str, str] | None = None,
                     ) -> tuple[Sandbox, PersistentShell]:
     """A started container of `image` and its persistent shell, ready for an episode."""
-    sandbox = Sandbox(client, image, role="agent", episode_id=episode_id, limits=limits, labels=labels)
+    sandbox = DockerSandbox(client, image, role="agent", episode_id=episode_id, limits=limits, labels=labels)
     try:
         return sandbox, PersistentShell(sandbox, setup=setup, environment=environment)
     except BaseException:
@@ -137,7 +138,8 @@ class WarmPool:
         for _, shell in waiting:
             shell.close()
         for removal in [discard(sandbox, wait=False) for sandbox, _ in waiting]:
-            removal.result()
+            if removal is not None:
+                removal.result()
 
     # -- internals -------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gymenvs.swe.logparsers import ERROR, FAILED, HARNESS_STATUSES, PASSED, SKIPPED, XFAIL, XPASS
+from gymenvs.swe.grading.logparsers import ERROR, FAILED, HARNESS_STATUSES, PASSED, SKIPPED, XFAIL, XPASS
 
 MISSING = "MISSING"
 PASSING = frozenset({PASSED, XFAIL})

@@ -13,6 +13,7 @@ the same run id reads back the report.json files it finds instead of grading tho
 from __future__ import annotations
 
 import json
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gymenvs.swe.grading import GradeReport
-from gymenvs.swe.tasks import Task
+from gymenvs.swe.grading.grading import GradeReport
+from gymenvs.swe.tasks.tasks import Task
 
 LOG_DIR = Path("logs") / "run_evaluation"
 GOLD = "gold"
@@ -91,9 +92,9 @@ def harness_report(prediction: Prediction, graded: GradeReport) -> dict[str, Any
     return {prediction.instance_id: {**entry, "gymenvs": details}}
 
 
-def evaluate(predictions: Iterable[Prediction], tasks: Mapping[str, Task],
-             grade_one: Callable[[Task, str], GradeReport], *, run_id: str, log_dir: Path = LOG_DIR,
-             workers: int = 1, progress: bool = True) -> list[InstanceResult]:
+def grade_predictions(predictions: Iterable[Prediction], tasks: Mapping[str, Task],
+                      grade_one: Callable[[Task, str], GradeReport], *, run_id: str, log_dir: Path = LOG_DIR,
+                      workers: int = 1, progress: bool = True) -> list[InstanceResult]:
     """Grade every prediction with `grade_one(task, patch)`, `workers` at a time, resuming a run."""
     from tqdm import tqdm
 
@@ -116,7 +117,14 @@ def evaluate(predictions: Iterable[Prediction], tasks: Mapping[str, Task],
             resolved += outcome.status == "resolved"
             bar.set_postfix(resolved=resolved, refresh=False)
             bar.update()
-    return [outcomes[p.instance_id] for p in predictions]
+    return [outcome for outcome in (outcomes[p.instance_id] for p in predictions) if outcome is not None]  # all are done
+
+
+def evaluate(*args: Any, **kwargs: Any) -> list[InstanceResult]:
+    """Deprecated name of `grade_predictions` (gymenvs has one `evaluate` per job, each named for it)."""
+    warnings.warn("gymenvs.swe.grading.evaluate.evaluate is now grade_predictions; the old name goes away in the next release",
+                  DeprecationWarning, stacklevel=2)
+    return grade_predictions(*args, **kwargs)
 
 
 def check_predictions(predictions: Iterable[Prediction], tasks: Mapping[str, Task]) -> None:

@@ -13,11 +13,12 @@ from __future__ import annotations
 import io
 import shlex
 import tarfile
+from collections.abc import Set
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from gymenvs.swe.patches import protected_reason
-from gymenvs.swe.sandbox import Sandbox, SandboxError
+from gymenvs.swe.grading.patches import protected_reason
+from gymenvs.swe.sandbox.base import Sandbox, SandboxError
 
 #: git for grading: hooks, fsmonitor and external diff / textconv programs can run nothing.
 TRUSTED_GIT = ("git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.quotePath=false "
@@ -37,7 +38,7 @@ class DiskChanges:
     refused: dict[str, str] = field(default_factory=dict)
 
 
-def disk_changes(sandbox: Sandbox, workdir: str, before: set[str] = frozenset()) -> DiskChanges:
+def disk_changes(sandbox: Sandbox, workdir: str, before: Set[str] = frozenset()) -> DiskChanges:
     """What changed in `sandbox` since the container started, except the paths in `before`."""
     found = DiskChanges()
     for path, kind in sandbox.changed_paths("/").items():
@@ -83,7 +84,8 @@ def copy_changes(source: Sandbox, target: Sandbox, workdir: str) -> None:
             tar.addfile(member, io.BytesIO(data) if member.isfile() else None)
     # Make room first: a deleted path, and a path whose type changed (a file that became a directory...).
     _run_with_paths(target, workdir, files, 'rm -rf -- "$path"')
-    _run_with_paths(target, workdir, sorted(parents & set(changes)), '[ -e "$path" ] && [ ! -d "$path" ] && rm -f -- "$path"; true')
+    not_a_directory = '[ -e "$path" ] && [ ! -d "$path" ] && rm -f -- "$path"; true'
+    _run_with_paths(target, workdir, sorted(parents & set(changes)), not_a_directory)
     if leaves:
         target.put_archive(workdir, archive.getvalue())
 
