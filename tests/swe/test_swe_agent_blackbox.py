@@ -31,7 +31,7 @@ def test_black_box_episode_records_what_the_upstream_answered(swe_images, upstre
     import gymenvs  # noqa: F401
 
     env = gym.make("gymenvs/SWEAgent-v0", mode="black-box", upstream_url=upstream.base_url, upstream_model="tiny-qwen2",
-                   max_turns=3, call_timeout=60.0)
+                   max_turns=3, call_timeout_s=60.0)
     try:
         observation, info = env.reset(options={"instance_id": FIXTURE_IDS[0]})
         assert info["request"]["model"] == "gymenvs-policy"

@@ -28,7 +28,7 @@ def make_agent_env(swe_images):
     envs = []
 
     def make(**kwargs):
-        kwargs.setdefault("call_timeout", 60.0)
+        kwargs.setdefault("call_timeout_s", 60.0)
         env = gym.make("gymenvs/SWEAgent-v0", **kwargs)
         envs.append(env)
         return env
@@ -133,13 +133,13 @@ def test_limits_end_the_episode_truncated_with_an_error(make_agent_env):
     *_, terminated, truncated, info = env.step(bash("true"))
     assert truncated and not terminated and "step limit (2 replies)" in info["error"]
 
-    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], call_timeout=2.0)
+    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], call_timeout_s=2.0)
     started = time.monotonic()
     *_, truncated, info = env.step(bash("sleep 30"))
     assert truncated and "no request within the call limit (2 s)" in info["error"]
     assert time.monotonic() - started < 25
 
-    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], episode_timeout=8.0)
+    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], episode_timeout_s=8.0)
     *_, truncated, info = env.step(bash("sleep 30"))
     assert truncated and "wall-clock limit (8 s)" in info["error"]
 
@@ -188,7 +188,7 @@ def test_sixteen_agents_in_a_vector_env_without_cross_talk(swe_images, docker_cl
 
     import gymenvs  # noqa: F401
 
-    envs = gym.make_vec("gymenvs/SWEAgent-v0", num_envs=16, backend="thread", call_timeout=120.0)
+    envs = gym.make_vec("gymenvs/SWEAgent-v0", num_envs=16, backend="thread", call_timeout_s=120.0)
     try:
         observations, infos = envs.reset(seed=list(range(16)))
         assert all(o.startswith("[system]") for o in observations)
