@@ -14,6 +14,7 @@ import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
@@ -133,7 +134,8 @@ def renamed_options(options: Mapping[str, Any]) -> dict[str, Any]:
 def _caller_stacklevel() -> int:
     """The stack level of the first caller outside gymenvs.swe, for a warning about its arguments."""
     package = str(Path(__file__).parent)
-    frame, level = sys._getframe(1), 1
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_code.co_filename.startswith(package):
         frame, level = frame.f_back, level + 1
     return level
@@ -183,6 +185,20 @@ class SWEBaseEnv(TextEnv):
         """Containers of dead processes this process removed at its first reset (it reaps once)."""
         return reap_orphans_once(self.client)
 
+    @property
+    def episode_task(self) -> Task:
+        """The task of the current (or last) episode."""
+        if self.task is None:
+            raise RuntimeError("no episode has started: call reset()")
+        return self.task
+
+    @property
+    def episode_sandbox(self) -> Sandbox:
+        """The container the current episode runs in."""
+        if self._sandbox is None:
+            raise RuntimeError("the episode has no container: it has ended, or none started")
+        return self._sandbox
+
     def pick_task(self, options: dict[str, Any]) -> Task:
         """The task `options["instance_id"]` names, else one drawn with the episode's seed."""
         if "instance_id" not in options:
@@ -195,20 +211,18 @@ class SWEBaseEnv(TextEnv):
 
     def task_image(self) -> str:
         """The image of the episode's task (the agent may run in an image derived from it)."""
-        assert self.task is not None
-        return image_for(self.task, self.config.image_template)
+        return image_for(self.episode_task, self.config.image_template)
 
     def _grade_and_end(self) -> tuple[GradeReport, dict[str, Any]]:
         """Freeze the episode's container, grade what changed in it in a fresh container from the task
         image, then release it; the report and the info keys it fills (report, status, patch)."""
-        assert self.task is not None and self._sandbox is not None
-        sandbox = self._sandbox
+        sandbox = self.episode_sandbox
         try:
             sandbox.client.api.pause(sandbox.id)  # nothing left running in it changes its files now
         except Exception:  # already gone: grading reports what it can read
             pass
         try:
-            self.report, diff = grade_sandbox(self.client, self.task, sandbox, image=self.task_image(),
+            self.report, diff = grade_sandbox(self.client, self.episode_task, sandbox, image=self.task_image(),
                                               timeout=self.config.grading_timeout_s, test_user=self.config.test_user,
                                               limits=dataclasses.replace(self.limits, network=False),
                                               episode_id=self._episode_id or "")

@@ -63,7 +63,7 @@ class SWEEnv(SWEBaseEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         observation, info = super().reset(seed=seed, options=options)
-        info.update(instance_id=self.task.instance_id, image=self._sandbox.image)
+        info.update(instance_id=self.episode_task.instance_id, image=self.episode_sandbox.image)
         return observation, info
 
     def close(self) -> None:
@@ -78,19 +78,20 @@ class SWEEnv(SWEBaseEnv):
 
     def _start_episode(self, options: dict[str, Any]) -> str:
         self._end_sandbox(wait=False)  # removed in the background: the next episode need not wait
-        self.task = self.pick_task(options)
+        task = self.task = self.pick_task(options)
         self.report = None
         image = self.task_image()
         reap_orphans_once(self.client)
         if self.config.warm_pool:
-            self._sandbox, self._shell = self._pool_for(image).take(episode_id=self._episode_id)
+            sandbox, shell = self._pool_for(image).take(episode_id=self._episode_id or "")
         else:
             ensure_image(self.client, image, pull=self.config.pull)
-            self._sandbox, self._shell = start_container(self.client, image, episode_id=self._episode_id, limits=self.limits,
-                                                         setup=ENV_SETUP, environment=SHELL_ENVIRONMENT)
-        self._shell.output_limit = self.config.output_limit
-        return _PROMPT.format(repo=self.task.repo, workdir=WORKDIR, commit=self.task.base_commit[:12],
-                              problem=self.task.problem_statement.strip(), timeout=self.config.command_timeout_s)
+            sandbox, shell = start_container(self.client, image, episode_id=self._episode_id or "", limits=self.limits,
+                                             setup=ENV_SETUP, environment=SHELL_ENVIRONMENT)
+        shell.output_limit = self.config.output_limit
+        self._sandbox, self._shell = sandbox, shell
+        return _PROMPT.format(repo=task.repo, workdir=WORKDIR, commit=task.base_commit[:12],
+                              problem=task.problem_statement.strip(), timeout=self.config.command_timeout_s)
 
     def _pool_for(self, image: str) -> WarmPool:
         pool = WarmPool.for_image(self.client, image, size=self.config.warm_pool, limits=self.limits, setup=ENV_SETUP,
@@ -122,7 +123,7 @@ class SWEEnv(SWEBaseEnv):
         """
         if not command.strip():
             raise ActionError("bash: the command is empty")
-        result = self._shell.run(command, self.config.command_timeout_s)
+        result = self._episode_shell.run(command, self.config.command_timeout_s)
         if result.timed_out:
             status = f"[timed out after {self.config.command_timeout_s:g} s: the command was stopped]"
         elif result.exit_code is None:
@@ -201,6 +202,12 @@ class SWEEnv(SWEBaseEnv):
     def _release(self) -> None:
         self._end_sandbox()
 
+    @property
+    def _episode_shell(self) -> PersistentShell:
+        if self._shell is None:
+            raise RuntimeError("the episode has no shell: it has ended, or none started")
+        return self._shell
+
     def _end_sandbox(self, wait: bool = True) -> None:
         if self._shell is not None:
             self._shell.close()
@@ -217,7 +224,7 @@ class SWEEnv(SWEBaseEnv):
 
     def _read_file(self, path: str) -> tuple[bytes, int]:
         try:
-            return self._sandbox.read_file(self._absolute(path), _MAX_FILE_BYTES)
+            return self.episode_sandbox.read_file(self._absolute(path), _MAX_FILE_BYTES)
         except FileNotFoundError:
             raise ActionError(f"{self._absolute(path)} does not exist") from None
         except ValueError as exc:
@@ -228,4 +235,4 @@ class SWEEnv(SWEBaseEnv):
 
     def _write_file(self, path: str, data: bytes, mode: int) -> None:
         target = PurePosixPath(self._absolute(path))
-        self._sandbox.put_files("/", {str(target.relative_to("/")): data}, mode=mode)
+        self.episode_sandbox.put_files("/", {str(target.relative_to("/")): data}, mode=mode)

@@ -134,8 +134,9 @@ class SWEAgentEnv(SWEBaseEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         observation, info = super().reset(seed=seed, options=options)
-        info.update(instance_id=self.task.instance_id, image=self._sandbox.image, agent=self.agent.name,
-                    request=self._call.body, tools=self._call.body.get("tools") or [])
+        request = self._pending_call.body
+        info.update(instance_id=self.episode_task.instance_id, image=self.episode_sandbox.image, agent=self.agent.name,
+                    request=request, tools=request.get("tools") or [])
         return observation, info
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -157,44 +158,46 @@ class SWEAgentEnv(SWEBaseEnv):
         reap_channel_directories_once()
         self._deadline = time.monotonic() + self.config.episode_timeout_s
         try:
-            self._start_agent(image)
-            event = self._channel.next_event(min(self.config.call_timeout_s, self.config.episode_timeout_s))
+            channel, agent = self._start_agent(image)
+            event = channel.next_event(min(self.config.call_timeout_s, self.config.episode_timeout_s))
             if not isinstance(event, AgentRequest):
                 raise AgentStartError(f"agent {self.agent.name!r} made no LLM request: {self._describe(event)}; "
-                                      f"its log ends with:\n{self._agent.log_tail()}")
+                                      f"its log ends with:\n{agent.log_tail()}")
         except BaseException:
             self._end_agent()
             raise
         return self._accept(event.call, previous=None).observation
 
-    def _start_agent(self, image: str) -> None:
+    def _start_agent(self, image: str) -> tuple[LLMChannel, _AgentProcess]:
+        """Start the episode's container from `image` and the agent in it, talking to a new channel."""
         if self.agent.image_suffix is None:
             ensure_image(self.client, image, pull=self.config.pull)
         elif not image_exists(self.client, image):
             raise SandboxError(f"image {image!r} is not present: build it with `gymenvs swe install-agent {self.agent.name}`")
-        self._channel = LLMChannel(model_name=self.config.model_name)
+        channel = self._channel = LLMChannel(model_name=self.config.model_name)
         files = {_FORWARDER: _package_file(_FORWARDER), **self.agent.file_contents(),
-                 "task.md": self.task.problem_statement.encode("utf-8", "surrogateescape")}
+                 "task.md": self.episode_task.problem_statement.encode("utf-8", "surrogateescape")}
         for name, data in files.items():
-            (self._channel.directory / name).write_bytes(data)
-        self._sandbox = Sandbox(self.client, image, role="agent", episode_id=self._episode_id, limits=self.limits,
-                                read_only_binds={str(self._channel.directory): MOUNT})
+            (channel.directory / name).write_bytes(data)
+        sandbox = self._sandbox = Sandbox(self.client, image, role="agent", episode_id=self._episode_id or "",
+                                          limits=self.limits, read_only_binds={str(channel.directory): MOUNT})
         environment = {
-            **SHELL_ENVIRONMENT, "OPENAI_API_KEY": self._channel.token, "OPENAI_MODEL": self.config.model_name,
+            **SHELL_ENVIRONMENT, "OPENAI_API_KEY": channel.token, "OPENAI_MODEL": self.config.model_name,
             "GYMENVS_TASK_FILE": f"{MOUNT}/task.md", "GYMENVS_WORKDIR": WORKDIR,
             "GYMENVS_COMMAND_TIMEOUT": f"{self.config.command_timeout_s:g}",
             "GYMENVS_OUTPUT_LIMIT": str(self.config.output_limit), **self.agent.environment,
         }
         script = (f"{ENV_SETUP}\nexec python3 {MOUNT}/{_FORWARDER} {MOUNT}/{SOCKET_NAME} -- "
                   f"bash -c {shlex.quote(self.agent.command)}")
-        stream = self._sandbox.open_exec(["bash", "-c", script], environment=environment)
-        self._agent = _AgentProcess(stream, self._channel)
+        stream = sandbox.open_exec(["bash", "-c", script], environment=environment)
+        agent = self._agent = _AgentProcess(stream, channel)
+        return channel, agent
 
     def _parse_text(self, text: str) -> ToolCall:
         return ToolCall(_TEXT, {"content": text})
 
     def _run(self, call: ToolCall) -> Outcome:
-        pending, self._call = self._call, None
+        pending, self._call = self._pending_call, None
         started = time.monotonic()
         if self.mode == "interception":
             status, payload = 200, self._policy_reply(call, pending.body)
@@ -214,10 +217,10 @@ class SWEAgentEnv(SWEBaseEnv):
 
     def _await_agent(self, previous: tuple[list, dict | None]) -> Outcome:
         left = self._deadline - time.monotonic()
-        event = self._channel.next_event(min(self.config.call_timeout_s, left))
+        event = self._episode_channel.next_event(min(self.config.call_timeout_s, left))
         if isinstance(event, AgentRequest):
             try:
-                self._sandbox.check_disk()  # the engine cannot cap the layer here: check at each call
+                self.episode_sandbox.check_disk()  # the engine cannot cap the layer here: check at each call
             except SandboxError as exc:
                 event.call.answer(503, {"error": {"message": str(exc), "type": "episode_ended"}})
                 return self._finish(error=str(exc))
@@ -231,7 +234,7 @@ class SWEAgentEnv(SWEBaseEnv):
         self._call = call
         messages = call.body["messages"]
         kept_history = previous is not None and extends(previous[0], previous[1], messages)
-        new = messages[len(previous[0]) + 1:] if kept_history else messages
+        new = messages[len(previous[0]) + 1:] if previous is not None and kept_history else messages
         info = {"request": call.body, "history_rewritten": previous is not None and not kept_history}
         return Outcome(render(new) or "(the agent sent no new message)", info=info)
 
@@ -261,6 +264,7 @@ class SWEAgentEnv(SWEBaseEnv):
         body = {**request, "stream": False, **({"model": model} if model else {})}
         body.pop("stream_options", None)
         try:
+            assert self._upstream is not None  # black-box mode always has one
             payload = self._upstream.post("/chat/completions", body=body, cast_to=object)
         except openai.APIStatusError as exc:
             return exc.status_code, _error_body(exc)
@@ -285,6 +289,18 @@ class SWEAgentEnv(SWEBaseEnv):
         ended = f"The episode ended: {error}." if error else "The agent finished."
         return Outcome(f"{ended} {report.summary()}", reward=report.reward, terminated=error is None,
                        truncated=error is not None, info=info)
+
+    @property
+    def _episode_channel(self) -> LLMChannel:
+        if self._channel is None:
+            raise RuntimeError("the episode has no channel: it has ended, or none started")
+        return self._channel
+
+    @property
+    def _pending_call(self) -> Call:
+        if self._call is None:
+            raise RuntimeError("no request of the agent is waiting for a reply")
+        return self._call
 
     def _release(self) -> None:
         self._end_agent()
