@@ -99,7 +99,8 @@ class SWEConfig(BaseModel):
         """`config`'s options (default: all defaults) with `options` over them; old option names are
         renamed with a DeprecationWarning."""
         options = renamed_options(options)
-        return cls.model_validate({**(config.model_dump(exclude_unset=True) if config is not None else {}), **options})
+        given = {name: getattr(config, name) for name in config.model_fields_set} if config is not None else {}
+        return cls.model_validate({**given, **options})
 
     @property
     def limits(self) -> Limits:

@@ -83,6 +83,17 @@ def test_both_envs_are_built_from_the_same_config():
     assert agent_env.config.model_dump(include=set(SWEConfig.model_fields)) == config.model_dump()
 
 
+def test_an_agent_config_with_an_agent_spec_builds_the_agent_env():
+    from gymenvs.swe.agents.specs import AgentSpec
+
+    spec = AgentSpec("mine", command="exec true")
+    config = SWEAgentConfig(agent=spec, call_timeout_s=5.0, mem_limit="1g")
+    env = SWEAgentEnv(config, episode_timeout_s=9.0)
+    assert env.agent is spec and env.config.call_timeout_s == 5.0 and env.config.episode_timeout_s == 9.0
+    with pytest.raises(ValueError, match="agent"):
+        SWEEnv(config)  # SWE-v0 has no agent option
+
+
 def test_keyword_arguments_override_the_config_and_are_checked_the_same():
     config = SWEConfig(mem_limit="1g", command_timeout_s=7.0)
     env = SWEEnv(config, command_timeout_s=9.0)
