@@ -278,8 +278,8 @@ class SWEAgentEnv(SWEBaseEnv):
         """Stop the agent, grade what changed in its container, and end the episode."""
         info: dict[str, Any] = {"exit_code": exit_code, "agent_log": self._agent.log_tail() if self._agent else "",
                                 "trajectory": self.trajectory}
-        if self._channel is not None:
-            self._channel.close()  # the agent's pending and later calls are refused from now on
+        # The channel is closed (its directory removed) only once grading has read the container: the
+        # engine re-creates a missing bind-mount source when it copies files out of a container.
         report, graded = self._grade_and_end()
         info.update(graded)
         if report.status == "error":
