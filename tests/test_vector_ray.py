@@ -112,7 +112,7 @@ def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_se
     total = ray.cluster_resources()["docker"]
     rollout = make_rollout_func(
         "gymenvs/SWE-v0",
-        env_kwargs={"max_turns": 2, "command_timeout": 10.0},
+        env_kwargs={"max_turns": 2, "command_timeout_s": 10.0},
         backend="ray",
         vector_kwargs={"resources": {"docker": 1}},  # each SWE slot lands only where an engine runs
         max_tokens_per_turn=8,

@@ -28,7 +28,7 @@ def test_gold_patch_applied_through_mini_swe_agent_grades_one(mini_images, insta
     import gymenvs  # noqa: F401
 
     task = TASKS[instance_id]
-    env = gym.make("gymenvs/SWEAgent-v0", agent="mini-swe-agent", call_timeout=120.0)
+    env = gym.make("gymenvs/SWEAgent-v0", agent="mini-swe-agent", call_timeout_s=120.0)
     try:
         observation, info = env.reset(options={"instance_id": instance_id})
         assert info["image"].endswith(":latest-mini-swe-agent-2.4.6")

@@ -15,7 +15,7 @@ def env(swe_images):
 
     import gymenvs  # noqa: F401
 
-    env = gym.make("gymenvs/SWE-v0", command_timeout=5.0, max_turns=4)
+    env = gym.make("gymenvs/SWE-v0", command_timeout_s=5.0, max_turns=4)
     yield env
     env.close()
 

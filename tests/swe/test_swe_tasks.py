@@ -116,7 +116,7 @@ def test_the_debian_mirror_comes_from_the_machines_apt_sources(tmp_path):
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"instance_ids": ["nope"]}, "instance_ids=\\['nope'\\]"),
     ({"mem_limit": "lots"}, "mem_limit"),
-    ({"command_timeout": 0}, "command_timeout"),
+    ({"command_timeout_s": 0}, "command_timeout_s"),
     ({"image_template": "x/{oops}"}, "image_template"),
     ({"dataset": "/nonexistent/tasks.jsonl"}, "does not exist"),
 ])

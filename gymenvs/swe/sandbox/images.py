@@ -234,7 +234,7 @@ def fixture_context(task: Task, base: str) -> io.BytesIO:
     """A docker build context: the task's repo under repo/ and a Dockerfile that commits it at /testbed.
 
     The repo is a directory of fixtures/repos, or for a row with an `upstream` field a release's
-    sdist fetched by pip (`gymenvs.swe.upstream`).
+    sdist fetched by pip (`gymenvs.swe.tasks.upstream`).
     """
     from gymenvs.swe.tasks import upstream
 
