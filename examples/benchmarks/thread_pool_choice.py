@@ -25,8 +25,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 import gymnasium as gym
 
 import gymenvs  # noqa: F401
+from wrappers.vector.backends.threads import ThreadBackend
 from wrappers.vector.slot import Command, Request, Slot
-from wrappers.vector.threads import ThreadBackend
 
 ACTION = json.dumps({"name": "echo", "arguments": {"message": "hello world"}})
 DEADLINE_S = 60.0

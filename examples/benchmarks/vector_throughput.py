@@ -255,7 +255,8 @@ def main() -> None:
     BACKEND_SETTINGS["ray"] = {"max_workers": args.ray_actors}
     print(f"{ENV_ID}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {args.seconds} s per configuration")
     print(f"backend settings: {BACKEND_SETTINGS}")
-    print(f"action: {action!r}; load average at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"action: {action!r}; load average at start: {load}")
     if "concurrent-ray" in args.contenders:
         import ray
 

@@ -45,8 +45,8 @@ class Backend(Protocol):
 def backends() -> dict[str, type[Backend]]:
     """The backends by name. Imported here, not at module level, to keep each backend's module
     free to import this one; Ray itself is imported only when a Ray backend starts."""
-    from wrappers.vector.processes import ProcessBackend
-    from wrappers.vector.ray_actors import RayBackend
-    from wrappers.vector.threads import ThreadBackend
+    from wrappers.vector.backends.processes import ProcessBackend
+    from wrappers.vector.backends.ray_actors import RayBackend
+    from wrappers.vector.backends.threads import ThreadBackend
 
     return {"thread": ThreadBackend, "process": ProcessBackend, "ray": RayBackend}

@@ -11,7 +11,8 @@ import enum
 import logging
 import pickle
 import threading
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 

@@ -45,7 +45,7 @@ from typing import Any, Literal
 import cloudpickle
 import pydantic
 
-from wrappers.vector.hosts import HostedSlots, SlotHosts
+from wrappers.vector.backends.hosts import HostedSlots, SlotHosts
 from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ logger = logging.getLogger(__name__)
 #: moment of the fork stays locked forever in the child. So forkserver is the default.
 DEFAULT_START_METHOD = "forkserver"
 #: Imported once by the forkserver, so that each forked worker starts with them already loaded.
-FORKSERVER_PRELOAD = ["gymnasium", "numpy", "pydantic", "cloudpickle", "gymenvs", "wrappers.vector.processes"]
+FORKSERVER_PRELOAD = ["gymnasium", "numpy", "pydantic", "cloudpickle", "gymenvs", "wrappers.vector.backends.processes"]
 
 _PENDING = object()
 

@@ -38,12 +38,13 @@ import os
 import queue
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pydantic
 from pydantic import StrictBool
 
-from wrappers.vector.dedicated import DedicatedThreadBackend
+from wrappers.vector.backends.dedicated import DedicatedThreadBackend
 from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError
 
 logger = logging.getLogger(__name__)

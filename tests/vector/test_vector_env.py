@@ -2,7 +2,7 @@
 
 Every behaviour is checked on the three backends (thread, process, and ray on one local Ray
 shared by the whole session). Failures (exceptions, dead workers, timeouts) are in
-test_vector_failures.py, the many-episode stress test in test_vector_stress.py.
+test_failures.py, the many-episode stress test in test_stress.py.
 """
 
 from __future__ import annotations
@@ -21,32 +21,17 @@ import numpy as np
 import pytest
 from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode
-from vector_testing import FaultyEcho, local_ray, our_processes, our_threads
 
 import gymenvs  # noqa: F401
 from wrappers import ConcurrentVectorEnv
 from wrappers.vector import make_vector_env
 
+from .testing_utils import FaultyEcho, faulty_echo_vector, our_processes, our_threads
+
 pytestmark = pytest.mark.timeout(120)
 
-BACKENDS = ["thread", "process", "ray"]
-
-
-@pytest.fixture(scope="session")
-def ray_session():
-    with local_ray():
-        yield
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request) -> str:
-    if request.param == "ray":
-        request.getfixturevalue("ray_session")
-    return request.param
-
-
 def echo_vector(backend: str, num_envs: int = 4, **settings) -> ConcurrentVectorEnv:
-    return ConcurrentVectorEnv([functools.partial(FaultyEcho, max_turns=3)] * num_envs, backend=backend, **settings)
+    return faulty_echo_vector(backend, num_envs, max_turns=3, **settings)
 
 
 def wordle_secrets(vector_env: ConcurrentVectorEnv) -> list[str]:

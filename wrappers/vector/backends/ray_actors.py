@@ -34,7 +34,7 @@ from typing import Any
 import pydantic
 from pydantic import Field, StrictStr
 
-from wrappers.vector.hosts import HostedSlots, SlotHosts
+from wrappers.vector.backends.hosts import HostedSlots, SlotHosts
 from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker
 
 logger = logging.getLogger(__name__)
@@ -227,7 +227,8 @@ class RayBackend:
                 self._replace(actor, requests, positions, results, f"failed: its Ray actor died ({_first_line(exc)})")
                 continue
             except Exception as exc:  # the reply could not be read (unpickling it failed, ...)
-                replies = [SlotError(f"the Ray actor's reply could not be read: {type(exc).__name__}: {_first_line(exc)}")] * len(positions)
+                unreadable = SlotError(f"the Ray actor's reply could not be read: {type(exc).__name__}: {_first_line(exc)}")
+                replies = [unreadable] * len(positions)
             for position, reply in zip(positions, replies):
                 results[position] = reply
 
