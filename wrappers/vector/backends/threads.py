@@ -1,8 +1,9 @@
 """The thread backend: slots run by a pool of threads, for envs that wait (containers, tools, I/O).
 
 A request batch (one `reset`, `step` or `call` of the vector env) becomes the current batch, and
-threads take its requests one at a time (`next()` on a shared counter, atomic under the GIL). Two
-choices keep the hot path short:
+threads take its requests one at a time: `next()` on a shared `itertools.count`, atomic with the
+GIL and, since CPython 3.13, without it (free-threaded builds: python/cpython#117657), so no lock
+is taken per request. Two choices keep the hot path short:
 
 - Without a deadline the caller's thread takes requests too. A trivial step then runs inline,
   with no thread hand-off at all, while a step that blocks (sleep, socket, subprocess) releases
@@ -23,11 +24,17 @@ A slot may run on any pool thread (and on the caller's), but never on two at onc
 must stay on one thread (a browser driver, an EGL context, sqlite), `dedicated_threads=True` gives
 each slot a thread of its own for its whole life instead: see `dedicated.py`.
 
-Why not `concurrent.futures.ThreadPoolExecutor`: a trivial step would then pay a hand-off to a
-pool thread and back for every slot; measured with examples/benchmarks/vector_throughput.py
-(64 slots, trivial JSON tool calls) it costs far more than the 10% we allow for it (see
-docs/vector.md). The dedicated-thread backend, which pays that hand-off anyway, uses
-`concurrent.futures` futures and `wait`.
+Why not `concurrent.futures.ThreadPoolExecutor` (measured with
+examples/benchmarks/thread_pool_choice.py; figures in docs/vector.md):
+
+- it is slower: every request pays a hand-off to a pool thread and back, about half the pool's
+  throughput on trivial steps and 0.84-0.92x on 10 ms steps;
+- a request given up on keeps its executor thread busy, and an executor cannot add a thread to
+  replace it, so a few stuck envs would starve every later step;
+- its threads are joined at interpreter exit, so one env stuck in a call forever would keep the
+  program from exiting; these pool threads are daemons.
+
+The dedicated-thread backend, which pays the hand-off anyway, uses `concurrent.futures` futures and `wait`.
 """
 
 from __future__ import annotations
