@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 
 import gymnasium as gym
@@ -543,15 +544,47 @@ def test_async_vectorization_refuses_shared_memory_for_text_and_says_what_works(
         envs.close()
 
 
-def test_wrappers_go_through_make_vector_env_and_gymnasium_says_the_entry_point_takes_none():
+SHOUTING = functools.partial(gym.wrappers.TransformObservation, func=str.upper, observation_space=None)
+
+
+def test_gymnasium_refuses_wrappers_and_vector_kwargs_with_a_vector_entry_point():
+    """Why `gymenvs.make_vec` exists: gymnasium checks this before it calls the entry point."""
     with pytest.raises(gym.error.Error, match="wrappers"):
         gym.make_vec("gymenvs/Echo-v0", num_envs=2, wrappers=[gym.wrappers.RecordEpisodeStatistics])
     with pytest.raises(gym.error.Error, match="only through kwargs"):
         gym.make_vec("gymenvs/Echo-v0", num_envs=2, vector_kwargs={"backend": "process"})
-    wrapper = functools.partial(gym.wrappers.TransformObservation, func=str.upper, observation_space=None)
-    with make_vector_env("gymenvs/Echo-v0", 2, wrappers=[wrapper], backend="process") as envs:
+
+
+def test_make_vec_applies_wrappers_to_every_slot_of_an_env_with_a_vector_entry_point():
+    with gymenvs.make_vec("gymenvs/Echo-v0", 2, wrappers=[SHOUTING], backend="process") as envs:
+        assert isinstance(envs, ConcurrentVectorEnv)
         envs.reset(seed=0)
         assert envs.step(["hi", "there"])[0] == ("HI", "THERE")
+
+
+@pytest.fixture
+def echo_without_vector_entry_point():
+    gym.register("test/PlainEcho-v0", entry_point="gymenvs.envs.echo:EchoEnv")
+    yield "test/PlainEcho-v0"
+    del gym.registry["test/PlainEcho-v0"]
+
+
+def test_make_vec_applies_wrappers_to_an_env_without_a_vector_entry_point(echo_without_vector_entry_point):
+    with closing(gymenvs.make_vec(echo_without_vector_entry_point, 2, wrappers=[SHOUTING])) as envs:  # gymnasium's SyncVectorEnv
+        envs.reset(seed=0)
+        assert tuple(envs.step(("hi", "there"))[0]) == ("HI", "THERE")
+    with make_vector_env(echo_without_vector_entry_point, 2, wrappers=[SHOUTING]) as envs:
+        envs.reset(seed=0)
+        assert envs.step(["hi", "there"])[0] == ("HI", "THERE")
+
+
+def test_make_vec_with_wrappers_refuses_vector_kwargs_and_leaves_other_modes_to_gymnasium():
+    with pytest.raises(ValueError, match="vector_kwargs=.*plain keywords"):
+        gymenvs.make_vec("gymenvs/Echo-v0", 2, wrappers=[SHOUTING], vector_kwargs={"backend": "process"})
+    with closing(gymenvs.make_vec("gymenvs/Echo-v0", 2, vectorization_mode="sync", wrappers=[SHOUTING])) as envs:
+        assert isinstance(envs, gym.vector.SyncVectorEnv)
+        envs.reset(seed=0)
+        assert tuple(envs.step(("hi", "there"))[0]) == ("HI", "THERE")
 
 
 class Shout(FaultyEcho):
