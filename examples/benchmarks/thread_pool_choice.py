@@ -50,9 +50,9 @@ class ExecutorRunner:
         self.slots = slots
         self.executor = ThreadPoolExecutor(max_workers=len(slots))
 
-    def run(self, requests: list[Request], timeout: float | None) -> list:
+    def run(self, requests: list[Request], timeout_s: float | None) -> list:
         futures = [self.executor.submit(self.slots[index].run, command, argument) for index, command, argument in requests]
-        wait(futures, timeout)
+        wait(futures, timeout_s)
         return [future.result() for future in futures]
 
     def close(self) -> None:

@@ -29,16 +29,16 @@ class Backend(Protocol):
         """Start the workers for these slots (`max_workers` of them at most)."""
         ...
 
-    def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
+    def run(self, requests: Sequence[Request], timeout_s: float | None) -> list[Any]:
         """Run the requests (one per slot at most) and return one result per request, in order.
 
         Never raises for a slot's failure: a failed, lost or late request's result is a
-        `SlotError`, and a reply that arrives after `timeout` is dropped, never returned later.
+        `SlotError`, and a reply that arrives after `timeout_s` is dropped, never returned later.
         """
         ...
 
-    def close(self, timeout: float) -> None:
-        """Close every env and stop every worker, giving up on them after `timeout` seconds."""
+    def close(self, timeout_s: float) -> None:
+        """Close every env and stop every worker, giving up on them after `timeout_s` seconds."""
         ...
 
 

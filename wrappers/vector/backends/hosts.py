@@ -70,5 +70,5 @@ class HostedSlots:
         results = self.threads.run([Request(local[slot], command, argument) for slot, command, argument in requests], None)
         return [result.portable() if type(result) is SlotError else result for result in results]
 
-    def close(self, timeout: float = HOST_CLOSE_TIMEOUT_S) -> None:
-        self.threads.close(timeout)
+    def close(self, timeout_s: float = HOST_CLOSE_TIMEOUT_S) -> None:
+        self.threads.close(timeout_s)

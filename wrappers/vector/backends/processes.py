@@ -59,6 +59,10 @@ DEFAULT_START_METHOD = "forkserver"
 #: Imported once by the forkserver, so that each forked worker starts with them already loaded.
 FORKSERVER_PRELOAD = ["gymnasium", "numpy", "pydantic", "cloudpickle", "gymenvs", "wrappers.vector.backends.processes"]
 
+#: How long to wait for a killed worker to be reaped, and for a worker whose pipe closed to report its exit code.
+KILLED_WORKER_JOIN_TIMEOUT_S = 5.0
+EXIT_CODE_TIMEOUT_S = 1.0
+
 _PENDING = object()
 
 
@@ -192,13 +196,13 @@ class _Worker:
         if self.process is not None:
             if self.process.is_alive():
                 self.process.kill()
-            self.process.join(5)
+            self.process.join(KILLED_WORKER_JOIN_TIMEOUT_S)
         if self.connection is not None:
             self.connection.close()
 
     def how_it_ended(self) -> str:
         assert self.process is not None
-        self.process.join(1)
+        self.process.join(EXIT_CODE_TIMEOUT_S)
         code = self.process.exitcode
         if code is None:
             return "its pipe closed"
@@ -249,7 +253,7 @@ class ProcessBackend:
                 worker.start()
                 self._selector.register(worker.connection, selectors.EVENT_READ, worker)
         except BaseException:
-            self.close(timeout=0)
+            self.close(timeout_s=0)
             raise
 
     def open_connections(self) -> list[multiprocessing.connection.Connection]:
@@ -257,7 +261,7 @@ class ProcessBackend:
         connections = [worker.connection for worker in self._workers if worker.connection is not None]
         return [connection for connection in connections if not connection.closed]
 
-    def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
+    def run(self, requests: Sequence[Request], timeout_s: float | None) -> list[Any]:
         """Run the requests, one per slot at most; a result (or `SlotError`) for each, in order."""
         results: list[Any] = [_PENDING] * len(requests)
         batches = {self._workers[host]: positions for host, positions in self._hosts.batches(requests, results).items()}
@@ -275,12 +279,12 @@ class ProcessBackend:
                     results[position] = error
             else:
                 waiting[worker] = positions
-        self._collect(request_id, requests, waiting, results, timeout)
+        self._collect(request_id, requests, waiting, results, timeout_s)
         return results
 
-    def close(self, timeout: float) -> None:
-        """Ask every worker to close its envs and exit; kill those that have not within `timeout` s."""
-        deadline = time.monotonic() + timeout
+    def close(self, timeout_s: float) -> None:
+        """Ask every worker to close its envs and exit; kill those that have not within `timeout_s` s."""
+        deadline = time.monotonic() + timeout_s
         started = [worker for worker in self._workers if worker.process is not None]
         for worker in started:
             try:
@@ -300,15 +304,15 @@ class ProcessBackend:
         requests: Sequence[Request],
         waiting: dict[_Worker, list[int]],
         results: list[Any],
-        timeout: float | None,
+        timeout_s: float | None,
     ) -> None:
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         reason = "was interrupted"
         try:
             while waiting:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    reason = f"timed out (no reply within step_timeout_s={timeout} s), so its worker process was killed"
+                    reason = f"timed out (no reply within step_timeout_s={timeout_s} s), so its worker process was killed"
                     break
                 for key, _ in self._selector.select(remaining):
                     self._receive(key.data, request_id, requests, waiting, results)

@@ -148,19 +148,19 @@ class ThreadBackend:
         for _ in range(max_workers):
             self._start_thread()
 
-    def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
+    def run(self, requests: Sequence[Request], timeout_s: float | None) -> list[Any]:
         """Run the requests, one per slot at most; a result (or `SlotError`) for each, in order."""
         batch = self._batch = _Batch(requests, self._slots)
         try:
-            if timeout is None:
+            if timeout_s is None:
                 self._caller_runs = True
                 self._run_on_caller(batch)
                 self._caller_runs = False
                 batch.finished.acquire()
             else:
                 self._wake_threads(batch, FAN_OUT, _HELP)
-                if not batch.finished.acquire(timeout=timeout):
-                    self._give_up(batch, f"timed out (no reply within step_timeout_s={timeout} s)")
+                if not batch.finished.acquire(timeout=timeout_s):
+                    self._give_up(batch, f"timed out (no reply within step_timeout_s={timeout_s} s)")
         except BaseException:  # KeyboardInterrupt while waiting or while running a step inline
             self._give_up(batch, "was interrupted", caller_position=self._caller_position)
             raise
@@ -169,10 +169,10 @@ class ThreadBackend:
             self._caller_position = None
         return batch.results
 
-    def close(self, timeout: float) -> None:
-        """Close every env (in the pool), stop the threads and wait up to `timeout` s for them."""
-        deadline = time.monotonic() + timeout
-        for index, result in enumerate(self.run([Request(i, Command.CLOSE) for i in range(len(self._slots))], timeout)):
+    def close(self, timeout_s: float) -> None:
+        """Close every env (in the pool), stop the threads and wait up to `timeout_s` s for them."""
+        deadline = time.monotonic() + timeout_s
+        for index, result in enumerate(self.run([Request(i, Command.CLOSE) for i in range(len(self._slots))], timeout_s)):
             if isinstance(result, SlotError):
                 logger.warning("slot %d: close failed: %s", index, result.message)
         for _ in self._threads:
