@@ -28,6 +28,7 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Any
 
 import gymnasium as gym
 
@@ -84,7 +85,7 @@ def compare(slots: int, sleep_s: float, rounds: int, seconds: float, other: type
     executor = ExecutorRunner([Slot(index, echo_factory(sleep_s)) for index in range(slots)])
     resets = [Request(index, Command.RESET, (index, None)) for index in range(slots)]
     steps = [Request(index, Command.STEP, ACTION) for index in range(slots)]
-    runners = [pool, executor]
+    runners: list[Any] = [pool, executor]
     contenders = {
         "pool, no deadline": lambda: pool.run(steps, None),
         f"pool, {DEADLINE_S:g} s deadline": lambda: pool.run(steps, DEADLINE_S),

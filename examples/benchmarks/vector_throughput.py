@@ -41,6 +41,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 
@@ -52,7 +53,7 @@ TOOL_CALL = {"name": "echo", "arguments": {"message": "hello world"}}
 ACTIONS = {"json": json.dumps(TOOL_CALL), "dict": TOOL_CALL, "text": "hello world"}
 EPISODE_TURNS = 10**9
 #: Settings of each backend, from the command line (--pin-threads, --process-workers, --ray-actors).
-BACKEND_SETTINGS: dict[str, dict[str, object]] = {"thread": {}, "process": {}, "ray": {}}
+BACKEND_SETTINGS: dict[str, dict[str, Any]] = {"thread": {}, "process": {}, "ray": {}}
 HERE = Path(__file__).resolve().parent
 REPOSITORY = Path(gymenvs.__file__).resolve().parent.parent
 CONTENDERS = ["concurrent-thread", "concurrent-process", "concurrent-ray", "gym-sync", "gym-async", "openenv"]
@@ -73,7 +74,7 @@ class Result:
 
 
 def make_contender(name: str, slots: int, sleep_s: float) -> gym.vector.VectorEnv:
-    env_kwargs = {"step_sleep_s": sleep_s, "max_turns": EPISODE_TURNS}
+    env_kwargs: dict[str, Any] = {"step_sleep_s": sleep_s, "max_turns": EPISODE_TURNS}
     if name.startswith("concurrent-"):
         backend = name.removeprefix("concurrent-")
         return make_vector_env(ENV_ID, slots, backend=backend, **BACKEND_SETTINGS[backend], **env_kwargs)

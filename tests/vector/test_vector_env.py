@@ -368,7 +368,12 @@ def test_close_gives_the_backend_timeout_s_and_takes_the_old_name_with_a_warning
     for close_kwargs in ({"timeout_s": 7.0}, {"timeout": 8.0}):
         envs = echo_vector("thread", num_envs=2)
         backend_close = envs._backend.close
-        monkeypatch.setattr(envs._backend, "close", lambda timeout_s, close=backend_close: given.append(timeout_s) or close(timeout_s))
+
+        def recording_close(timeout_s, close=backend_close):
+            given.append(timeout_s)
+            close(timeout_s)
+
+        monkeypatch.setattr(envs._backend, "close", recording_close)
         with pytest.raises(TypeError, match="timeout_seconds.*takes timeout_s"):
             envs.close(timeout_seconds=1.0)
         assert not envs.closed

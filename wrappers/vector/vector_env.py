@@ -372,7 +372,7 @@ class ConcurrentVectorEnv(VectorEnv):
 
 
 def _is_seed(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and bool(value >= 0)
 
 
 #: Vector envs not closed yet. At interpreter exit their pool threads are about to be frozen, so

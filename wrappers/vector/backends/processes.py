@@ -178,6 +178,12 @@ class _Worker:
         self.process: multiprocessing.process.BaseProcess | None = None
         self.connection: multiprocessing.connection.Connection | None = None
 
+    @property
+    def pipe(self) -> multiprocessing.connection.Connection:
+        """The parent's end of the running worker's pipe."""
+        assert self.connection is not None, "start() first"
+        return self.connection
+
     def start(self) -> None:
         parent_end, child_end = self.context.Pipe()
         inherited = self.backend.open_connections() if self.context.get_start_method() == "fork" else []
@@ -238,7 +244,7 @@ class ProcessBackend:
         start_method: str | None = None,
     ):
         start_method = start_method or DEFAULT_START_METHOD
-        self.context = multiprocessing.get_context(start_method)
+        self.context: Any = multiprocessing.get_context(start_method)  # typeshed's BaseContext lacks Process
         if start_method == "forkserver":
             _start_forkserver()
         self._hosts = SlotHosts(len(factories), max_workers)
@@ -251,7 +257,7 @@ class ProcessBackend:
         try:
             for worker in self._workers:
                 worker.start()
-                self._selector.register(worker.connection, selectors.EVENT_READ, worker)
+                self._selector.register(worker.pipe, selectors.EVENT_READ, worker)
         except BaseException:
             self.close(timeout_s=0)
             raise
@@ -269,7 +275,7 @@ class ProcessBackend:
         waiting: dict[_Worker, list[int]] = {}
         for worker, positions in batches.items():
             try:
-                worker.connection.send((request_id, [requests[position] for position in positions]))
+                worker.pipe.send((request_id, [requests[position] for position in positions]))
             except (OSError, ValueError):  # the pipe is closed
                 reason = f"failed: its worker process was gone ({worker.how_it_ended()})"
                 self._replace(worker, requests, positions, results, reason)
@@ -285,14 +291,15 @@ class ProcessBackend:
     def close(self, timeout_s: float) -> None:
         """Ask every worker to close its envs and exit; kill those that have not within `timeout_s` s."""
         deadline = time.monotonic() + timeout_s
-        started = [worker for worker in self._workers if worker.process is not None]
-        for worker in started:
+        started = [(worker, worker.process) for worker in self._workers if worker.process is not None]
+        for worker, _ in started:
             try:
-                worker.connection.send(None)
+                if worker.connection is not None:  # None: the process failed to start
+                    worker.connection.send(None)
             except (OSError, ValueError):
                 pass
-        for worker in started:
-            worker.process.join(max(0.0, deadline - time.monotonic()))
+        for worker, process in started:
+            process.join(max(0.0, deadline - time.monotonic()))
             worker.kill()
         self._selector.close()
 
@@ -330,7 +337,7 @@ class ProcessBackend:
     ) -> None:
         positions = waiting.pop(worker, [])
         try:
-            reply = worker.connection.recv_bytes()
+            reply = worker.pipe.recv_bytes()
         except (EOFError, OSError):
             reason = f"failed: its worker process died ({worker.how_it_ended()})"
             self._replace(worker, requests, positions, results, reason)
@@ -354,8 +361,8 @@ class ProcessBackend:
     ) -> None:
         """Restart a worker: its requests here fail (`reason` says how), and its other slots lose their episode."""
         self._hosts.fail(worker.number, requests, positions, results, reason, "its worker process was restarted")
-        self._selector.unregister(worker.connection)
+        self._selector.unregister(worker.pipe)
         worker.kill()
         worker.start()
-        self._selector.register(worker.connection, selectors.EVENT_READ, worker)
+        self._selector.register(worker.pipe, selectors.EVENT_READ, worker)
         logger.warning("worker process %d restarted: a request %s", worker.number, reason)

@@ -28,7 +28,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import pydantic
@@ -113,7 +113,8 @@ class _Actor:
         import ray
 
         factories = [(index, self.backend.factories[index]) for index in self.slots]
-        while idle := _IDLE.get(self.backend.actor_key):  # not a retry: each pass tries another parked actor
+        key = self.backend.actor_key
+        while key is not None and (idle := _IDLE.get(key)):  # not a retry: each pass tries another parked actor
             self.handle = idle.pop()
             try:
                 ray.get(self.handle.load.remote(factories, self.backend.restart_on_error), timeout=PARKED_ACTOR_LOAD_TIMEOUT_S)
@@ -208,7 +209,7 @@ class RayBackend:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _wait_for_starting_actors(self, actors: Sequence[_Actor]) -> None:
+    def _wait_for_starting_actors(self, actors: Collection[_Actor]) -> None:
         """Let new actors finish starting first: a start takes seconds, more than a step's deadline."""
         import ray
 

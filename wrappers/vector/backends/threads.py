@@ -46,7 +46,7 @@ import queue
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import pydantic
 from pydantic import StrictBool
@@ -214,7 +214,11 @@ class ThreadBackend:
         if self._cpu is not None:
             os.sched_setaffinity(0, {self._cpu})  # on Linux, pid 0 is this thread only
         while (token := self._wakeups.get()) is not _STOP:
-            batch = self._batch if token is _HELP else self._batch_the_caller_is_stuck_in(*token[1:])
+            if token is _HELP:
+                batch = self._batch
+            else:
+                _, woken_for, position = cast(tuple[object, _Batch, int], token)
+                batch = self._batch_the_caller_is_stuck_in(woken_for, position)
             with self._wakeup_lock:  # a watchdog counts as outstanding until it has decided
                 self._outstanding_wakeups -= 1
             if batch is not None and not self._run_on_pool(batch):
@@ -232,9 +236,9 @@ class ThreadBackend:
         while (batch := self._batch) is not None and batch.taken < batch.size:
             if not self._caller_runs:  # the caller only waits (a deadline is set): help
                 return batch
-            position = self._caller_position
+            watched = self._caller_position
             time.sleep(pause)
-            if self._batch is batch and self._caller_position == position and batch.taken < batch.size:
+            if self._batch is batch and self._caller_position == watched and batch.taken < batch.size:
                 return batch
             pause = min(2 * pause, WATCH_PAUSE_MAX_S)
         return None
