@@ -4,15 +4,20 @@ Entry points are strings, so registering imports no env module: `gymnasium.make`
 the one it builds (and its heavy dependencies) on first use. The vector entry point makes
 `gymnasium.make_vec(id, num_envs=N)` return a `wrappers.vector.ConcurrentVectorEnv`
 (`backend="process"` and its other settings are keywords of `make_vec`; the rest go to the env);
-`vector_entry_point(id)` gives envs that users register themselves the same.
+`vector_entry_point(id)` gives envs that users register themselves the same. Gymnasium refuses
+`make_vec(..., wrappers=...)` for any env with a vector entry point; `gymenvs.make_vec` takes them.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec, VectorizeMode, load_env_creator
+from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import create_shared_memory
 
 from gymenvs.core.spaces import UnicodeText
@@ -26,7 +31,9 @@ class EnvEntry:
 
 
 ENVS: tuple[EnvEntry, ...] = (
-    EnvEntry("gymenvs/Echo-v0", "gymenvs.envs.echo:EchoEnv", "Echoes a message back; per-step sleep and CPU knobs for benchmarks."),
+    EnvEntry(
+        "gymenvs/Echo-v0", "gymenvs.envs.echo:EchoEnv", "Echoes a message back; per-step sleep and CPU knobs for benchmarks."
+    ),
     EnvEntry(
         "gymenvs/ReasoningGym-v0",
         "gymenvs.envs.reasoning:ReasoningGymEnv",
@@ -69,6 +76,36 @@ def vector_entry_point(env_id: str) -> str:
         gym.register("my/Env-v0", entry_point=MyEnv, vector_entry_point=gymenvs.vector_entry_point("my/Env-v0"))
     """
     return VECTOR_ENTRY_POINT.format(id=env_id)
+
+
+def make_vec(
+    env_id: str | EnvSpec,
+    num_envs: int = 1,
+    *,
+    vectorization_mode: VectorizeMode | str | None = None,
+    wrappers: Sequence[Callable[[gym.Env], gym.Wrapper]] | None = None,
+    **kwargs: Any,
+) -> VectorEnv:
+    """`gymnasium.make_vec`, except that `wrappers` work with a vector entry point too.
+
+    Gymnasium refuses `wrappers=` whenever the env's `vector_entry_point` builds the vector env,
+    which is every gymenvs id. Here its creator gets them as a keyword instead: gymenvs' creator
+    (`vector_entry_point(id)`, a `ConcurrentVectorEnv`) applies them, in order, to each slot's env.
+    Every other call goes to `gymnasium.make_vec` unchanged.
+    """
+    spec = gym.spec(env_id) if isinstance(env_id, str) else env_id
+    entry_point = spec.vector_entry_point
+    entry_point_mode = (None, VectorizeMode.VECTOR_ENTRY_POINT, VectorizeMode.VECTOR_ENTRY_POINT.value)
+    if not wrappers or entry_point is None or vectorization_mode not in entry_point_mode:
+        return gym.make_vec(spec, num_envs, vectorization_mode=vectorization_mode, wrappers=wrappers, **kwargs)
+    if kwargs.get("vector_kwargs"):
+        raise ValueError(f"vector_kwargs={kwargs['vector_kwargs']!r}: a vector entry point takes its settings as plain keywords")
+    kwargs.pop("vector_kwargs", None)
+    creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    vector_env = creator(num_envs=num_envs, wrappers=list(wrappers), **kwargs)
+    if not isinstance(vector_env, VectorEnv):
+        raise TypeError(f"the vector entry point of {spec.id} returned {vector_env!r}, not a VectorEnv")
+    return vector_env
 
 
 def register_envs() -> None:

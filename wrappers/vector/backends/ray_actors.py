@@ -28,13 +28,13 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import pydantic
 from pydantic import Field, StrictStr
 
-from wrappers.vector.hosts import HostedSlots, SlotHosts
+from wrappers.vector.backends.hosts import HostedSlots, SlotHosts
 from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker
 
 logger = logging.getLogger(__name__)
@@ -44,6 +44,8 @@ _IDLE: dict[str, list[Any]] = {}
 MAX_IDLE_ACTORS = 256
 #: How long a request waits for its actor to start before its own deadline begins.
 ACTOR_START_TIMEOUT_S = 300.0
+#: How long a parked actor may take to load new slots before it is taken for dead.
+PARKED_ACTOR_LOAD_TIMEOUT_S = 60.0
 
 
 class RaySettings(pydantic.BaseModel):
@@ -111,10 +113,11 @@ class _Actor:
         import ray
 
         factories = [(index, self.backend.factories[index]) for index in self.slots]
-        while idle := _IDLE.get(self.backend.actor_key):
+        key = self.backend.actor_key
+        while key is not None and (idle := _IDLE.get(key)):  # not a retry: each pass tries another parked actor
             self.handle = idle.pop()
             try:
-                ray.get(self.handle.load.remote(factories, self.backend.restart_on_error), timeout=60)
+                ray.get(self.handle.load.remote(factories, self.backend.restart_on_error), timeout=PARKED_ACTOR_LOAD_TIMEOUT_S)
                 return
             except Exception:  # it died while idle
                 self.kill()
@@ -165,7 +168,7 @@ class RayBackend:
         """The running actors, one per `max_workers` (slot i is on actor i % max_workers)."""
         return [actor.handle for actor in self._actors]
 
-    def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
+    def run(self, requests: Sequence[Request], timeout_s: float | None) -> list[Any]:
         import ray
 
         results: list[Any] = [None] * len(requests)
@@ -175,10 +178,10 @@ class RayBackend:
             actor.handle.run.remote([requests[position] for position in positions]): (actor, positions)
             for actor, positions in batches.items()
         }
-        reason = f"timed out (no reply within step_timeout_s={timeout} s), so its Ray actor was killed"
+        reason = f"timed out (no reply within step_timeout_s={timeout_s} s), so its Ray actor was killed"
         ready: list[Any] = []
         try:
-            ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+            ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
         except BaseException:  # Ctrl-C while waiting
             reason = "was interrupted, so its Ray actor was killed"
             raise
@@ -189,7 +192,7 @@ class RayBackend:
                     self._replace(actor, requests, positions, results, reason)
         return results
 
-    def close(self, timeout: float) -> None:
+    def close(self, timeout_s: float) -> None:
         import ray
 
         if not ray.is_initialized():  # Ray was shut down, and our actors with it
@@ -197,7 +200,7 @@ class RayBackend:
         refs = {actor.handle.close.remote(): actor for actor in self._actors if actor.handle is not None}
         closed: list[Any] = []
         try:
-            closed, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+            closed, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
         finally:
             for ref, actor in refs.items():
                 if ref in closed and _park(self.actor_key, actor.handle):
@@ -206,7 +209,7 @@ class RayBackend:
 
     # -- internals -----------------------------------------------------------------------
 
-    def _wait_for_starting_actors(self, actors: Sequence[_Actor]) -> None:
+    def _wait_for_starting_actors(self, actors: Collection[_Actor]) -> None:
         """Let new actors finish starting first: a start takes seconds, more than a step's deadline."""
         import ray
 
@@ -225,11 +228,13 @@ class RayBackend:
                 replies = ray.get(ref)
             except ray.exceptions.RayActorError as exc:
                 self._replace(actor, requests, positions, results, f"failed: its Ray actor died ({_first_line(exc)})")
-                continue
             except Exception as exc:  # the reply could not be read (unpickling it failed, ...)
-                replies = [SlotError(f"the Ray actor's reply could not be read: {type(exc).__name__}: {_first_line(exc)}")] * len(positions)
-            for position, reply in zip(positions, replies):
-                results[position] = reply
+                unreadable = SlotError(f"the Ray actor's reply could not be read: {type(exc).__name__}: {_first_line(exc)}")
+                for position in positions:
+                    results[position] = unreadable
+            else:
+                for position, reply in zip(positions, replies):
+                    results[position] = reply
 
     def _replace(self, actor: _Actor, requests: Sequence[Request], positions: list[int], results: list[Any], reason: str) -> None:
         """Start a fresh actor: its requests here fail (`reason` says how), its other slots lose their episode."""

@@ -56,20 +56,20 @@ class DedicatedThreadBackend:
         self._threads = [SlotThread(Slot(index, factory, restart_on_error)) for index, factory in enumerate(factories)]
         self._retired: list[SlotThread] = []
 
-    def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
+    def run(self, requests: Sequence[Request], timeout_s: float | None) -> list[Any]:
         futures = [self._threads[request.slot].submit(request.command, request.argument) for request in requests]
-        reason = f"timed out (no reply within step_timeout_s={timeout} s)"
+        reason = f"timed out (no reply within step_timeout_s={timeout_s} s)"
         try:
-            wait(futures, timeout)
+            wait(futures, timeout_s)
         except BaseException:  # Ctrl-C while waiting: give up on what has not answered
             reason = "was interrupted"
             self._collect(requests, futures, reason)
             raise
         return self._collect(requests, futures, reason)
 
-    def close(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        for index, result in enumerate(self.run([Request(i, Command.CLOSE) for i in range(len(self._threads))], timeout)):
+    def close(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        for index, result in enumerate(self.run([Request(i, Command.CLOSE) for i in range(len(self._threads))], timeout_s)):
             if isinstance(result, SlotError):
                 logger.warning("slot %d: close failed: %s", index, result.message)
         for slot_thread in self._threads + self._retired:

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from wrappers.vector.backends.threads import ThreadBackend
 from wrappers.vector.slot import Command, EnvFactory, Request, SlotError
-from wrappers.vector.threads import ThreadBackend
 
 #: How long a host that is told to stop gives its envs to close.
 HOST_CLOSE_TIMEOUT_S = 30.0
@@ -39,7 +39,9 @@ class SlotHosts:
             batches.setdefault(index % self.num_hosts, []).append(position)
         return batches
 
-    def fail(self, host: int, requests: Sequence[Request], positions: list[int], results: list[Any], reason: str, restarted: str) -> None:
+    def fail(
+        self, host: int, requests: Sequence[Request], positions: list[int], results: list[Any], reason: str, restarted: str
+    ) -> None:
         """Host `host` is being restarted: its requests here fail (`reason` says how), and its other
         slots lose their episode (`restarted` says what happened to the host)."""
         for position in positions:
@@ -68,5 +70,5 @@ class HostedSlots:
         results = self.threads.run([Request(local[slot], command, argument) for slot, command, argument in requests], None)
         return [result.portable() if type(result) is SlotError else result for result in results]
 
-    def close(self, timeout: float = HOST_CLOSE_TIMEOUT_S) -> None:
-        self.threads.close(timeout)
+    def close(self, timeout_s: float = HOST_CLOSE_TIMEOUT_S) -> None:
+        self.threads.close(timeout_s)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 import pytest
-from vector_testing import local_ray
 
 import gymenvs  # noqa: F401
 from gymenvs.envs.wordle import load_word_list
@@ -71,12 +70,6 @@ def replay(transcript: dict, env: gym.Env) -> dict:
         observations.append(observation)
         rewards.append(float(reward))
     return {**transcript, "observations": observations, "rewards": rewards}
-
-
-@pytest.fixture(scope="session")
-def ray_session():
-    with local_ray():
-        yield
 
 
 # Ray: 8 actors hosting 8 slots each (an actor is a process of its own; 64 would be 6 GB).

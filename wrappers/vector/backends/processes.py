@@ -45,7 +45,7 @@ from typing import Any, Literal
 import cloudpickle
 import pydantic
 
-from wrappers.vector.hosts import HostedSlots, SlotHosts
+from wrappers.vector.backends.hosts import HostedSlots, SlotHosts
 from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker
 
 logger = logging.getLogger(__name__)
@@ -57,7 +57,11 @@ logger = logging.getLogger(__name__)
 #: moment of the fork stays locked forever in the child. So forkserver is the default.
 DEFAULT_START_METHOD = "forkserver"
 #: Imported once by the forkserver, so that each forked worker starts with them already loaded.
-FORKSERVER_PRELOAD = ["gymnasium", "numpy", "pydantic", "cloudpickle", "gymenvs", "wrappers.vector.processes"]
+FORKSERVER_PRELOAD = ["gymnasium", "numpy", "pydantic", "cloudpickle", "gymenvs", "wrappers.vector.backends.processes"]
+
+#: How long to wait for a killed worker to be reaped, and for a worker whose pipe closed to report its exit code.
+KILLED_WORKER_JOIN_TIMEOUT_S = 5.0
+EXIT_CODE_TIMEOUT_S = 1.0
 
 _PENDING = object()
 
@@ -174,6 +178,12 @@ class _Worker:
         self.process: multiprocessing.process.BaseProcess | None = None
         self.connection: multiprocessing.connection.Connection | None = None
 
+    @property
+    def pipe(self) -> multiprocessing.connection.Connection:
+        """The parent's end of the running worker's pipe."""
+        assert self.connection is not None, "start() first"
+        return self.connection
+
     def start(self) -> None:
         parent_end, child_end = self.context.Pipe()
         inherited = self.backend.open_connections() if self.context.get_start_method() == "fork" else []
@@ -192,13 +202,13 @@ class _Worker:
         if self.process is not None:
             if self.process.is_alive():
                 self.process.kill()
-            self.process.join(5)
+            self.process.join(KILLED_WORKER_JOIN_TIMEOUT_S)
         if self.connection is not None:
             self.connection.close()
 
     def how_it_ended(self) -> str:
         assert self.process is not None
-        self.process.join(1)
+        self.process.join(EXIT_CODE_TIMEOUT_S)
         code = self.process.exitcode
         if code is None:
             return "its pipe closed"
@@ -234,7 +244,7 @@ class ProcessBackend:
         start_method: str | None = None,
     ):
         start_method = start_method or DEFAULT_START_METHOD
-        self.context = multiprocessing.get_context(start_method)
+        self.context: Any = multiprocessing.get_context(start_method)  # typeshed's BaseContext lacks Process
         if start_method == "forkserver":
             _start_forkserver()
         self._hosts = SlotHosts(len(factories), max_workers)
@@ -247,9 +257,9 @@ class ProcessBackend:
         try:
             for worker in self._workers:
                 worker.start()
-                self._selector.register(worker.connection, selectors.EVENT_READ, worker)
+                self._selector.register(worker.pipe, selectors.EVENT_READ, worker)
         except BaseException:
-            self.close(timeout=0)
+            self.close(timeout_s=0)
             raise
 
     def open_connections(self) -> list[multiprocessing.connection.Connection]:
@@ -257,7 +267,7 @@ class ProcessBackend:
         connections = [worker.connection for worker in self._workers if worker.connection is not None]
         return [connection for connection in connections if not connection.closed]
 
-    def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
+    def run(self, requests: Sequence[Request], timeout_s: float | None) -> list[Any]:
         """Run the requests, one per slot at most; a result (or `SlotError`) for each, in order."""
         results: list[Any] = [_PENDING] * len(requests)
         batches = {self._workers[host]: positions for host, positions in self._hosts.batches(requests, results).items()}
@@ -265,7 +275,7 @@ class ProcessBackend:
         waiting: dict[_Worker, list[int]] = {}
         for worker, positions in batches.items():
             try:
-                worker.connection.send((request_id, [requests[position] for position in positions]))
+                worker.pipe.send((request_id, [requests[position] for position in positions]))
             except (OSError, ValueError):  # the pipe is closed
                 reason = f"failed: its worker process was gone ({worker.how_it_ended()})"
                 self._replace(worker, requests, positions, results, reason)
@@ -275,20 +285,21 @@ class ProcessBackend:
                     results[position] = error
             else:
                 waiting[worker] = positions
-        self._collect(request_id, requests, waiting, results, timeout)
+        self._collect(request_id, requests, waiting, results, timeout_s)
         return results
 
-    def close(self, timeout: float) -> None:
-        """Ask every worker to close its envs and exit; kill those that have not within `timeout` s."""
-        deadline = time.monotonic() + timeout
-        started = [worker for worker in self._workers if worker.process is not None]
-        for worker in started:
+    def close(self, timeout_s: float) -> None:
+        """Ask every worker to close its envs and exit; kill those that have not within `timeout_s` s."""
+        deadline = time.monotonic() + timeout_s
+        started = [(worker, worker.process) for worker in self._workers if worker.process is not None]
+        for worker, _ in started:
             try:
-                worker.connection.send(None)
+                if worker.connection is not None:  # None: the process failed to start
+                    worker.connection.send(None)
             except (OSError, ValueError):
                 pass
-        for worker in started:
-            worker.process.join(max(0.0, deadline - time.monotonic()))
+        for worker, process in started:
+            process.join(max(0.0, deadline - time.monotonic()))
             worker.kill()
         self._selector.close()
 
@@ -300,15 +311,15 @@ class ProcessBackend:
         requests: Sequence[Request],
         waiting: dict[_Worker, list[int]],
         results: list[Any],
-        timeout: float | None,
+        timeout_s: float | None,
     ) -> None:
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         reason = "was interrupted"
         try:
             while waiting:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    reason = f"timed out (no reply within step_timeout_s={timeout} s), so its worker process was killed"
+                    reason = f"timed out (no reply within step_timeout_s={timeout_s} s), so its worker process was killed"
                     break
                 for key, _ in self._selector.select(remaining):
                     self._receive(key.data, request_id, requests, waiting, results)
@@ -326,7 +337,7 @@ class ProcessBackend:
     ) -> None:
         positions = waiting.pop(worker, [])
         try:
-            reply = worker.connection.recv_bytes()
+            reply = worker.pipe.recv_bytes()
         except (EOFError, OSError):
             reason = f"failed: its worker process died ({worker.how_it_ended()})"
             self._replace(worker, requests, positions, results, reason)
@@ -350,8 +361,8 @@ class ProcessBackend:
     ) -> None:
         """Restart a worker: its requests here fail (`reason` says how), and its other slots lose their episode."""
         self._hosts.fail(worker.number, requests, positions, results, reason, "its worker process was restarted")
-        self._selector.unregister(worker.connection)
+        self._selector.unregister(worker.pipe)
         worker.kill()
         worker.start()
-        self._selector.register(worker.connection, selectors.EVENT_READ, worker)
+        self._selector.register(worker.pipe, selectors.EVENT_READ, worker)
         logger.warning("worker process %d restarted: a request %s", worker.number, reason)

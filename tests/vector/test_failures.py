@@ -6,7 +6,6 @@ a late reply is dropped, never handed to a later step.
 
 from __future__ import annotations
 
-import functools
 import os
 import signal
 import threading
@@ -14,30 +13,15 @@ import time
 
 import numpy as np
 import pytest
-from vector_testing import FaultyEcho, local_ray, our_processes, our_threads
 
 from wrappers import ConcurrentVectorEnv
 
+from .testing_utils import faulty_echo_vector, our_processes, our_threads
+
 pytestmark = pytest.mark.timeout(120)
 
-BACKENDS = ["thread", "process", "ray"]
-
-
-@pytest.fixture(scope="session")
-def ray_session():
-    with local_ray():
-        yield
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request) -> str:
-    if request.param == "ray":
-        request.getfixturevalue("ray_session")
-    return request.param
-
-
 def faulty_vector(backend: str, num_envs: int = 3, **settings) -> ConcurrentVectorEnv:
-    return ConcurrentVectorEnv([functools.partial(FaultyEcho, max_turns=100)] * num_envs, backend=backend, **settings)
+    return faulty_echo_vector(backend, num_envs, max_turns=100, **settings)
 
 
 def instance_ids(envs: ConcurrentVectorEnv) -> list[str]:

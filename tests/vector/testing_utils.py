@@ -1,4 +1,4 @@
-"""Helpers for the vector env tests: an echo env that fails on purpose, and leak checks.
+"""Helpers for the vector env tests: an echo env that fails on purpose, vector envs of it, and leak checks.
 
 Kept out of the test modules so that process workers unpickling these factories import only this
 small module, not pytest and the tests.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import multiprocessing
 import os
 import signal
@@ -18,8 +19,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from gymenvs.core import Outcome, TextEnv, ToolCall, tool
+from wrappers.vector import ConcurrentVectorEnv
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
+#: The tests folder (on the path of pytest and of every worker: this module is `vector.testing_utils`).
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPOSITORY = os.path.dirname(TESTS)
+BACKENDS = ["thread", "process", "ray"]
 
 
 class FaultyEcho(TextEnv):
@@ -116,7 +121,7 @@ def local_ray() -> Iterator[None]:
     if ray.is_initialized():
         yield
         return
-    python_path = os.pathsep.join([TESTS, os.path.dirname(TESTS), os.environ.get("PYTHONPATH", "")])
+    python_path = os.pathsep.join([TESTS, REPOSITORY, os.environ.get("PYTHONPATH", "")])
     ray.init(
         num_cpus=2,
         include_dashboard=False,
@@ -128,7 +133,12 @@ def local_ray() -> Iterator[None]:
     try:
         yield
     finally:
-        from wrappers.vector.ray_actors import release_idle_actors
+        from wrappers.vector.backends.ray_actors import release_idle_actors
 
         release_idle_actors()
         ray.shutdown()
+
+
+def faulty_echo_vector(backend: str, num_envs: int, *, max_turns: int, **settings: Any) -> ConcurrentVectorEnv:
+    """`num_envs` slots of `FaultyEcho(max_turns=max_turns)` on this backend."""
+    return ConcurrentVectorEnv([functools.partial(FaultyEcho, max_turns=max_turns)] * num_envs, backend=backend, **settings)

@@ -1,10 +1,9 @@
 """The Ray backend's own behaviour: actors killed from outside, per-slot resources, joining a
 two-node cluster, and SWE slots played by `make_rollout_func` on Ray. (Everything the backends share runs on Ray in
-test_vector.py, test_vector_failures.py and test_vector_stress.py.)"""
+test_vector_env.py, test_failures.py and test_stress.py.)"""
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import signal
@@ -14,23 +13,17 @@ import threading
 import time
 
 import pytest
-from vector_testing import TESTS, FaultyEcho, local_ray
+import ray
 
 from wrappers import ConcurrentVectorEnv
 
-import ray
+from .testing_utils import REPOSITORY, faulty_echo_vector
 
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(scope="session")
-def ray_session():
-    with local_ray():
-        yield
-
-
 def ray_vector(num_envs: int = 3, **settings) -> ConcurrentVectorEnv:
-    return ConcurrentVectorEnv([functools.partial(FaultyEcho, max_turns=100)] * num_envs, backend="ray", **settings)
+    return faulty_echo_vector("ray", num_envs, max_turns=100, **settings)
 
 
 def kill_with_ray(actor, pid: int) -> None:
@@ -160,8 +153,7 @@ finally:
 def test_slots_join_an_existing_cluster_and_land_on_the_nodes_with_their_resource(tmp_path):
     """Two Ray nodes (Ray's own test cluster: two raylets on this machine) started before the
     vector env; `address=` joins them, and slots that need `docker` go to the node that has it."""
-    repository = os.path.dirname(TESTS)
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([repository, os.environ.get("PYTHONPATH", "")])}
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([REPOSITORY, os.environ.get("PYTHONPATH", "")])}
     script = tmp_path / "two_nodes.py"
     script.write_text(TWO_NODE_CLUSTER)
     done = subprocess.run([sys.executable, str(script)], env=environment, capture_output=True, text=True, timeout=300)

@@ -1,8 +1,9 @@
 """The thread backend: slots run by a pool of threads, for envs that wait (containers, tools, I/O).
 
 A request batch (one `reset`, `step` or `call` of the vector env) becomes the current batch, and
-threads take its requests one at a time (`next()` on a shared counter, atomic under the GIL). Two
-choices keep the hot path short:
+threads take its requests one at a time: `next()` on a shared `itertools.count`, atomic with the
+GIL and, since CPython 3.13, without it (free-threaded builds: python/cpython#117657), so no lock
+is taken per request. Two choices keep the hot path short:
 
 - Without a deadline the caller's thread takes requests too. A trivial step then runs inline,
   with no thread hand-off at all, while a step that blocks (sleep, socket, subprocess) releases
@@ -23,11 +24,17 @@ A slot may run on any pool thread (and on the caller's), but never on two at onc
 must stay on one thread (a browser driver, an EGL context, sqlite), `dedicated_threads=True` gives
 each slot a thread of its own for its whole life instead: see `dedicated.py`.
 
-Why not `concurrent.futures.ThreadPoolExecutor`: a trivial step would then pay a hand-off to a
-pool thread and back for every slot; measured with examples/benchmarks/vector_throughput.py
-(64 slots, trivial JSON tool calls) it costs far more than the 10% we allow for it (see
-docs/vector.md). The dedicated-thread backend, which pays that hand-off anyway, uses
-`concurrent.futures` futures and `wait`.
+Why not `concurrent.futures.ThreadPoolExecutor` (measured with
+examples/benchmarks/thread_pool_choice.py; figures in docs/vector.md):
+
+- it is slower: every request pays a hand-off to a pool thread and back, about half the pool's
+  throughput on trivial steps and 0.84-0.92x on 10 ms steps;
+- a request given up on keeps its executor thread busy, and an executor cannot add a thread to
+  replace it, so a few stuck envs would starve every later step;
+- its threads are joined at interpreter exit, so one env stuck in a call forever would keep the
+  program from exiting; these pool threads are daemons.
+
+The dedicated-thread backend, which pays the hand-off anyway, uses `concurrent.futures` futures and `wait`.
 """
 
 from __future__ import annotations
@@ -38,12 +45,13 @@ import os
 import queue
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any, cast
 
 import pydantic
 from pydantic import StrictBool
 
-from wrappers.vector.dedicated import DedicatedThreadBackend
+from wrappers.vector.backends.dedicated import DedicatedThreadBackend
 from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError
 
 logger = logging.getLogger(__name__)
@@ -140,19 +148,19 @@ class ThreadBackend:
         for _ in range(max_workers):
             self._start_thread()
 
-    def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
+    def run(self, requests: Sequence[Request], timeout_s: float | None) -> list[Any]:
         """Run the requests, one per slot at most; a result (or `SlotError`) for each, in order."""
         batch = self._batch = _Batch(requests, self._slots)
         try:
-            if timeout is None:
+            if timeout_s is None:
                 self._caller_runs = True
                 self._run_on_caller(batch)
                 self._caller_runs = False
                 batch.finished.acquire()
             else:
                 self._wake_threads(batch, FAN_OUT, _HELP)
-                if not batch.finished.acquire(timeout=timeout):
-                    self._give_up(batch, f"timed out (no reply within step_timeout_s={timeout} s)")
+                if not batch.finished.acquire(timeout=timeout_s):
+                    self._give_up(batch, f"timed out (no reply within step_timeout_s={timeout_s} s)")
         except BaseException:  # KeyboardInterrupt while waiting or while running a step inline
             self._give_up(batch, "was interrupted", caller_position=self._caller_position)
             raise
@@ -161,10 +169,10 @@ class ThreadBackend:
             self._caller_position = None
         return batch.results
 
-    def close(self, timeout: float) -> None:
-        """Close every env (in the pool), stop the threads and wait up to `timeout` s for them."""
-        deadline = time.monotonic() + timeout
-        for index, result in enumerate(self.run([Request(i, Command.CLOSE) for i in range(len(self._slots))], timeout)):
+    def close(self, timeout_s: float) -> None:
+        """Close every env (in the pool), stop the threads and wait up to `timeout_s` s for them."""
+        deadline = time.monotonic() + timeout_s
+        for index, result in enumerate(self.run([Request(i, Command.CLOSE) for i in range(len(self._slots))], timeout_s)):
             if isinstance(result, SlotError):
                 logger.warning("slot %d: close failed: %s", index, result.message)
         for _ in self._threads:
@@ -206,7 +214,11 @@ class ThreadBackend:
         if self._cpu is not None:
             os.sched_setaffinity(0, {self._cpu})  # on Linux, pid 0 is this thread only
         while (token := self._wakeups.get()) is not _STOP:
-            batch = self._batch if token is _HELP else self._batch_the_caller_is_stuck_in(*token[1:])
+            if token is _HELP:
+                batch = self._batch
+            else:
+                _, woken_for, position = cast(tuple[object, _Batch, int], token)
+                batch = self._batch_the_caller_is_stuck_in(woken_for, position)
             with self._wakeup_lock:  # a watchdog counts as outstanding until it has decided
                 self._outstanding_wakeups -= 1
             if batch is not None and not self._run_on_pool(batch):
@@ -224,9 +236,9 @@ class ThreadBackend:
         while (batch := self._batch) is not None and batch.taken < batch.size:
             if not self._caller_runs:  # the caller only waits (a deadline is set): help
                 return batch
-            position = self._caller_position
+            watched = self._caller_position
             time.sleep(pause)
-            if self._batch is batch and self._caller_position == position and batch.taken < batch.size:
+            if self._batch is batch and self._caller_position == watched and batch.taken < batch.size:
                 return batch
             pause = min(2 * pause, WATCH_PAUSE_MAX_S)
         return None

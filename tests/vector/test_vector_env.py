@@ -2,7 +2,7 @@
 
 Every behaviour is checked on the three backends (thread, process, and ray on one local Ray
 shared by the whole session). Failures (exceptions, dead workers, timeouts) are in
-test_vector_failures.py, the many-episode stress test in test_vector_stress.py.
+test_failures.py, the many-episode stress test in test_stress.py.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 
 import gymnasium as gym
@@ -21,32 +22,17 @@ import numpy as np
 import pytest
 from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode
-from vector_testing import FaultyEcho, local_ray, our_processes, our_threads
 
 import gymenvs  # noqa: F401
 from wrappers import ConcurrentVectorEnv
 from wrappers.vector import make_vector_env
 
+from .testing_utils import FaultyEcho, faulty_echo_vector, our_processes, our_threads
+
 pytestmark = pytest.mark.timeout(120)
 
-BACKENDS = ["thread", "process", "ray"]
-
-
-@pytest.fixture(scope="session")
-def ray_session():
-    with local_ray():
-        yield
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request) -> str:
-    if request.param == "ray":
-        request.getfixturevalue("ray_session")
-    return request.param
-
-
 def echo_vector(backend: str, num_envs: int = 4, **settings) -> ConcurrentVectorEnv:
-    return ConcurrentVectorEnv([functools.partial(FaultyEcho, max_turns=3)] * num_envs, backend=backend, **settings)
+    return faulty_echo_vector(backend, num_envs, max_turns=3, **settings)
 
 
 def wordle_secrets(vector_env: ConcurrentVectorEnv) -> list[str]:
@@ -377,6 +363,29 @@ def test_close_is_idempotent_and_leaves_no_thread_or_process(backend):
         envs.reset()
 
 
+def test_close_gives_the_backend_timeout_s_and_takes_the_old_name_with_a_warning(monkeypatch):
+    given = []
+    for close_kwargs in ({"timeout_s": 7.0}, {"timeout": 8.0}):
+        envs = echo_vector("thread", num_envs=2)
+        backend_close = envs._backend.close
+
+        def recording_close(timeout_s, close=backend_close):
+            given.append(timeout_s)
+            close(timeout_s)
+
+        monkeypatch.setattr(envs._backend, "close", recording_close)
+        with pytest.raises(TypeError, match="timeout_seconds.*takes timeout_s"):
+            envs.close(timeout_seconds=1.0)
+        assert not envs.closed
+        if "timeout" in close_kwargs:
+            with pytest.warns(DeprecationWarning, match=r"close\(timeout=...\) is now close\(timeout_s=...\)"):
+                envs.close(**close_kwargs)
+        else:
+            envs.close(**close_kwargs)
+        assert envs.closed
+    assert given == [7.0, 8.0] and not our_threads()
+
+
 def test_close_closes_every_env():
     envs = [FaultyEcho() for _ in range(3)]
     with ConcurrentVectorEnv([lambda env=env: env for env in envs], backend="thread"):
@@ -558,15 +567,47 @@ def test_async_vectorization_refuses_shared_memory_for_text_and_says_what_works(
         envs.close()
 
 
-def test_wrappers_go_through_make_vector_env_and_gymnasium_says_the_entry_point_takes_none():
+SHOUTING = functools.partial(gym.wrappers.TransformObservation, func=str.upper, observation_space=None)
+
+
+def test_gymnasium_refuses_wrappers_and_vector_kwargs_with_a_vector_entry_point():
+    """Why `gymenvs.make_vec` exists: gymnasium checks this before it calls the entry point."""
     with pytest.raises(gym.error.Error, match="wrappers"):
         gym.make_vec("gymenvs/Echo-v0", num_envs=2, wrappers=[gym.wrappers.RecordEpisodeStatistics])
     with pytest.raises(gym.error.Error, match="only through kwargs"):
         gym.make_vec("gymenvs/Echo-v0", num_envs=2, vector_kwargs={"backend": "process"})
-    wrapper = functools.partial(gym.wrappers.TransformObservation, func=str.upper, observation_space=None)
-    with make_vector_env("gymenvs/Echo-v0", 2, wrappers=[wrapper], backend="process") as envs:
+
+
+def test_make_vec_applies_wrappers_to_every_slot_of_an_env_with_a_vector_entry_point():
+    with gymenvs.make_vec("gymenvs/Echo-v0", 2, wrappers=[SHOUTING], backend="process") as envs:
+        assert isinstance(envs, ConcurrentVectorEnv)
         envs.reset(seed=0)
         assert envs.step(["hi", "there"])[0] == ("HI", "THERE")
+
+
+@pytest.fixture
+def echo_without_vector_entry_point():
+    gym.register("test/PlainEcho-v0", entry_point="gymenvs.envs.echo:EchoEnv")
+    yield "test/PlainEcho-v0"
+    del gym.registry["test/PlainEcho-v0"]
+
+
+def test_make_vec_applies_wrappers_to_an_env_without_a_vector_entry_point(echo_without_vector_entry_point):
+    with closing(gymenvs.make_vec(echo_without_vector_entry_point, 2, wrappers=[SHOUTING])) as envs:  # gymnasium's SyncVectorEnv
+        envs.reset(seed=0)
+        assert tuple(envs.step(("hi", "there"))[0]) == ("HI", "THERE")
+    with make_vector_env(echo_without_vector_entry_point, 2, wrappers=[SHOUTING]) as envs:
+        envs.reset(seed=0)
+        assert envs.step(["hi", "there"])[0] == ("HI", "THERE")
+
+
+def test_make_vec_with_wrappers_refuses_vector_kwargs_and_leaves_other_modes_to_gymnasium():
+    with pytest.raises(ValueError, match="vector_kwargs=.*plain keywords"):
+        gymenvs.make_vec("gymenvs/Echo-v0", 2, wrappers=[SHOUTING], vector_kwargs={"backend": "process"})
+    with closing(gymenvs.make_vec("gymenvs/Echo-v0", 2, vectorization_mode="sync", wrappers=[SHOUTING])) as envs:
+        assert isinstance(envs, gym.vector.SyncVectorEnv)
+        envs.reset(seed=0)
+        assert tuple(envs.step(("hi", "there"))[0]) == ("HI", "THERE")
 
 
 class Shout(FaultyEcho):
