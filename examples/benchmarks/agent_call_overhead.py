@@ -36,8 +36,16 @@ def summary(name: str, seconds: list[float]) -> str:
     return f"{name:<58} median {statistics.median(ms):6.3f} ms   p99 {p99:6.3f} ms   ({len(ms)} calls)"
 
 
-def gymenvs_in_container(calls: int) -> list[float]:
+def gymenvs_in_container(calls: int, channel: str) -> list[float]:
+    import functools
+
+    import gymenvs.swe.agents.env as agent_env
     from gymenvs.swe.agents.env import SWEAgentEnv
+
+    if channel != "stdlib":
+        from gymenvs.swe.agents import channel_asgi
+
+        agent_env.LLMChannel = functools.partial(channel_asgi.LLMChannel, http=channel.split("-")[1])
     from gymenvs.swe.agents.specs import AgentSpec
 
     pinger = AgentSpec("pinger", command="exec python3 /run/gymenvs/pinger.py", files=(str(PINGER),),
@@ -98,8 +106,9 @@ def aiohttp_on_loopback(calls: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--channel", default="stdlib", choices=["stdlib", "asgi-h11", "asgi-httptools"])
     args = parser.parse_args()
-    print(summary("gymenvs SWEAgent-v0 (container, forwarder, unix socket)", gymenvs_in_container(args.calls)))
+    print(summary(f"gymenvs SWEAgent-v0 ({args.channel} channel)", gymenvs_in_container(args.calls, args.channel)))
     print(summary("aiohttp interception server on TCP loopback (host)", aiohttp_on_loopback(args.calls)))
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
