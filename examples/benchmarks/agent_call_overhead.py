@@ -30,13 +30,15 @@ PONG = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}]}
 
 
-def summary(name: str, seconds: list[float]) -> str:
+def summary(name: str, seconds: list[float], cpu_seconds: float | None = None) -> str:
     ms = sorted(s * 1000 for s in seconds)
     p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-    return f"{name:<58} median {statistics.median(ms):6.3f} ms   p99 {p99:6.3f} ms   ({len(ms)} calls)"
+    cpu = f"   host CPU {cpu_seconds * 1000 / len(ms):6.3f} ms/call" if cpu_seconds is not None else ""
+    return f"{name:<58} median {statistics.median(ms):6.3f} ms   p99 {p99:6.3f} ms   ({len(ms)} calls){cpu}"
 
 
-def gymenvs_in_container(calls: int, channel: str) -> list[float]:
+def gymenvs_in_container(calls: int, channel: str) -> tuple[list[float], float]:
+    """Each call's round trip, and the CPU time this process (env and channel threads) spent on all of them."""
     import functools
 
     import gymenvs.swe.agents.env as agent_env
@@ -54,13 +56,15 @@ def gymenvs_in_container(calls: int, channel: str) -> list[float]:
     try:
         env.reset(seed=0)
         times = []
+        cpu_started = time.process_time()
         for _ in range(calls):
             started = time.perf_counter()
             env.step("pong")
             times.append(time.perf_counter() - started)
+        cpu = time.process_time() - cpu_started
     finally:
         env.close()
-    return times
+    return times, cpu
 
 
 def aiohttp_on_loopback(calls: int) -> list[float]:
@@ -108,7 +112,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--channel", default="stdlib", choices=["stdlib", "asgi-h11", "asgi-httptools"])
     args = parser.parse_args()
-    print(summary(f"gymenvs SWEAgent-v0 ({args.channel} channel)", gymenvs_in_container(args.calls, args.channel)))
+    print(summary(f"gymenvs SWEAgent-v0 ({args.channel} channel)", *gymenvs_in_container(args.calls, args.channel)))
     print(summary("aiohttp interception server on TCP loopback (host)", aiohttp_on_loopback(args.calls)))
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 

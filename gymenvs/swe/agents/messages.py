@@ -31,7 +31,9 @@ def chat_completion(*, model: str, content: str | None,
     given), `completion_tokens` over the reply. Those are text pieces, not a model's tokens.
     """
     calls = [ChatCompletionMessageFunctionToolCall.model_validate(call) for call in tool_calls]
-    message = ChatCompletionMessage(role="assistant", content=content, **({"tool_calls": calls} if calls else {}))
+    message = ChatCompletionMessage(role="assistant", content=content)
+    if calls:  # set only when there are some: an unset field stays out of the JSON
+        message.tool_calls = list(calls)
     completion = ChatCompletion(
         id=f"chatcmpl-{uuid.uuid4().hex}", object="chat.completion", created=int(time.time()), model=model,
         choices=[Choice(index=0, message=message, finish_reason=finish_reason or ("tool_calls" if calls else "stop"))],
@@ -110,6 +112,7 @@ def render(messages: Sequence[dict[str, Any]]) -> str:
         body = text_of(message.get("content"))
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
-            body += f"\n<tool_call>{json.dumps({'name': function.get('name'), 'arguments': function.get('arguments')})}</tool_call>"
+            tagged = json.dumps({"name": function.get("name"), "arguments": function.get("arguments")})
+            body += f"\n<tool_call>{tagged}</tool_call>"
         blocks.append(f"{header}\n{body.strip()}")
     return "\n\n".join(blocks)
