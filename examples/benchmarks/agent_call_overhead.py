@@ -9,7 +9,8 @@ handed over, the agent receives it and sends its next request, the env has it.
    replies handed over from a driver thread (as a trainer would).
 
 Needs a Docker engine, the fixture images and aiohttp (`pip install 'gymenvs[bench]'`). Prints
-median and p99 in ms and the load average; nothing is asserted.
+median and p99 in ms, the host process's CPU time per call for (1), and the load average; nothing
+is asserted.
 """
 
 from __future__ import annotations
@@ -37,17 +38,9 @@ def summary(name: str, seconds: list[float], cpu_seconds: float | None = None) -
     return f"{name:<58} median {statistics.median(ms):6.3f} ms   p99 {p99:6.3f} ms   ({len(ms)} calls){cpu}"
 
 
-def gymenvs_in_container(calls: int, channel: str) -> tuple[list[float], float]:
+def gymenvs_in_container(calls: int) -> tuple[list[float], float]:
     """Each call's round trip, and the CPU time this process (env and channel threads) spent on all of them."""
-    import functools
-
-    import gymenvs.swe.agents.env as agent_env
     from gymenvs.swe.agents.env import SWEAgentEnv
-
-    if channel != "stdlib":
-        from gymenvs.swe.agents import channel_asgi
-
-        agent_env.LLMChannel = functools.partial(channel_asgi.LLMChannel, http=channel.split("-")[1])
     from gymenvs.swe.agents.specs import AgentSpec
 
     pinger = AgentSpec("pinger", command="exec python3 /run/gymenvs/pinger.py", files=(str(PINGER),),
@@ -110,9 +103,8 @@ def aiohttp_on_loopback(calls: int) -> list[float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=2000)
-    parser.add_argument("--channel", default="stdlib", choices=["stdlib", "asgi-h11", "asgi-httptools"])
     args = parser.parse_args()
-    print(summary(f"gymenvs SWEAgent-v0 ({args.channel} channel)", *gymenvs_in_container(args.calls, args.channel)))
+    print(summary("gymenvs SWEAgent-v0 (container, forwarder, unix socket)", *gymenvs_in_container(args.calls)))
     print(summary("aiohttp interception server on TCP loopback (host)", aiohttp_on_loopback(args.calls)))
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 

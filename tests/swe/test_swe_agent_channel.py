@@ -14,7 +14,6 @@ import pytest
 from openai.types.chat import ChatCompletion
 
 from gymenvs.swe.agents.channel import AgentRequest, ChannelError, LLMChannel, reap_channel_directories
-from gymenvs.swe.agents import channel_asgi
 from gymenvs.swe.agents.messages import chat_completion, count_text_pieces, tool_call
 
 
@@ -42,10 +41,9 @@ def post(channel: LLMChannel, body, token: str | None = None, path: str = "/v1/c
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 
 
-@pytest.fixture(params=["stdlib", "asgi"])  # while both are measured (issue 18)
-def channel(request):
-    implementation = LLMChannel if request.param == "stdlib" else channel_asgi.LLMChannel
-    channel = implementation(model_name="m", read_timeout=1.0)
+@pytest.fixture
+def channel():
+    channel = LLMChannel(model_name="m", read_timeout=1.0)
     yield channel
     channel.close()
 
