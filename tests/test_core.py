@@ -413,3 +413,15 @@ def test_every_built_in_tool_schema_is_what_get_json_schema_derives(function):
     without_return.__annotations__ = {k: v for k, v in function.__annotations__.items() if k != "return"}
     without_return.__doc__ = tool_docstring(tool_spec(function).schema)
     assert get_json_schema(without_return) == tool_spec(function).schema
+
+
+def test_check_env_catches_an_env_that_shows_other_tools_than_its_schemas():
+    from gymenvs.core import check_env
+
+    class Drifted(CounterEnv):
+        def tool_schemas(self):
+            return [{**schema, "function": {**schema["function"], "description": "Other."}} for schema in super().tool_schemas()]
+
+    check_env(CounterEnv(), skip_render_check=True)
+    with pytest.raises(AssertionError, match=r"tool_schemas\(\) shows a model"):
+        check_env(Drifted(), skip_render_check=True)
