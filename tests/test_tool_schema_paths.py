@@ -138,3 +138,20 @@ def test_swe_agent_env_has_no_factory_prompt():
 
     with pytest.raises(ValueError, match="declares no tools"):
         environment_factory("gymenvs/SWEAgent-v0")
+
+
+def test_the_reference_agents_hand_written_tools_are_what_tool_makes_for_their_signatures():
+    """reference_agent.py runs in task containers on the stdlib alone, so its TOOLS are written out by hand:
+    they must be exactly the schemas `@tool` makes for the same signatures and descriptions."""
+    from gymenvs.core.tools import function_schema, tool_docstring
+    from gymenvs.swe.agents import reference_agent
+
+    def bash(self, command: str): ...
+
+    def submit(self): ...
+
+    hand_written = {schema["function"]["name"]: schema for schema in reference_agent.TOOLS}
+    assert sorted(hand_written) == ["bash", "submit"]
+    for function in (bash, submit):
+        function.__doc__ = tool_docstring(hand_written[function.__name__])
+        assert hand_written[function.__name__] == function_schema(function)
