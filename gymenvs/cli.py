@@ -68,8 +68,7 @@ def add_eval_command(commands: Any) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from gymenvs.evaluation import evaluate
-    from gymenvs.policies import make_policy
+    from gymenvs.eval import evaluate_policy, make_policy
 
     options: dict[str, Any] = {}
     if args.policy == "openai":
@@ -85,7 +84,7 @@ def run_eval(args: argparse.Namespace) -> int:
         options = dict(model=args.model, temperature=args.temperature, max_new_tokens=args.max_tokens)
     try:
         policy = make_policy(args.policy, args.env_id, **options)
-        summary = evaluate(
+        summary = evaluate_policy(
             args.env_id, policy, num_episodes=args.episodes, seed=args.seed, env_kwargs=parse_kwargs(args.kwarg),
             max_workers=args.workers, transcripts=args.transcripts, progress=not args.no_progress,
         )
@@ -99,7 +98,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    from gymenvs.evaluation import read_transcripts, replay
+    from gymenvs.eval import read_transcripts, replay
 
     records = read_transcripts(args.file)
     if not 0 <= args.episode < len(records):
