@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from gymenvs.registry import describe_envs
 
@@ -129,8 +130,10 @@ def run_play(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"cannot build {args.env_id}: {exc}", file=sys.stderr)
         return 2
-    with env:
+    try:
         return play_episode(env, args.seed)
+    finally:
+        env.close()
 
 
 def play_episode(env: Any, seed: int | None) -> int:

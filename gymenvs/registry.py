@@ -29,7 +29,9 @@ class EnvEntry:
 
 
 ENVS: tuple[EnvEntry, ...] = (
-    EnvEntry("gymenvs/Echo-v0", "gymenvs.envs.echo:EchoEnv", "Echoes a message back; per-step sleep and CPU knobs for benchmarks."),
+    EnvEntry(
+        "gymenvs/Echo-v0", "gymenvs.envs.echo:EchoEnv", "Echoes a message back; per-step sleep and CPU knobs for benchmarks."
+    ),
     EnvEntry(
         "gymenvs/ReasoningGym-v0",
         "gymenvs.envs.reasoning:ReasoningGymEnv",

@@ -38,7 +38,7 @@ class TextEnv(gym.Env[str, str]):
     message as its observation and `info["error"]` holds it. Exceptions escape only on API misuse.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # a class attribute, as in gymnasium.Env
     #: Turns allowed per episode when the constructor is not given `max_turns`.
     default_max_turns: ClassVar[int] = 32
     #: Observations longer than this are cut in the middle.

@@ -17,11 +17,11 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NotRequired
 
 import docstring_parser
 import pydantic
-from typing_extensions import NotRequired, TypedDict
+from typing_extensions import TypedDict
 
 from gymenvs.core.actions import ActionError
 

@@ -83,7 +83,8 @@ class Browser:
         _start_guard()
         options = webdriver.ChromeOptions()
         options.binary_location = chromium
-        for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={self.directory / 'profile'}", "--window-size={},{}".format(*window_size)):
+        width, height = window_size
+        for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={self.directory / 'profile'}", f"--window-size={width},{height}"):
             options.add_argument(flag)
         service = Service(
             executable_path=chromedriver,
