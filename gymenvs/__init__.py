@@ -6,6 +6,7 @@
     env = gymnasium.make("gymenvs/Wordle-v0")
 """
 
+from gymenvs._moved import alias_moved_modules
 from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool
 from gymenvs.registry import describe_envs, list_envs, make_vec, register_envs, vector_entry_point
 
@@ -23,3 +24,4 @@ __all__ = [
 ]
 
 register_envs()
+alias_moved_modules({"gymenvs.evaluation": "gymenvs.eval.evaluate", "gymenvs.policies": "gymenvs.eval.policies"})

@@ -6,12 +6,13 @@ the one it builds (and its heavy dependencies) on first use. The vector entry po
 (`backend="process"` and its other settings are keywords of `make_vec`; the rest go to the env);
 `vector_entry_point(id)` gives envs that users register themselves the same. Gymnasium refuses
 `make_vec(..., wrappers=...)` for any env with a vector entry point; `gymenvs.make_vec` takes them.
+`probe(id, kwargs)` checks an id and its kwargs by building one env, as the TRL bridge does before training.
 """
 
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,3 +135,29 @@ def list_envs() -> list[str]:
 def describe_envs() -> dict[str, str]:
     """Each env id with its one-line description."""
     return {entry.id: entry.description for entry in ENVS}
+
+
+@dataclass(frozen=True)
+class ProbedEnv:
+    """What one env built from an id and kwargs shows: its class, turn limit and tool schemas."""
+
+    env_class: type[gym.Env]
+    max_turns: int | None
+    #: `TextEnv.tool_schemas()`; empty for an env that is no `TextEnv`.
+    tools: list[dict[str, Any]]
+
+
+def probe(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> ProbedEnv:
+    """Build one env of `env_id` with `env_kwargs` and close it: a `ValueError` now, for an unknown id,
+    rather than at the first training step; the env's own error for bad kwargs."""
+    from gymenvs.core.env import TextEnv
+
+    if env_id not in gym.registry:
+        raise ValueError(f"env id {env_id!r} is not registered; gymenvs envs are {list_envs()}")
+    env = gym.make(env_id, **(env_kwargs or {}))
+    try:
+        unwrapped = env.unwrapped
+        tools = unwrapped.tool_schemas() if isinstance(unwrapped, TextEnv) else []
+        return ProbedEnv(type(unwrapped), getattr(unwrapped, "max_turns", None), tools)
+    finally:
+        env.close()

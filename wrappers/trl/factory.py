@@ -21,6 +21,8 @@ from typing import Any
 import gymnasium as gym
 
 from gymenvs.core.images import has_image, text_view, to_pil_image
+from gymenvs.core.tools import tool_docstring
+from gymenvs.registry import probe
 from wrappers.trl import trl_internals
 from wrappers.trl.seeding import GroupSeeds, reset_options
 
@@ -159,11 +161,15 @@ def environment_factory(
             raise ValueError(
                 f"{env_id}: a tool cannot be named {tool_name!r} (reserved: {sorted(_RESERVED_NAMES)} and private names)"
             )
-        method = _tool_method(tool_name, getattr(env_class, tool_name))
+        spec = env_class.tools[tool_name]
+        method = _tool_method(tool_name, getattr(env_class, tool_name), tool_docstring(spec.schema))
         try:
-            get_json_schema(method)
+            trl_schema = get_json_schema(method)
         except Exception as exc:  # transformers raises its own parsing exceptions; all mean the same here
             raise ValueError(f"{env_id}: tool {tool_name!r} cannot be described to a model: {exc}") from exc
+        if trl_schema != spec.schema:  # TRL would show the model another schema than the env's info["tools"]
+            raise ValueError(f"{env_id}: tool {tool_name!r} cannot be described to a model: TRL would read "
+                             f"{trl_schema} from it, the env declares {spec.schema}")
         namespace[tool_name] = method
     bases = (GymnasiumEnvironment, EnvReward) if env_reward else (GymnasiumEnvironment,)
     return type(class_name, bases, namespace)
@@ -188,25 +194,18 @@ def _trainer_group_size() -> int | None:
 
 def _probe(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[type, int | None]:
     """The env's class and turn limit, from one env built to check that the id and kwargs are valid."""
-    import gymenvs  # noqa: F401  (registers the gymenvs ids)
-
-    if env_id not in gym.registry:
-        raise ValueError(f"env id {env_id!r} is not registered; gymenvs envs are {gymenvs.list_envs()}")
-    probe = gym.make(env_id, **env_kwargs)
-    try:
-        env_class, max_turns = type(probe.unwrapped), getattr(probe.unwrapped, "max_turns", None)
-    finally:
-        probe.close()
-    if not getattr(env_class, "tools", None):
+    probed = probe(env_id, env_kwargs)
+    if not getattr(probed.env_class, "tools", None):
         raise ValueError(
-            f"{env_id}: {env_class.__name__} declares no tools; "
+            f"{env_id}: {probed.env_class.__name__} declares no tools; "
             "environment_factory needs a gymenvs TextEnv with @tool methods"
         )
-    return env_class, max_turns
+    return probed.env_class, probed.max_turns
 
 
-def _tool_method(name: str, function: Callable) -> Callable:
-    """A method that forwards to the env's tool `name`, with the tool's signature and docstring."""
+def _tool_method(name: str, function: Callable, docstring: str) -> Callable:
+    """A method that forwards to the env's tool `name`, with the tool's parameters and a docstring from
+    which `get_json_schema` reads the env's own schema (`gymenvs.core.tools.tool_docstring`)."""
     hints = typing.get_type_hints(function)
     signature = inspect.signature(function)
     parameters = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()]
@@ -218,9 +217,10 @@ def _tool_method(name: str, function: Callable) -> Callable:
         return self._call_tool(name, {**dict(zip(parameter_names, args)), **kwargs})
 
     method.__name__ = method.__qualname__ = name
-    method.__doc__ = inspect.getdoc(function)
-    method.__signature__ = signature.replace(parameters=parameters, return_annotation=str)  # type: ignore[attr-defined]
-    method.__annotations__ = {**{k: v for k, v in hints.items() if k != "return"}, "return": str}
+    method.__doc__ = docstring
+    # No return annotation: get_json_schema would add it to the schema the model reads.
+    method.__signature__ = signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty)  # type: ignore[attr-defined]
+    method.__annotations__ = {k: v for k, v in hints.items() if k != "return"}
     return method
 
 

@@ -497,22 +497,16 @@ def _slot_info(infos: Mapping[str, Any], index: int) -> dict[str, Any]:
 def _describe_env(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[list[dict], bool]:
     """The env's tool schemas, and whether it reads free text as an action; builds one env to check
     that the id and kwargs are valid."""
-    import gymenvs
     from gymenvs.core import TextEnv
+    from gymenvs.registry import probe
 
-    if env_id not in gym.registry:
-        raise ValueError(f"env id {env_id!r} is not registered; gymenvs envs are {gymenvs.list_envs()}")
-    probe = gym.make(env_id, **env_kwargs)
-    try:
-        env = probe.unwrapped
-        if not isinstance(env, TextEnv):
-            raise ValueError(
-                f"{env_id}: {type(env).__name__} is not a gymenvs TextEnv; "
-                "make_rollout_func needs text observations and actions"
-            )
-        return env.tool_schemas(), type(env)._parse_text is not TextEnv._parse_text
-    finally:
-        probe.close()
+    probed = probe(env_id, env_kwargs)
+    if not issubclass(probed.env_class, TextEnv):
+        raise ValueError(
+            f"{env_id}: {probed.env_class.__name__} is not a gymenvs TextEnv; "
+            "make_rollout_func needs text observations and actions"
+        )
+    return probed.tools, probed.env_class._parse_text is not TextEnv._parse_text
 
 
 def _shortest_action(tokenizer: PreTrainedTokenizerBase, tools: list[dict], accepts_free_text: bool) -> tuple[int, str]:

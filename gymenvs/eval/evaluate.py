@@ -1,4 +1,4 @@
-"""`evaluate()`: run a policy over N episodes of an env, summarise them, and keep their transcripts.
+"""`evaluate_policy()`: run a policy over N episodes of an env, summarise them, and keep their transcripts.
 
 `gymenvs eval` and `gymenvs replay` are this module on the command line. Episodes run on a thread
 pool (an endpoint or a container waits on I/O); each has its own env and its own copy of the
@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import statistics
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,7 +19,8 @@ from typing import Any, TextIO
 
 import gymnasium as gym
 
-from gymenvs.policies import Policy, as_text
+from gymenvs.eval.policies.base import Policy, as_text
+from gymenvs.registry import probe
 
 
 @dataclass
@@ -43,7 +45,7 @@ class EpisodeRecord:
 
 @dataclass(frozen=True)
 class EvalSummary:
-    """What `evaluate()` returns and `gymenvs eval` prints."""
+    """What `evaluate_policy()` returns and `gymenvs eval` prints."""
 
     env_id: str
     policy: str
@@ -89,7 +91,7 @@ class EvalSummary:
         return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
 
-def evaluate(
+def evaluate_policy(
     env_id: str,
     policy: Policy,
     *,
@@ -104,21 +106,17 @@ def evaluate(
 
     Args:
         env_id: a registered env id.
-        policy: see `gymenvs.policies` (`make_policy` builds one by name).
+        policy: see `gymenvs.eval.policies` (`make_policy` builds one by name).
         env_kwargs: keyword arguments for `gymnasium.make`.
         max_workers: episodes played at once, on threads.
         transcripts: a JSONL file to write, one episode per line, in seed order.
         progress: show a tqdm progress bar.
     """
-    import gymenvs  # noqa: F401  (registers the envs)
-
     if num_episodes < 1:
         raise ValueError(f"num_episodes={num_episodes}: expected at least 1")
     if max_workers < 1:
         raise ValueError(f"max_workers={max_workers}: expected at least 1")
-    if env_id not in gym.registry:
-        raise ValueError(f"env id {env_id!r} is not registered; gymenvs envs are {gymenvs.list_envs()}")
-    gym.make(env_id, **(env_kwargs or {})).close()  # a bad kwarg fails here, once, not in every episode
+    probe(env_id, env_kwargs)  # an unknown id or a bad kwarg fails here, once, not in every episode
     from tqdm.auto import tqdm
 
     start = time.perf_counter()
@@ -136,6 +134,16 @@ def evaluate(
             for record in records:
                 file.write(json.dumps(asdict(record), default=str) + "\n")
     return summary
+
+
+def evaluate(*args: Any, **kwargs: Any) -> EvalSummary:
+    """Deprecated name of `evaluate_policy` (three public functions were named `evaluate`)."""
+    warnings.warn(
+        "gymenvs.evaluation.evaluate is now gymenvs.eval.evaluate_policy; the old name goes away in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return evaluate_policy(*args, **kwargs)
 
 
 def play_episode(env_id: str, env_kwargs: dict[str, Any], policy: Policy, seed: int) -> EpisodeRecord:
