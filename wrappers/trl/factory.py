@@ -22,7 +22,7 @@ import gymnasium as gym
 
 from gymenvs.core.images import has_image, text_view, to_pil_image
 from wrappers.trl import trl_internals
-from wrappers.trl.seeding import GroupSeeds, reset_options
+from wrappers.trl.rollout.seeding import GroupSeeds, reset_options
 
 _RESERVED_NAMES = frozenset({"reset", "get_reward", "reward", "done", "env"})
 EPISODE_OVER_NOTE = "\n(The episode is over: do not call any more tools.)"

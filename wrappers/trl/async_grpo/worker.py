@@ -33,15 +33,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wrappers.trl.rollout import EnvRollout, Prompt, make_rollout_func
-from wrappers.trl.transcript import first_message_with
+from wrappers.trl.rollout.base import EnvRollout, Prompt
+from wrappers.trl.rollout.env import make_rollout_func
+from wrappers.trl.rollout.transcript import first_message_with
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
     from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
 
-    from wrappers.trl.generation import Completion, Generator, Sampling
-    from wrappers.trl.transcript import Episode
+    from wrappers.trl.generation.base import Completion, Generator, Sampling
+    from wrappers.trl.rollout.transcript import Episode
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class EnvRolloutWorker:
 
     Args:
         env_id: a registered env id (`import gymenvs` registers gymenvs' own).
-        server_url: the inference server (vLLM's `/v1/completions` API, or `wrappers.trl.inference_server`).
+        server_url: the inference server (vLLM's `/v1/completions` API, or `wrappers.trl.serve.inference_server`).
         tokenizer: the model's tokenizer, with its chat template.
         num_generations: episodes per GRPO group (G); they start from the same seed.
         max_completion_length: the token budget of an episode (model turns and env replies).
@@ -241,7 +242,7 @@ class EnvRolloutWorker:
         return self._model_version
 
     def _play_groups(self, rollout: EnvRollout) -> None:
-        from wrappers.trl.generation import VLLMServerGenerator
+        from wrappers.trl.generation.vllm_server import VLLMServerGenerator
 
         generator = None
         try:

@@ -1,15 +1,15 @@
-"""`make_rollout_func`: episodes of a whole batch run concurrently, with token-level logprobs, for GRPO.
+"""`EnvRollout`: the episode loop every rollout shares; episodes of a whole batch run concurrently,
+with token-level logprobs, for GRPO. `make_rollout_func` (rollout/env.py) builds one for an env.
 
 TRL's own `environment_factory` loop runs env tools one rollout after another. Here every episode
 of the batch lives in one slot of a `ConcurrentVectorEnv`; each turn, the model generates for all
 episodes still running in one batch, and the env steps them all at once. The same loop evaluates
-a model without a trainer (`EnvRollout.run`, `evaluate`).
+a model without a trainer (`EnvRollout.run`, `evaluate_rollouts`).
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import json
 import logging
 import weakref
@@ -22,15 +22,15 @@ import numpy as np
 
 from gymenvs.core.images import has_image, text_view
 from wrappers.trl import trl_internals
-from wrappers.trl.seeding import GroupSeeds, reset_options
-from wrappers.trl.transcript import ChatRenderer, Episode, first_message_with
+from wrappers.trl.rollout.seeding import GroupSeeds, reset_options
+from wrappers.trl.rollout.transcript import ChatRenderer, Episode, first_message_with
 from wrappers.vector import ConcurrentVectorEnv
 from wrappers.vector.config import make_config
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from wrappers.trl.generation import Generator
+    from wrappers.trl.generation.base import Generator
 
 Prompt = list[dict[str, Any]] | str
 logger = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ class EnvRollout:
         return output
 
     def _generator_for(self, trainer: Any) -> Generator:
-        from wrappers.trl.generation import generator_from_trainer
+        from wrappers.trl.generation.trainer import generator_from_trainer
 
         if self._trainer_generator is None or self._trainer_generator[0] is not trainer:
             self._trainer_generator = (trainer, generator_from_trainer(trainer))
@@ -334,71 +334,6 @@ class EnvRollout:
     def close(self) -> None:
         """Close the episodes' envs (also done when the rollout is collected or the interpreter exits)."""
         _close_all_quietly(self._vector_envs)
-
-
-def make_rollout_func(env_id: str | Mapping[str, EnvSpec] | Sequence[str], **options: Any) -> EnvRollout:
-    """A `rollout_func` for `GRPOTrainer(rollout_func=...)` that plays `env_id`; pair it with its
-    reward function: `GRPOTrainer(reward_funcs=rollout.reward_func, rollout_func=rollout, ...)`.
-
-    It returns `prompt_ids`, `completion_ids` (model turns and env replies, appended as tokens),
-    `logprobs` (the sampling policy's logprob of each sampled token, 0.0 on env tokens), `env_mask`
-    (0 on env tokens), and `env_reward`, `env_turns` and `env_seed` per episode (and `env_name`
-    with several envs). Generation uses the trainer's vLLM engine when `use_vllm` is on, else `generate` on the
-    model being trained. A dataset's `seed` and `options` columns set each episode's start; rows
-    without a seed get one start per GRPO group and a different one per group.
-
-    Args:
-        env_id: a registered env id (`import gymenvs` registers gymenvs' own); or several envs, as
-            `{name: env_id or (env_id, kwargs)}` or a list of ids (each named by its id), of which
-            each dataset row's `environment` column picks one, as TRL's dict `environment_factory` does.
-            Score them with `reward_func` (every env's reward) or `reward_func_for(name)` per env.
-        env_kwargs: keyword arguments for `gymnasium.make`; any keyword not listed here is one too,
-            as `environment_factory` takes them.
-        tokenizer, max_completion_length: when both are given, the length is checked now (else at
-            the first call); `max_completion_length` overrides the trainer's.
-        max_tokens_per_turn: cap on one model turn (default: the remaining completion budget). A turn
-            that reaches it is closed with the end-of-turn token and sent to the env as it is.
-        show_tools: render the env's tool schemas in the prompt.
-        chat_template_kwargs: extra chat template variables, over the trainer's own
-            `GRPOConfig(chat_template_kwargs=...)`, which are honoured too.
-        group_size: rollouts per group for seedless rows (default: the trainer's `num_generations`).
-        backend, max_workers, step_timeout_s: the `ConcurrentVectorEnv` the episodes run in. An env
-            that crashes or outlives `step_timeout_s` ends its own episode (reward 0, error recorded).
-        vector_kwargs: any other `ConcurrentVectorEnv` setting, such as the Ray backend's `address`,
-            `num_cpus` and `resources` (`{"docker": 1}`), or the thread backend's `pin_threads`.
-    """
-    rollout_options = set(inspect.signature(EnvRollout).parameters) - {"env_id"}
-    env_kwargs = {key: value for key, value in options.items() if key not in rollout_options}
-    options = {key: value for key, value in options.items() if key in rollout_options}
-    if env_kwargs:
-        options["env_kwargs"] = {**(options.get("env_kwargs") or {}), **env_kwargs}
-    from wrappers.trl.agent_rollout import AgentRollout, is_agent_env
-
-    return (AgentRollout if isinstance(env_id, str) and is_agent_env(env_id) else EnvRollout)(env_id, **options)
-
-
-def evaluate(
-    env_id: str,
-    generator: Generator,
-    tokenizer: PreTrainedTokenizerBase,
-    *,
-    num_episodes: int,
-    seed: int = 0,
-    prompt: Prompt = "",
-    max_completion_length: int = 1024,
-    **options: Any,
-) -> list[Episode]:
-    """Play `num_episodes` episodes of `env_id` (seeds `seed`, `seed + 1`, ...) with `generator` and
-    return them: `episode.messages` is the transcript, `episode.reward` the env's total reward.
-    `options` go to `make_rollout_func`."""
-    rollout = make_rollout_func(env_id, **options)
-    try:
-        seeds = list(range(seed, seed + num_episodes))
-        return rollout.run(
-            [prompt] * num_episodes, generator, tokenizer, seeds=seeds, max_completion_length=max_completion_length
-        )
-    finally:
-        rollout.close()
 
 
 @dataclass(frozen=True)

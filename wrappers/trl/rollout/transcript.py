@@ -16,7 +16,7 @@ from gymenvs.core import ActionError, parse_action
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from wrappers.trl.generation import Completion
+    from wrappers.trl.generation.base import Completion
 
 EndReason = Literal["terminated", "truncated", "max_completion_length", "env_error"]
 

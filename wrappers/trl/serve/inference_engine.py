@@ -15,7 +15,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from wrappers.trl.generation import Sampling, TransformersGenerator
+from wrappers.trl.generation.base import Sampling
+from wrappers.trl.generation.transformers import TransformersGenerator
 
 if TYPE_CHECKING:
     import torch

@@ -11,13 +11,13 @@ endpoints `AsyncGRPOTrainer`, its weight sync and our rollout worker call:
 - `POST /pause?mode=keep` (the running batch finishes, queued requests wait) and `POST /resume`;
 - `POST /start_weight_update`, `POST /update_weights`, `POST /finish_weight_update`. vLLM moves the
   tensors over NCCL and `/update_weights` only describes them; here they travel in the request body
-  as a safetensors file (see `wrappers.trl.weight_transfer`), so no GPU and no process group is needed;
+  as a safetensors file (see `wrappers.trl.serve.weight_transfer`), so no GPU and no process group is needed;
 - `GET /stats`: generation busy time, batches, tokens and weight version, for benchmarks.
 
 Not supported (answered with 400): `n > 1`, `logprobs > 0`, `echo`. A request's `seed` is ignored:
 requests are batched together, so one cannot be seeded alone.
 
-    python -m wrappers.trl.inference_server MODEL_DIR [--host 127.0.0.1] [--port 8000]
+    python -m wrappers.trl.serve.inference_server MODEL_DIR [--host 127.0.0.1] [--port 8000]
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
-from wrappers.trl.generation import Completion, Sampling
-from wrappers.trl.inference_engine import InferenceEngine
+from wrappers.trl.generation.base import Completion, Sampling
+from wrappers.trl.serve.inference_engine import InferenceEngine
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -376,7 +376,7 @@ class ServerProcess:
     """
 
     def __init__(self, model_dir: str | Path, *, max_batch_size: int = 64, timeout_s: float = 120.0):
-        command = [sys.executable, "-m", "wrappers.trl.inference_server", str(model_dir), "--port", "0"]
+        command = [sys.executable, "-m", "wrappers.trl.serve.inference_server", str(model_dir), "--port", "0"]
         command += ["--max-batch-size", str(max_batch_size)]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         self.model_name = str(model_dir)

@@ -3,7 +3,7 @@
 TRL's own `WeightTransferClient` broadcasts the trainer's tensors to vLLM's GPU workers over NCCL,
 which needs CUDA on both sides. This one sends them in the body of `POST /update_weights`, as
 safetensors files of at most `chunk_bytes` each, between `/start_weight_update` and
-`/finish_weight_update`, to `wrappers.trl.inference_server` (which loads only while paused). The
+`/finish_weight_update`, to `wrappers.trl.serve.inference_server` (which loads only while paused). The
 call sequence is TRL's: `init_weight_transfer` once, then per sync `pause`, `send_weights`, `resume`.
 """
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class HTTPWeightTransfer:
-    """Moves the trainer's weights into an inference server that speaks `wrappers.trl.inference_server`'s API.
+    """Moves the trainer's weights into an inference server that speaks `wrappers.trl.serve.inference_server`'s API.
 
     Args:
         base_url: the server's root, such as `http://127.0.0.1:8000`.
