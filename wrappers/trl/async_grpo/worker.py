@@ -48,8 +48,6 @@ logger = logging.getLogger(__name__)
 
 #: Consecutive failed groups (server down, env broken) after which the worker is declared failed.
 MAX_CONSECUTIVE_FAILURES = 3
-#: Retries of a generation request that failed in transport (connection reset, server disconnected).
-TRANSPORT_RETRIES = 2
 
 
 @dataclass
@@ -74,25 +72,11 @@ class _GroupGenerator:
     def generate(self, prompts: Sequence[Sequence[int]], max_tokens: Sequence[int]) -> list[Completion]:
         self.worker._check_alive(self.group)
         started = time.monotonic()
-        completions = self._generate(prompts, max_tokens)
+        completions = self.generator.generate(prompts, max_tokens)  # ServerClient retries a broken connection
         self.group.generation_s += time.monotonic() - started
         self.worker._beat()
         self.worker._check_alive(self.group)
         return completions
-
-    def _generate(self, prompts: Sequence[Sequence[int]], max_tokens: Sequence[int]) -> list[Completion]:
-        """Retry a request lost in transport: a server may close a kept-alive connection as it is reused."""
-        import httpx
-
-        attempt = 0
-        while True:
-            try:
-                return self.generator.generate(prompts, max_tokens)
-            except httpx.TransportError:
-                attempt += 1
-                if attempt > TRANSPORT_RETRIES or self.worker._stopping.is_set():
-                    raise
-                time.sleep(0.5 * attempt)
 
 
 class EnvRolloutWorker:

@@ -3,7 +3,6 @@ and `VLLMClientGenerator` (through the `trl` `VLLMClient` a trainer in vLLM serv
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -13,9 +12,10 @@ from wrappers.trl.generation.base import Completion, Sampling, _check_batch, _cu
 class VLLMServerGenerator:
     """Samples from a vLLM server through its OpenAI-compatible `/v1/completions` endpoint.
 
-    The whole batch goes in one request, prompts as token-id lists, with `return_token_ids` and
-    `logprobs=0` (start the server with `--logprobs-mode processed_logprobs`). One `max_tokens`
-    serves the batch (the largest budget); a completion that outruns its own budget is cut here.
+    A thin user of `wrappers.trl.serve.client.ServerClient`. The whole batch goes in one request,
+    prompts as token-id lists, with `return_token_ids` and `logprobs=0` (start the server with
+    `--logprobs-mode processed_logprobs`). One `max_tokens` serves the batch (the largest budget); a
+    completion that outruns its own budget is cut here.
 
     Args:
         base_url: the server's root, such as `http://localhost:8000`.
@@ -35,27 +35,18 @@ class VLLMServerGenerator:
         timeout_s: float = 600.0,
         extra_request_fields: dict | None = None,
     ):
-        import httpx
+        from wrappers.trl.serve.client import ServerClient
 
         self.base_url = base_url.rstrip("/")
         self.sampling = sampling or Sampling()
         self.stop_token_ids = set(stop_token_ids)
         self.extra_request_fields = dict(extra_request_fields or {})
-        self._client = httpx.Client(base_url=self.base_url, timeout=timeout_s)
-        self._finalizer = weakref.finalize(self, self._client.close)
+        self._client = ServerClient(self.base_url, timeout_s=timeout_s)
         try:
-            self.model = model or self._first_model()
+            self.model = model or self._client.first_model()
         except BaseException:
             self.close()
             raise
-
-    def _first_model(self) -> str:
-        response = self._client.get("/v1/models")
-        response.raise_for_status()
-        models = response.json().get("data") or []
-        if not models:
-            raise RuntimeError(f"the vLLM server at {self.base_url} lists no model under /v1/models")
-        return models[0]["id"]
 
     def generate(self, prompts: Sequence[Sequence[int]], max_tokens: Sequence[int]) -> list[Completion]:
         _check_batch(prompts, max_tokens)
@@ -70,12 +61,7 @@ class VLLMServerGenerator:
             **vllm_sampling(self.sampling),
             **self.extra_request_fields,
         }
-        response = self._client.post("/v1/completions", json=request)
-        if response.status_code != 200:
-            raise RuntimeError(
-                f"vLLM server {self.base_url}/v1/completions answered {response.status_code}: {response.text[:500]}"
-            )
-        choices = sorted(response.json()["choices"], key=lambda choice: choice["index"])
+        choices = sorted(self._client.completions(request)["choices"], key=lambda choice: choice["index"])
         if len(choices) != len(prompts):
             raise RuntimeError(f"vLLM server returned {len(choices)} choices for {len(prompts)} prompts")
         return [self._completion(choice, budget) for choice, budget in zip(choices, max_tokens)]
@@ -93,7 +79,7 @@ class VLLMServerGenerator:
 
     def close(self) -> None:
         """Close the HTTP client (also done when the generator is collected)."""
-        self._finalizer()
+        self._client.close()
 
     def __enter__(self) -> VLLMServerGenerator:
         return self

@@ -39,6 +39,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 from wrappers.trl.generation.base import Completion, Sampling
+from wrappers.trl.serve.client import ServerClient
 from wrappers.trl.serve.inference_engine import InferenceEngine
 
 if TYPE_CHECKING:
@@ -385,7 +386,8 @@ class ServerProcess:
             self.close()
             raise RuntimeError(f"the inference server process did not start (it printed {line!r})")
         self.base_url = line
-        _wait_healthy(self.base_url, timeout_s)
+        with ServerClient(self.base_url) as client:
+            client.wait_healthy(timeout_s)
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -403,21 +405,6 @@ class ServerProcess:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
-
-
-def _wait_healthy(base_url: str, timeout_s: float) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if httpx.get(f"{base_url}/health", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the inference server at {base_url} did not answer /health in {timeout_s}s")
-        time.sleep(0.1)
 
 
 def main(argv: list[str] | None = None) -> None:
