@@ -19,9 +19,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
+from pydantic import StrictBool
 
 from gymenvs.core.images import has_image, text_view, to_pil_image
 from wrappers.trl import trl_internals
+from wrappers.trl.config import OptionalPositiveInt, Options
 from wrappers.trl.rollout.seeding import GroupSeeds, reset_options
 
 _RESERVED_NAMES = frozenset({"reset", "get_reward", "reward", "done", "env"})
@@ -111,6 +113,13 @@ class EnvReward:
         return self._reward  # type: ignore[attr-defined]
 
 
+class FactoryOptions(Options):
+    """`environment_factory`'s own options, checked when it is called."""
+
+    env_reward: StrictBool = True
+    group_size: OptionalPositiveInt = None
+
+
 def environment_factory(
     env_id: str,
     *,
@@ -136,15 +145,15 @@ def environment_factory(
             (they can read `environments[i].reward` and `.done`), so nothing is counted twice.
         group_size: rollouts per prompt (`num_generations`) for rows without a `seed` column;
             default: read from the trainer that is generating.
-        env_kwargs, **kwargs: keyword arguments for `gymnasium.make` (both forms merge), the same
-            as `make_rollout_func` takes them.
+        env_kwargs, **kwargs: keyword arguments for `gymnasium.make` (both forms merge), as
+            `gymnasium.make` takes them; a keyword the env does not take fails here, at the probe.
+            (`make_rollout_func`, with many options of its own, takes them in `env_kwargs` only.)
     """
     from transformers.utils import get_json_schema
 
     env_kwargs = {**(env_kwargs or {}), **kwargs}
     class_name = _class_name(env_id, env_kwargs) if name is None else _checked_name(name)
-    if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1):
-        raise ValueError(f"group_size={group_size!r}: expected a positive integer (num_generations) or None")
+    FactoryOptions(env_reward=env_reward, group_size=group_size)
     env_class, max_turns = _probe(env_id, env_kwargs)
     namespace: dict[str, Any] = {
         "env_id": env_id,

@@ -29,10 +29,12 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
+from pydantic import Field, StrictInt
 
+from wrappers.trl.config import NonNegativeInt, Options, PositiveInt, PositiveSeconds
 from wrappers.trl.rollout.base import EnvRollout, Prompt
 from wrappers.trl.rollout.env import make_rollout_func
 from wrappers.trl.rollout.transcript import first_message_with
@@ -57,6 +59,18 @@ class _Group:
     model_version: int
     started_at: float = field(default_factory=time.monotonic)
     generation_s: float = 0.0
+
+
+class WorkerOptions(Options):
+    """The worker's own numbers, checked when it is built (the env, tokens and vector env are checked by
+    `make_rollout_func`); see `EnvRolloutWorker` for each."""
+
+    num_generations: Annotated[StrictInt, Field(ge=2, description="an integer >= 2 (a group needs two to compare)")]
+    groups_in_flight: PositiveInt
+    max_staleness: NonNegativeInt
+    seed: NonNegativeInt
+    queue_maxsize: Annotated[StrictInt, Field(ge=0, description="an integer >= 0 (0: unbounded)")]
+    request_timeout_s: PositiveSeconds
 
 
 class _Abandoned(Exception):
@@ -129,11 +143,14 @@ class EnvRolloutWorker:
         request_timeout_s: float = 600.0,
         model: str | None = None,
     ):
-        _check_int("num_generations", num_generations, 2)
-        _check_int("groups_in_flight", groups_in_flight, 1)
-        _check_int("max_staleness", max_staleness, 0)
-        _check_int("seed", seed, 0)
-        _check_int("queue_maxsize", queue_maxsize, 0)
+        WorkerOptions(
+            num_generations=num_generations,
+            groups_in_flight=groups_in_flight,
+            max_staleness=max_staleness,
+            seed=seed,
+            queue_maxsize=queue_maxsize,
+            request_timeout_s=request_timeout_s,
+        )
         self.server_url = server_url
         self.tokenizer = tokenizer
         self.num_generations = num_generations
@@ -375,8 +392,3 @@ class EnvRolloutWorker:
             self.metrics_queue.put_nowait(metrics)
         except queue.Full:
             pass  # the trainer drains this in `log()`; never hold up a rollout for it
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}={value!r}: expected an integer >= {minimum}")

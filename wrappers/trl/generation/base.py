@@ -29,7 +29,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
+
+from pydantic import Field, StrictInt
+
+from wrappers.trl.config import Options
 
 FinishReason = Literal["stop", "length"]
 
@@ -47,19 +51,17 @@ class Completion:
             raise ValueError(f"{len(self.token_ids)} token ids but {len(self.logprobs)} logprobs")
 
 
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling parameters, with the meanings TRL's GRPOConfig gives them (0 / 1.0 / None = off)."""
+class Sampling(Options):
+    """Sampling parameters, with the meanings TRL's GRPOConfig gives them (0 / 1.0 / None = off).
 
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float | None = None
-    repetition_penalty: float = 1.0
+    Checked by pydantic (strict, unknown fields rejected) when built; give them by name.
+    """
 
-    def __post_init__(self) -> None:
-        if not self.temperature > 0:
-            raise ValueError(f"temperature={self.temperature}: sampling needs a temperature > 0")
+    temperature: Annotated[float, Field(gt=0, allow_inf_nan=False, description="a temperature > 0 (sampling needs one)")] = 1.0
+    top_p: Annotated[float, Field(gt=0, le=1, description="a probability mass in (0, 1]")] = 1.0
+    top_k: Annotated[StrictInt, Field(ge=0, description="an integer >= 0 (0: off)")] = 0
+    min_p: Annotated[float | None, Field(ge=0, le=1, description="a probability in [0, 1], or None (off)")] = None
+    repetition_penalty: Annotated[float, Field(gt=0, allow_inf_nan=False, description="a positive penalty (1.0: off)")] = 1.0
 
 
 class Generator(Protocol):

@@ -19,7 +19,13 @@ def generator_from_trainer(trainer: Any) -> Generator:
     args = trainer.args
     if not args.use_vllm:
         return _transformers_for_trainer(trainer)
-    sampling = Sampling(args.temperature, args.top_p, args.top_k, args.min_p, args.repetition_penalty)
+    sampling = Sampling(
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        min_p=args.min_p,
+        repetition_penalty=args.repetition_penalty,
+    )
     extra = dict(args.generation_kwargs or {})
     if args.vllm_mode == "colocate":
         if args.vllm_enable_sleep_mode or args.vllm_tensor_parallel_size > 1:

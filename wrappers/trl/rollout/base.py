@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
+from pydantic import StrictBool
 
 from gymenvs.core.images import has_image, text_view
 from wrappers.trl import trl_internals
+from wrappers.trl.config import OptionalPositiveInt, Options
 from wrappers.trl.rollout.seeding import GroupSeeds, reset_options
 from wrappers.trl.rollout.transcript import ChatRenderer, Episode, first_message_with
 from wrappers.vector import ConcurrentVectorEnv
@@ -48,6 +50,17 @@ def env_reward(
 
 EnvSpec = str | tuple[str, Mapping[str, Any]]
 ENVIRONMENT_COLUMN = "environment"
+
+
+class RolloutOptions(Options):
+    """How a rollout plays its episodes (see `make_rollout_func` for each option); the env and the
+    vector env are checked by their own code."""
+
+    max_completion_length: OptionalPositiveInt = None
+    max_tokens_per_turn: OptionalPositiveInt = None
+    show_tools: StrictBool = True
+    chat_template_kwargs: dict[str, Any] = {}
+    group_size: OptionalPositiveInt = None
 
 
 @dataclass
@@ -84,23 +97,30 @@ class EnvRollout:
         step_timeout_s: float | None = None,
         vector_kwargs: Mapping[str, Any] | None = None,
     ):
+        self.options = RolloutOptions(
+            max_completion_length=max_completion_length,
+            max_tokens_per_turn=max_tokens_per_turn,
+            show_tools=show_tools,
+            chat_template_kwargs=dict(chat_template_kwargs or {}),
+            group_size=group_size,
+        )
         self.envs = _rollout_envs(env_id, dict(env_kwargs or {}))
         self.multi_env = not isinstance(env_id, str)
         first = next(iter(self.envs.values()))
         self.env_id, self.env_kwargs = first.env_id, first.env_kwargs  # the single env's (the first one's)
         self.tools, self.accepts_free_text = first.tools, first.accepts_free_text
         self.tokenizer = tokenizer
-        self.max_completion_length = _positive("max_completion_length", max_completion_length)
-        self.max_tokens_per_turn = _positive("max_tokens_per_turn", max_tokens_per_turn)
-        self.group_size = _positive("group_size", group_size)
-        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.max_completion_length = self.options.max_completion_length
+        self.max_tokens_per_turn = self.options.max_tokens_per_turn
+        self.group_size = self.options.group_size
+        self.chat_template_kwargs = dict(self.options.chat_template_kwargs)
         self.vector_options = {"backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s}
         repeated = sorted(set(vector_kwargs or {}) & set(self.vector_options))
         if repeated:
             raise ValueError(f"vector_kwargs={vector_kwargs!r}: give {', '.join(repeated)} as keyword(s) of their own")
         self.vector_options.update(vector_kwargs or {})
         make_config(**self.vector_options)  # a bad or unknown setting is a ValueError now, not at the first call
-        self.show_tools = show_tools
+        self.show_tools = self.options.show_tools
         self._vector_envs: dict[str, ConcurrentVectorEnv] = {}
         self._finalizer = weakref.finalize(self, _close_all_quietly, self._vector_envs)
         self._trainer_generator: tuple[Any, Generator] | None = None
@@ -460,12 +480,6 @@ def _shortest_action(tokenizer: PreTrainedTokenizerBase, tools: list[dict], acce
     lengths = {text: len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1 for text in candidates}
     example = min(lengths, key=lengths.__getitem__)
     return lengths[example], example
-
-
-def _positive(name: str, value: int | None) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{name}={value!r}: expected a positive integer or None")
-    return value
 
 
 def _close_all_quietly(vector_envs: dict[str, Any]) -> None:

@@ -36,7 +36,7 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import ConfigDict, PositiveInt, model_validator
 
 from wrappers.trl.generation.base import Completion, Sampling
 from wrappers.trl.serve.client import ServerClient
@@ -49,19 +49,15 @@ TokenPrompt = list[int]
 KEEP_ALIVE_S = 120
 
 
-class CompletionRequest(BaseModel):
-    """The fields of vLLM's `/v1/completions` request this server reads (others are ignored)."""
+class CompletionRequest(Sampling):
+    """The fields of vLLM's `/v1/completions` request this server reads (others are ignored): `Sampling`'s,
+    checked the same way, and these. vLLM's `top_k=-1` (off) is taken as 0 and `min_p=0` as None."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=False, frozen=False)
 
     model: str
     prompt: TokenPrompt | list[TokenPrompt] | str | list[str]
     max_tokens: PositiveInt = 16
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float | None = None
-    repetition_penalty: float = 1.0
     n: int = 1
     logprobs: int | None = None
     prompt_logprobs: int | None = None
@@ -69,6 +65,22 @@ class CompletionRequest(BaseModel):
     return_token_ids: bool = False
     return_tokens_as_token_ids: bool = False
     seed: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _vllm_offs(cls, body: Any) -> Any:
+        """vLLM's ways of saying "off" that `Sampling` spells 0 and None."""
+        if isinstance(body, dict):
+            body = dict(body)
+            if body.get("top_k") == -1:
+                body["top_k"] = 0
+            if body.get("min_p") == 0:
+                body["min_p"] = None
+        return body
+
+    def sampling(self) -> Sampling:
+        """The request's sampling parameters alone."""
+        return Sampling(**{name: getattr(self, name) for name in Sampling.model_fields})
 
 
 class BadRequest(Exception):
@@ -232,16 +244,7 @@ def _check_request(body: CompletionRequest, prompts: list[list[int]], max_model_
                 f"This model's maximum context length is {max_model_len} tokens; the prompt has {len(prompt)} "
                 f"tokens and max_tokens={body.max_tokens}"
             )
-    try:
-        return Sampling(
-            temperature=body.temperature,
-            top_p=body.top_p,
-            top_k=max(body.top_k, 0),  # vLLM reads -1 and 0 as "off"
-            min_p=body.min_p or None,
-            repetition_penalty=body.repetition_penalty,
-        )
-    except ValueError as exc:
-        raise BadRequest(str(exc)) from exc
+    return body.sampling()
 
 
 def _logprob_entry(value: float, token: int, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
