@@ -121,5 +121,5 @@ class CPUAsyncGRPOTrainer(AsyncGRPOTrainer):
             train_dataset = Dataset.from_dict({"prompt": [""]})  # never read: the worker makes the episodes
         register_cpu_tree_attention()
         with _peak_flops_unknown_off_cuda():
-            super().__init__(model, *args, train_dataset=train_dataset, **kwargs)
+            super().__init__(model, *args, **{**kwargs, "train_dataset": train_dataset})
         self.accelerator.unwrap_model(self.model).set_attn_implementation(CPU_TREE_ATTENTION)

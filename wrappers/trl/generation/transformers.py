@@ -70,7 +70,9 @@ class TransformersGenerator:
         )
         with self.model_context() as model, torch.no_grad():
             input_ids, attention_mask = _left_pad(prompts, self.pad_token_id, model.device)
-            output = model.generate(input_ids=input_ids, attention_mask=attention_mask, generation_config=config)
+            output = model.generate(  # type: ignore[operator]
+                input_ids=input_ids, attention_mask=attention_mask, generation_config=config
+            )
         new_tokens = output.sequences[:, input_ids.shape[1] :]
         logprobs = _sampled_logprobs(output.scores, new_tokens)
         completions = []

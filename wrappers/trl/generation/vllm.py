@@ -43,12 +43,12 @@ def _from_vllm_output(output: Any, request: str = "request") -> Completion:
     """A `vllm.CompletionOutput` with `logprobs=0`: each position maps the sampled token to its `Logprob`."""
     token_ids = list(output.token_ids)
     positions = output.logprobs
-    logprobs = None
+    reported: list[float | None] | None = None
     if positions is not None:
-        logprobs = [
+        reported = [
             position[token].logprob if position is not None and token in position else None
             for token, position in zip(token_ids, positions)
         ]
-        logprobs += [None] * (len(token_ids) - len(logprobs))
-    logprobs = checked_logprobs(logprobs, len(token_ids), request)
+        reported += [None] * (len(token_ids) - len(reported))
+    logprobs = checked_logprobs(reported, len(token_ids), request)
     return Completion(token_ids, logprobs, "stop" if output.finish_reason == "stop" else "length")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from wrappers.trl.generation.base import Completion, Sampling, _check_batch, _cut, checked_logprobs, vllm_sampling
+from wrappers.trl.generation.base import Completion, FinishReason, Sampling, _check_batch, _cut, checked_logprobs, vllm_sampling
 
 
 class VLLMServerGenerator:
@@ -72,7 +72,7 @@ class VLLMServerGenerator:
         if token_ids is None:
             raise RuntimeError(f"{request}: no token_ids (vLLM >= 0.10.2 is needed for return_token_ids)")
         logprobs = checked_logprobs((choice.get("logprobs") or {}).get("token_logprobs"), len(token_ids), request)
-        finished = "stop" if choice.get("finish_reason") == "stop" else "length"
+        finished: FinishReason = "stop" if choice.get("finish_reason") == "stop" else "length"
         if len(token_ids) <= max_tokens:
             return Completion(list(token_ids), logprobs, finished)
         return _cut(list(token_ids), logprobs, max_tokens, self.stop_token_ids)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from wrappers.trl.rollout.base import EnvRollout, Prompt
 from wrappers.trl.rollout.transcript import ChatRenderer, Episode
@@ -85,13 +85,14 @@ class AgentRollout(EnvRollout):
         result["agent_history_rewrites"] = [episode.history_rewrites for episode in self.last_episodes]
         return result
 
-    def run(self, prompts: Sequence[Prompt], generator: Any, tokenizer: Any = None, **options: Any) -> list[AgentEpisode]:
-        episodes = super().run(prompts, generator, tokenizer, **options)
+    def run(self, prompts: Sequence[Prompt], generator: Any, tokenizer: Any = None, **options: Any) -> list[Episode]:
+        """`EnvRollout.run`, whose episodes are `AgentEpisode`s here (`_start_episode` makes them)."""
+        episodes = cast(list[AgentEpisode], super().run(prompts, generator, tokenizer, **options))
         self.last_episodes = episodes
         self.metrics["episodes"] += len(episodes)
         self.metrics["requests"] += sum(episode.requests for episode in episodes if episode.prompt_ids)
         self.metrics["history_rewrites"] += sum(episode.history_rewrites for episode in episodes)
-        return episodes
+        return list(episodes)
 
     def _start_episode(self, prompt: Prompt, observation: str, seed: int, info: Mapping[str, Any],
                        renderer: ChatRenderer) -> AgentEpisode:

@@ -114,7 +114,7 @@ class EnvRollout:
         self.max_tokens_per_turn = self.options.max_tokens_per_turn
         self.group_size = self.options.group_size
         self.chat_template_kwargs = dict(self.options.chat_template_kwargs)
-        self.vector_options = {"backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s}
+        self.vector_options: dict[str, Any] = {"backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s}
         repeated = sorted(set(vector_kwargs or {}) & set(self.vector_options))
         if repeated:
             raise ValueError(f"vector_kwargs={vector_kwargs!r}: give {', '.join(repeated)} as keyword(s) of their own")
@@ -152,7 +152,7 @@ class EnvRollout:
             max_completion_length=self.max_completion_length or trainer.args.max_completion_length,
             chat_template_kwargs=chat_template_kwargs,
         )
-        output = {
+        output: dict[str, list] = {
             "prompt_ids": [episode.prompt_ids for episode in episodes],
             "completion_ids": [episode.completion_ids for episode in episodes],
             "logprobs": [episode.logprobs for episode in episodes],
@@ -265,7 +265,7 @@ class EnvRollout:
             completions = generator.generate([episodes[index].input_ids for index in live], budgets)
             actions: dict[int, str | None] = {}
             for index, completion in zip(live, completions):
-                renderer = renderers[episodes[index].env_name]
+                renderer = renderers[starts[index].env_name]
                 actions[index] = episodes[index].add_model_turn(completion, renderer, max_length)
             for name, indices in slots.items():
                 self._step(name, indices, actions, episodes, renderers[name], max_length)
@@ -287,8 +287,8 @@ class EnvRollout:
             slot_actions[slot] = actions.get(index)
         if all(action is None for action in slot_actions):
             return
-        observations, rewards, terminated, truncated, infos = vector_env.step(slot_actions)
-        observations = self._text_views(observations)
+        raw_observations, rewards, terminated, truncated, infos = vector_env.step(slot_actions)
+        observations = self._text_views(raw_observations)
         for slot, index in enumerate(indices):
             if slot_actions[slot] is not None:
                 episodes[index].add_env_turn(
@@ -369,6 +369,7 @@ class EpisodeStart:
 def _rollout_envs(spec: Any, env_kwargs: dict[str, Any]) -> dict[str, RolloutEnv]:
     """`{name: RolloutEnv}` from one env id, `{name: env_id or (env_id, kwargs)}`, or a list of ids.
     `env_kwargs` apply to a single env id only."""
+    named: dict[str, tuple[str, Mapping[str, Any]]]
     if isinstance(spec, str):
         named = {spec: (spec, env_kwargs)}
     elif env_kwargs:

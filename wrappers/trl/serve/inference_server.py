@@ -315,13 +315,14 @@ class InferenceServer:
         self._socket = _bind(host, port)
         self.base_url = f"http://{host}:{self._socket.getsockname()[1]}"
         # Workers keep their connections; uvicorn's 5 s default closes idle ones under their feet.
+        self.fastapi_app = app
         config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_keep_alive=KEEP_ALIVE_S)
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 
     @property
     def app(self) -> FastAPI:
-        return self._server.config.app
+        return self.fastapi_app
 
     def start(self, timeout_s: float = 30.0) -> InferenceServer:
         """Serve from a daemon thread; returns once the server accepts connections."""
@@ -384,6 +385,7 @@ class ServerProcess:
         command += ["--max-batch-size", str(max_batch_size)]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         self.model_name = str(model_dir)
+        assert self.process.stdout is not None  # stdout=PIPE
         line = self.process.stdout.readline().strip()  # the child prints its URL once it listens
         if not line.startswith("http://"):
             self.close()
