@@ -3,9 +3,10 @@
 TRL builds one instance per rollout (pooled, reused across steps), calls `reset(**row)`, exposes
 every public function of the class as a tool, runs the model's tool calls one rollout after
 another, and reads `get_reward()`. Observations with an image reach TRL as its multimodal content
-blocks, `[{"type": "image", "image": PIL.Image}, {"type": "text", "text": ...}]`. The class built here gives each instance its own env, one
-method per env tool with that tool's signature and docstring, and closes the env when the
-instance is collected or the interpreter exits (TRL never closes pooled instances).
+blocks, `[{"type": "image", "image": PIL.Image}, {"type": "text", "text": ...}]`. The class built here
+gives each instance its own env, one method per env tool with that tool's signature and docstring,
+and closes the env when the instance is collected or the interpreter exits (TRL never closes
+pooled instances).
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ def _trainer_group_size() -> int | None:
     return None if trainer is None else trl_internals.group_size(trainer)
 
 
-def _probe(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[type, int | None]:
+def _probe(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[Any, int | None]:
     """The env's class and turn limit, from one env built to check that the id and kwargs are valid."""
     import gymenvs  # noqa: F401  (registers the gymenvs ids)
 
@@ -221,7 +222,7 @@ def _tool_method(name: str, function: Callable) -> Callable:
     parameters = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()]
     parameter_names = [p.name for p in parameters[1:]]  # after self
 
-    def method(self: GymnasiumEnvironment, *args: Any, **kwargs: Any) -> str:
+    def method(self: GymnasiumEnvironment, *args: Any, **kwargs: Any) -> str | list[dict[str, Any]]:
         if len(args) > len(parameter_names):
             raise TypeError(f"{name}() takes {len(parameter_names)} arguments, got {len(args)}")
         return self._call_tool(name, {**dict(zip(parameter_names, args)), **kwargs})
@@ -248,7 +249,8 @@ def _as_text(observation: Any) -> str:
 
 def _image_blocks(observation: Mapping[str, Any], note: str = "") -> list[dict[str, Any]]:
     """A text+image observation as TRL 1.16's multimodal content blocks: the image (a PIL image), then the text."""
-    return [{"type": "image", "image": to_pil_image(observation["image"])}, {"type": "text", "text": text_view(observation) + note}]
+    image = to_pil_image(observation["image"])
+    return [{"type": "image", "image": image}, {"type": "text", "text": text_view(observation) + note}]
 
 
 def _close_quietly(env: gym.Env) -> None:
