@@ -51,7 +51,11 @@ class TextEnv(gym.Env[str, str]):
     thread_affine: ClassVar[bool] = False
     #: True when the env hosts an agent program whose LLM calls are its observations: each
     #: observation is a chat request (messages + tools in `info["request"]`) and each action the
-    #: reply. Rollouts read this to track token sequences per request instead of per turn.
+    #: reply. The protocol: an env that sets it puts every request in `info["request"]` (from
+    #: `reset` and every non-final `step`) and `info["history_rewritten"] = True` when the agent's
+    #: messages no longer extend the previous request. `wrappers.trl.make_rollout_func` reads it
+    #: off the registered class (no env is built for that) and plays such an env with an
+    #: `AgentRollout`, which tracks token sequences per request instead of per turn.
     hosts_agent: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

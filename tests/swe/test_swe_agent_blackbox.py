@@ -16,7 +16,7 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture(scope="module")
 def upstream():
-    from wrappers.trl.offline_model import tiny_model
+    from wrappers.trl.extras.tiny_model import tiny_model
 
     from .chat_upstream import TinyChatServer
 

@@ -18,7 +18,7 @@ TRAIN_AND_EXIT = textwrap.dedent(
     from trl import GRPOConfig, GRPOTrainer
     from gymenvs.swe.sandbox import LABEL_PID, docker_client
     from wrappers.trl import environment_factory, episode_dataset
-    from wrappers.trl.offline_model import tiny_model
+    from wrappers.trl.extras.tiny_model import tiny_model
 
     model, tokenizer = tiny_model(seed=0)
     trainer = GRPOTrainer(

@@ -3,9 +3,10 @@
 TRL builds one instance per rollout (pooled, reused across steps), calls `reset(**row)`, exposes
 every public function of the class as a tool, runs the model's tool calls one rollout after
 another, and reads `get_reward()`. Observations with an image reach TRL as its multimodal content
-blocks, `[{"type": "image", "image": PIL.Image}, {"type": "text", "text": ...}]`. The class built here gives each instance its own env, one
-method per env tool with that tool's signature and docstring, and closes the env when the
-instance is collected or the interpreter exits (TRL never closes pooled instances).
+blocks, `[{"type": "image", "image": PIL.Image}, {"type": "text", "text": ...}]`. The class built here
+gives each instance its own env, one method per env tool with that tool's signature and docstring,
+and closes the env when the instance is collected or the interpreter exits (TRL never closes
+pooled instances).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
+from pydantic import StrictBool
 
 from gymenvs.core.images import has_image, text_view, to_pil_image
 from gymenvs.core.tools import tool_docstring
 from gymenvs.registry import probe
 from wrappers.trl import trl_internals
-from wrappers.trl.seeding import GroupSeeds, reset_options
+from wrappers.trl.config import OptionalPositiveInt, Options
+from wrappers.trl.rollout.seeding import GroupSeeds, reset_options
 
 _RESERVED_NAMES = frozenset({"reset", "get_reward", "reward", "done", "env"})
 EPISODE_OVER_NOTE = "\n(The episode is over: do not call any more tools.)"
@@ -113,6 +116,13 @@ class EnvReward:
         return self._reward  # type: ignore[attr-defined]
 
 
+class FactoryOptions(Options):
+    """`environment_factory`'s own options, checked when it is called."""
+
+    env_reward: StrictBool = True
+    group_size: OptionalPositiveInt = None
+
+
 def environment_factory(
     env_id: str,
     *,
@@ -138,15 +148,15 @@ def environment_factory(
             (they can read `environments[i].reward` and `.done`), so nothing is counted twice.
         group_size: rollouts per prompt (`num_generations`) for rows without a `seed` column;
             default: read from the trainer that is generating.
-        env_kwargs, **kwargs: keyword arguments for `gymnasium.make` (both forms merge), the same
-            as `make_rollout_func` takes them.
+        env_kwargs, **kwargs: keyword arguments for `gymnasium.make` (both forms merge), as
+            `gymnasium.make` takes them; a keyword the env does not take fails here, at the probe.
+            (`make_rollout_func`, with many options of its own, takes them in `env_kwargs` only.)
     """
     from transformers.utils import get_json_schema
 
     env_kwargs = {**(env_kwargs or {}), **kwargs}
     class_name = _class_name(env_id, env_kwargs) if name is None else _checked_name(name)
-    if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1):
-        raise ValueError(f"group_size={group_size!r}: expected a positive integer (num_generations) or None")
+    FactoryOptions(env_reward=env_reward, group_size=group_size)
     env_class, max_turns = _probe(env_id, env_kwargs)
     namespace: dict[str, Any] = {
         "env_id": env_id,
@@ -192,7 +202,7 @@ def _trainer_group_size() -> int | None:
     return None if trainer is None else trl_internals.group_size(trainer)
 
 
-def _probe(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[type, int | None]:
+def _probe(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[Any, int | None]:
     """The env's class and turn limit, from one env built to check that the id and kwargs are valid."""
     probed = probe(env_id, env_kwargs)
     if not getattr(probed.env_class, "tools", None):
@@ -211,7 +221,7 @@ def _tool_method(name: str, function: Callable, docstring: str) -> Callable:
     parameters = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()]
     parameter_names = [p.name for p in parameters[1:]]  # after self
 
-    def method(self: GymnasiumEnvironment, *args: Any, **kwargs: Any) -> str:
+    def method(self: GymnasiumEnvironment, *args: Any, **kwargs: Any) -> str | list[dict[str, Any]]:
         if len(args) > len(parameter_names):
             raise TypeError(f"{name}() takes {len(parameter_names)} arguments, got {len(args)}")
         return self._call_tool(name, {**dict(zip(parameter_names, args)), **kwargs})
@@ -239,7 +249,8 @@ def _as_text(observation: Any) -> str:
 
 def _image_blocks(observation: Mapping[str, Any], note: str = "") -> list[dict[str, Any]]:
     """A text+image observation as TRL 1.16's multimodal content blocks: the image (a PIL image), then the text."""
-    return [{"type": "image", "image": to_pil_image(observation["image"])}, {"type": "text", "text": text_view(observation) + note}]
+    image = to_pil_image(observation["image"])
+    return [{"type": "image", "image": image}, {"type": "text", "text": text_view(observation) + note}]
 
 
 def _close_quietly(env: gym.Env) -> None:

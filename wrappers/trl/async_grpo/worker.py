@@ -29,26 +29,27 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
+from pydantic import Field, StrictInt
 
-from wrappers.trl.rollout import EnvRollout, Prompt, make_rollout_func
-from wrappers.trl.transcript import first_message_with
+from wrappers.trl.config import NonNegativeInt, Options, PositiveInt, PositiveSeconds
+from wrappers.trl.rollout.base import EnvRollout, Prompt
+from wrappers.trl.rollout.env import make_rollout_func
+from wrappers.trl.rollout.transcript import first_message_with
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
     from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
 
-    from wrappers.trl.generation import Completion, Generator, Sampling
-    from wrappers.trl.transcript import Episode
+    from wrappers.trl.generation.base import Completion, Generator, Sampling
+    from wrappers.trl.rollout.transcript import Episode
 
 logger = logging.getLogger(__name__)
 
 #: Consecutive failed groups (server down, env broken) after which the worker is declared failed.
 MAX_CONSECUTIVE_FAILURES = 3
-#: Retries of a generation request that failed in transport (connection reset, server disconnected).
-TRANSPORT_RETRIES = 2
 
 
 @dataclass
@@ -58,6 +59,18 @@ class _Group:
     model_version: int
     started_at: float = field(default_factory=time.monotonic)
     generation_s: float = 0.0
+
+
+class WorkerOptions(Options):
+    """The worker's own numbers, checked when it is built (the env, tokens and vector env are checked by
+    `make_rollout_func`); see `EnvRolloutWorker` for each."""
+
+    num_generations: Annotated[StrictInt, Field(ge=2, description="an integer >= 2 (a group needs two to compare)")]
+    groups_in_flight: PositiveInt
+    max_staleness: NonNegativeInt
+    seed: NonNegativeInt
+    queue_maxsize: Annotated[StrictInt, Field(ge=0, description="an integer >= 0 (0: unbounded)")]
+    request_timeout_s: PositiveSeconds
 
 
 class _Abandoned(Exception):
@@ -73,25 +86,11 @@ class _GroupGenerator:
     def generate(self, prompts: Sequence[Sequence[int]], max_tokens: Sequence[int]) -> list[Completion]:
         self.worker._check_alive(self.group)
         started = time.monotonic()
-        completions = self._generate(prompts, max_tokens)
+        completions = self.generator.generate(prompts, max_tokens)  # ServerClient retries a broken connection
         self.group.generation_s += time.monotonic() - started
         self.worker._beat()
         self.worker._check_alive(self.group)
         return completions
-
-    def _generate(self, prompts: Sequence[Sequence[int]], max_tokens: Sequence[int]) -> list[Completion]:
-        """Retry a request lost in transport: a server may close a kept-alive connection as it is reused."""
-        import httpx
-
-        attempt = 0
-        while True:
-            try:
-                return self.generator.generate(prompts, max_tokens)
-            except httpx.TransportError:
-                attempt += 1
-                if attempt > TRANSPORT_RETRIES or self.worker._stopping.is_set():
-                    raise
-                time.sleep(0.5 * attempt)
 
 
 class EnvRolloutWorker:
@@ -99,7 +98,7 @@ class EnvRolloutWorker:
 
     Args:
         env_id: a registered env id (`import gymenvs` registers gymenvs' own).
-        server_url: the inference server (vLLM's `/v1/completions` API, or `wrappers.trl.inference_server`).
+        server_url: the inference server (vLLM's `/v1/completions` API, or `wrappers.trl.serve.inference_server`).
         tokenizer: the model's tokenizer, with its chat template.
         num_generations: episodes per GRPO group (G); they start from the same seed.
         max_completion_length: the token budget of an episode (model turns and env replies).
@@ -144,11 +143,14 @@ class EnvRolloutWorker:
         request_timeout_s: float = 600.0,
         model: str | None = None,
     ):
-        _check_int("num_generations", num_generations, 2)
-        _check_int("groups_in_flight", groups_in_flight, 1)
-        _check_int("max_staleness", max_staleness, 0)
-        _check_int("seed", seed, 0)
-        _check_int("queue_maxsize", queue_maxsize, 0)
+        WorkerOptions(
+            num_generations=num_generations,
+            groups_in_flight=groups_in_flight,
+            max_staleness=max_staleness,
+            seed=seed,
+            queue_maxsize=queue_maxsize,
+            request_timeout_s=request_timeout_s,
+        )
         self.server_url = server_url
         self.tokenizer = tokenizer
         self.num_generations = num_generations
@@ -241,7 +243,7 @@ class EnvRolloutWorker:
         return self._model_version
 
     def _play_groups(self, rollout: EnvRollout) -> None:
-        from wrappers.trl.generation import VLLMServerGenerator
+        from wrappers.trl.generation.vllm_server import VLLMServerGenerator
 
         generator = None
         try:
@@ -390,8 +392,3 @@ class EnvRolloutWorker:
             self.metrics_queue.put_nowait(metrics)
         except queue.Full:
             pass  # the trainer drains this in `log()`; never hold up a rollout for it
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name}={value!r}: expected an integer >= {minimum}")

@@ -16,7 +16,7 @@ from gymenvs.core import ActionError, parse_action
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from wrappers.trl.generation import Completion
+    from wrappers.trl.generation.base import Completion
 
 EndReason = Literal["terminated", "truncated", "max_completion_length", "env_error"]
 
@@ -58,6 +58,7 @@ class ChatRenderer:
         """The tokens after the model's end-of-turn token that carry `messages` (what followed the model's
         turn `model_text`) and open the next assistant turn."""
         tool_name = called_tool(model_text)
+        previous: dict[str, Any]
         if tool_name is None:
             previous = {"role": "assistant", "content": "x"}
         else:
@@ -77,14 +78,14 @@ class ChatRenderer:
         return full[len(prefix) :]
 
     def decode(self, token_ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(token_ids), skip_special_tokens=True)
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
 
     def _render(
         self, messages: list[dict[str, Any]], add_generation_prompt: bool, tools: list[dict] | None = None
     ) -> list[int]:
-        rendered = self.tokenizer.apply_chat_template(
+        rendered: Any = self.tokenizer.apply_chat_template(
             messages,
-            tools=tools,
+            tools=list(tools) if tools is not None else None,
             add_generation_prompt=add_generation_prompt,
             tokenize=True,
             return_dict=True,

@@ -11,13 +11,13 @@ endpoints `AsyncGRPOTrainer`, its weight sync and our rollout worker call:
 - `POST /pause?mode=keep` (the running batch finishes, queued requests wait) and `POST /resume`;
 - `POST /start_weight_update`, `POST /update_weights`, `POST /finish_weight_update`. vLLM moves the
   tensors over NCCL and `/update_weights` only describes them; here they travel in the request body
-  as a safetensors file (see `wrappers.trl.weight_transfer`), so no GPU and no process group is needed;
+  as a safetensors file (see `wrappers.trl.serve.weight_transfer`), so no GPU and no process group is needed;
 - `GET /stats`: generation busy time, batches, tokens and weight version, for benchmarks.
 
 Not supported (answered with 400): `n > 1`, `logprobs > 0`, `echo`. A request's `seed` is ignored:
 requests are batched together, so one cannot be seeded alone.
 
-    python -m wrappers.trl.inference_server MODEL_DIR [--host 127.0.0.1] [--port 8000]
+    python -m wrappers.trl.serve.inference_server MODEL_DIR [--host 127.0.0.1] [--port 8000]
 """
 
 from __future__ import annotations
@@ -36,10 +36,11 @@ from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import ConfigDict, PositiveInt, model_validator
 
-from wrappers.trl.generation import Completion, Sampling
-from wrappers.trl.inference_engine import InferenceEngine
+from wrappers.trl.generation.base import Completion, Sampling
+from wrappers.trl.serve.client import ServerClient
+from wrappers.trl.serve.inference_engine import InferenceEngine
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -48,19 +49,15 @@ TokenPrompt = list[int]
 KEEP_ALIVE_S = 120
 
 
-class CompletionRequest(BaseModel):
-    """The fields of vLLM's `/v1/completions` request this server reads (others are ignored)."""
+class CompletionRequest(Sampling):
+    """The fields of vLLM's `/v1/completions` request this server reads (others are ignored): `Sampling`'s,
+    checked the same way, and these. vLLM's `top_k=-1` (off) is taken as 0 and `min_p=0` as None."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", strict=False, frozen=False)
 
     model: str
     prompt: TokenPrompt | list[TokenPrompt] | str | list[str]
     max_tokens: PositiveInt = 16
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float | None = None
-    repetition_penalty: float = 1.0
     n: int = 1
     logprobs: int | None = None
     prompt_logprobs: int | None = None
@@ -68,6 +65,22 @@ class CompletionRequest(BaseModel):
     return_token_ids: bool = False
     return_tokens_as_token_ids: bool = False
     seed: int | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _vllm_offs(cls, body: Any) -> Any:
+        """vLLM's ways of saying "off" that `Sampling` spells 0 and None."""
+        if isinstance(body, dict):
+            body = dict(body)
+            if body.get("top_k") == -1:
+                body["top_k"] = 0
+            if body.get("min_p") == 0:
+                body["min_p"] = None
+        return body
+
+    def sampling(self) -> Sampling:
+        """The request's sampling parameters alone."""
+        return Sampling(**{name: getattr(self, name) for name in Sampling.model_fields})
 
 
 class BadRequest(Exception):
@@ -231,16 +244,7 @@ def _check_request(body: CompletionRequest, prompts: list[list[int]], max_model_
                 f"This model's maximum context length is {max_model_len} tokens; the prompt has {len(prompt)} "
                 f"tokens and max_tokens={body.max_tokens}"
             )
-    try:
-        return Sampling(
-            temperature=body.temperature,
-            top_p=body.top_p,
-            top_k=max(body.top_k, 0),  # vLLM reads -1 and 0 as "off"
-            min_p=body.min_p or None,
-            repetition_penalty=body.repetition_penalty,
-        )
-    except ValueError as exc:
-        raise BadRequest(str(exc)) from exc
+    return body.sampling()
 
 
 def _logprob_entry(value: float, token: int, tokenizer: PreTrainedTokenizerBase) -> dict[str, Any]:
@@ -311,13 +315,14 @@ class InferenceServer:
         self._socket = _bind(host, port)
         self.base_url = f"http://{host}:{self._socket.getsockname()[1]}"
         # Workers keep their connections; uvicorn's 5 s default closes idle ones under their feet.
+        self.fastapi_app = app
         config = uvicorn.Config(app, log_level="warning", lifespan="off", timeout_keep_alive=KEEP_ALIVE_S)
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
 
     @property
     def app(self) -> FastAPI:
-        return self._server.config.app
+        return self.fastapi_app
 
     def start(self, timeout_s: float = 30.0) -> InferenceServer:
         """Serve from a daemon thread; returns once the server accepts connections."""
@@ -376,16 +381,18 @@ class ServerProcess:
     """
 
     def __init__(self, model_dir: str | Path, *, max_batch_size: int = 64, timeout_s: float = 120.0):
-        command = [sys.executable, "-m", "wrappers.trl.inference_server", str(model_dir), "--port", "0"]
+        command = [sys.executable, "-m", "wrappers.trl.serve.inference_server", str(model_dir), "--port", "0"]
         command += ["--max-batch-size", str(max_batch_size)]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
         self.model_name = str(model_dir)
+        assert self.process.stdout is not None  # stdout=PIPE
         line = self.process.stdout.readline().strip()  # the child prints its URL once it listens
         if not line.startswith("http://"):
             self.close()
             raise RuntimeError(f"the inference server process did not start (it printed {line!r})")
         self.base_url = line
-        _wait_healthy(self.base_url, timeout_s)
+        with ServerClient(self.base_url) as client:
+            client.wait_healthy(timeout_s)
 
     def close(self) -> None:
         if self.process.poll() is None:
@@ -403,21 +410,6 @@ class ServerProcess:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
-
-
-def _wait_healthy(base_url: str, timeout_s: float) -> None:
-    import httpx
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if httpx.get(f"{base_url}/health", timeout=5).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the inference server at {base_url} did not answer /health in {timeout_s}s")
-        time.sleep(0.1)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,6 +1,7 @@
 """Rollouts of agent envs (gymenvs/SWEAgent-v0): the agent's intercepted LLM requests are the prompts.
 
-`make_rollout_func("gymenvs/SWEAgent-v0", ...)` returns an `AgentRollout`. Each episode's agent runs
+`make_rollout_func` returns an `AgentRollout` for an env whose class sets `hosts_agent = True`
+(`gymenvs/SWEAgent-v0`). Each episode's agent runs
 in its container; every request it sends becomes a generation request, batched with the other live
 episodes' requests by `EnvRollout`'s loop, and the sampled completion goes back to the agent as its
 reply.
@@ -21,13 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from wrappers.trl.rollout import EnvRollout, Prompt
-from wrappers.trl.transcript import ChatRenderer, Episode
-
-#: Envs whose observations are an agent's LLM requests (`info["request"]`).
-AGENT_ENV_IDS = frozenset({"gymenvs/SWEAgent-v0"})
+from wrappers.trl.rollout.base import EnvRollout, Prompt
+from wrappers.trl.rollout.transcript import ChatRenderer, Episode
 
 
 @dataclass
@@ -87,13 +85,14 @@ class AgentRollout(EnvRollout):
         result["agent_history_rewrites"] = [episode.history_rewrites for episode in self.last_episodes]
         return result
 
-    def run(self, prompts: Sequence[Prompt], generator: Any, tokenizer: Any = None, **options: Any) -> list[AgentEpisode]:
-        episodes = super().run(prompts, generator, tokenizer, **options)
+    def run(self, prompts: Sequence[Prompt], generator: Any, tokenizer: Any = None, **options: Any) -> list[Episode]:
+        """`EnvRollout.run`, whose episodes are `AgentEpisode`s here (`_start_episode` makes them)."""
+        episodes = cast(list[AgentEpisode], super().run(prompts, generator, tokenizer, **options))
         self.last_episodes = episodes
         self.metrics["episodes"] += len(episodes)
         self.metrics["requests"] += sum(episode.requests for episode in episodes if episode.prompt_ids)
         self.metrics["history_rewrites"] += sum(episode.history_rewrites for episode in episodes)
-        return episodes
+        return list(episodes)
 
     def _start_episode(self, prompt: Prompt, observation: str, seed: int, info: Mapping[str, Any],
                        renderer: ChatRenderer) -> AgentEpisode:
@@ -109,7 +108,3 @@ class AgentRollout(EnvRollout):
 def request_prompt_ids(renderer: ChatRenderer, request: Mapping[str, Any]) -> list[int]:
     """A request's messages and tools rendered with the chat template, ready for the assistant's turn."""
     return ChatRenderer(renderer.tokenizer, request.get("tools") or None).prompt_ids(list(request["messages"]))
-
-
-def is_agent_env(env_id: str) -> bool:
-    return env_id in AGENT_ENV_IDS

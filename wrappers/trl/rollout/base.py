@@ -1,15 +1,15 @@
-"""`make_rollout_func`: episodes of a whole batch run concurrently, with token-level logprobs, for GRPO.
+"""`EnvRollout`: the episode loop every rollout shares; episodes of a whole batch run concurrently,
+with token-level logprobs, for GRPO. `make_rollout_func` (rollout/env.py) builds one for an env.
 
 TRL's own `environment_factory` loop runs env tools one rollout after another. Here every episode
 of the batch lives in one slot of a `ConcurrentVectorEnv`; each turn, the model generates for all
 episodes still running in one batch, and the env steps them all at once. The same loop evaluates
-a model without a trainer (`EnvRollout.run`, `evaluate`).
+a model without a trainer (`EnvRollout.run`, `evaluate_rollouts`).
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import json
 import logging
 import weakref
@@ -19,18 +19,20 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
+from pydantic import StrictBool
 
 from gymenvs.core.images import has_image, text_view
 from wrappers.trl import trl_internals
-from wrappers.trl.seeding import GroupSeeds, reset_options
-from wrappers.trl.transcript import ChatRenderer, Episode, first_message_with
+from wrappers.trl.config import OptionalPositiveInt, Options
+from wrappers.trl.rollout.seeding import GroupSeeds, reset_options
+from wrappers.trl.rollout.transcript import ChatRenderer, Episode, first_message_with
 from wrappers.vector import ConcurrentVectorEnv
 from wrappers.vector.config import make_config
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from wrappers.trl.generation import Generator
+    from wrappers.trl.generation.base import Generator
 
 Prompt = list[dict[str, Any]] | str
 logger = logging.getLogger(__name__)
@@ -48,6 +50,17 @@ def env_reward(
 
 EnvSpec = str | tuple[str, Mapping[str, Any]]
 ENVIRONMENT_COLUMN = "environment"
+
+
+class RolloutOptions(Options):
+    """How a rollout plays its episodes (see `make_rollout_func` for each option); the env and the
+    vector env are checked by their own code."""
+
+    max_completion_length: OptionalPositiveInt = None
+    max_tokens_per_turn: OptionalPositiveInt = None
+    show_tools: StrictBool = True
+    chat_template_kwargs: dict[str, Any] = {}
+    group_size: OptionalPositiveInt = None
 
 
 @dataclass
@@ -84,23 +97,30 @@ class EnvRollout:
         step_timeout_s: float | None = None,
         vector_kwargs: Mapping[str, Any] | None = None,
     ):
+        self.options = RolloutOptions(
+            max_completion_length=max_completion_length,
+            max_tokens_per_turn=max_tokens_per_turn,
+            show_tools=show_tools,
+            chat_template_kwargs=dict(chat_template_kwargs or {}),
+            group_size=group_size,
+        )
         self.envs = _rollout_envs(env_id, dict(env_kwargs or {}))
         self.multi_env = not isinstance(env_id, str)
         first = next(iter(self.envs.values()))
         self.env_id, self.env_kwargs = first.env_id, first.env_kwargs  # the single env's (the first one's)
         self.tools, self.accepts_free_text = first.tools, first.accepts_free_text
         self.tokenizer = tokenizer
-        self.max_completion_length = _positive("max_completion_length", max_completion_length)
-        self.max_tokens_per_turn = _positive("max_tokens_per_turn", max_tokens_per_turn)
-        self.group_size = _positive("group_size", group_size)
-        self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        self.vector_options = {"backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s}
+        self.max_completion_length = self.options.max_completion_length
+        self.max_tokens_per_turn = self.options.max_tokens_per_turn
+        self.group_size = self.options.group_size
+        self.chat_template_kwargs = dict(self.options.chat_template_kwargs)
+        self.vector_options: dict[str, Any] = {"backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s}
         repeated = sorted(set(vector_kwargs or {}) & set(self.vector_options))
         if repeated:
             raise ValueError(f"vector_kwargs={vector_kwargs!r}: give {', '.join(repeated)} as keyword(s) of their own")
         self.vector_options.update(vector_kwargs or {})
         make_config(**self.vector_options)  # a bad or unknown setting is a ValueError now, not at the first call
-        self.show_tools = show_tools
+        self.show_tools = self.options.show_tools
         self._vector_envs: dict[str, ConcurrentVectorEnv] = {}
         self._finalizer = weakref.finalize(self, _close_all_quietly, self._vector_envs)
         self._trainer_generator: tuple[Any, Generator] | None = None
@@ -132,7 +152,7 @@ class EnvRollout:
             max_completion_length=self.max_completion_length or trainer.args.max_completion_length,
             chat_template_kwargs=chat_template_kwargs,
         )
-        output = {
+        output: dict[str, list] = {
             "prompt_ids": [episode.prompt_ids for episode in episodes],
             "completion_ids": [episode.completion_ids for episode in episodes],
             "logprobs": [episode.logprobs for episode in episodes],
@@ -146,7 +166,7 @@ class EnvRollout:
         return output
 
     def _generator_for(self, trainer: Any) -> Generator:
-        from wrappers.trl.generation import generator_from_trainer
+        from wrappers.trl.generation.trainer import generator_from_trainer
 
         if self._trainer_generator is None or self._trainer_generator[0] is not trainer:
             self._trainer_generator = (trainer, generator_from_trainer(trainer))
@@ -245,7 +265,7 @@ class EnvRollout:
             completions = generator.generate([episodes[index].input_ids for index in live], budgets)
             actions: dict[int, str | None] = {}
             for index, completion in zip(live, completions):
-                renderer = renderers[episodes[index].env_name]
+                renderer = renderers[starts[index].env_name]
                 actions[index] = episodes[index].add_model_turn(completion, renderer, max_length)
             for name, indices in slots.items():
                 self._step(name, indices, actions, episodes, renderers[name], max_length)
@@ -267,8 +287,8 @@ class EnvRollout:
             slot_actions[slot] = actions.get(index)
         if all(action is None for action in slot_actions):
             return
-        observations, rewards, terminated, truncated, infos = vector_env.step(slot_actions)
-        observations = self._text_views(observations)
+        raw_observations, rewards, terminated, truncated, infos = vector_env.step(slot_actions)
+        observations = self._text_views(raw_observations)
         for slot, index in enumerate(indices):
             if slot_actions[slot] is not None:
                 episodes[index].add_env_turn(
@@ -336,71 +356,6 @@ class EnvRollout:
         _close_all_quietly(self._vector_envs)
 
 
-def make_rollout_func(env_id: str | Mapping[str, EnvSpec] | Sequence[str], **options: Any) -> EnvRollout:
-    """A `rollout_func` for `GRPOTrainer(rollout_func=...)` that plays `env_id`; pair it with its
-    reward function: `GRPOTrainer(reward_funcs=rollout.reward_func, rollout_func=rollout, ...)`.
-
-    It returns `prompt_ids`, `completion_ids` (model turns and env replies, appended as tokens),
-    `logprobs` (the sampling policy's logprob of each sampled token, 0.0 on env tokens), `env_mask`
-    (0 on env tokens), and `env_reward`, `env_turns` and `env_seed` per episode (and `env_name`
-    with several envs). Generation uses the trainer's vLLM engine when `use_vllm` is on, else `generate` on the
-    model being trained. A dataset's `seed` and `options` columns set each episode's start; rows
-    without a seed get one start per GRPO group and a different one per group.
-
-    Args:
-        env_id: a registered env id (`import gymenvs` registers gymenvs' own); or several envs, as
-            `{name: env_id or (env_id, kwargs)}` or a list of ids (each named by its id), of which
-            each dataset row's `environment` column picks one, as TRL's dict `environment_factory` does.
-            Score them with `reward_func` (every env's reward) or `reward_func_for(name)` per env.
-        env_kwargs: keyword arguments for `gymnasium.make`; any keyword not listed here is one too,
-            as `environment_factory` takes them.
-        tokenizer, max_completion_length: when both are given, the length is checked now (else at
-            the first call); `max_completion_length` overrides the trainer's.
-        max_tokens_per_turn: cap on one model turn (default: the remaining completion budget). A turn
-            that reaches it is closed with the end-of-turn token and sent to the env as it is.
-        show_tools: render the env's tool schemas in the prompt.
-        chat_template_kwargs: extra chat template variables, over the trainer's own
-            `GRPOConfig(chat_template_kwargs=...)`, which are honoured too.
-        group_size: rollouts per group for seedless rows (default: the trainer's `num_generations`).
-        backend, max_workers, step_timeout_s: the `ConcurrentVectorEnv` the episodes run in. An env
-            that crashes or outlives `step_timeout_s` ends its own episode (reward 0, error recorded).
-        vector_kwargs: any other `ConcurrentVectorEnv` setting, such as the Ray backend's `address`,
-            `num_cpus` and `resources` (`{"docker": 1}`), or the thread backend's `pin_threads`.
-    """
-    rollout_options = set(inspect.signature(EnvRollout).parameters) - {"env_id"}
-    env_kwargs = {key: value for key, value in options.items() if key not in rollout_options}
-    options = {key: value for key, value in options.items() if key in rollout_options}
-    if env_kwargs:
-        options["env_kwargs"] = {**(options.get("env_kwargs") or {}), **env_kwargs}
-    from wrappers.trl.agent_rollout import AgentRollout, is_agent_env
-
-    return (AgentRollout if isinstance(env_id, str) and is_agent_env(env_id) else EnvRollout)(env_id, **options)
-
-
-def evaluate(
-    env_id: str,
-    generator: Generator,
-    tokenizer: PreTrainedTokenizerBase,
-    *,
-    num_episodes: int,
-    seed: int = 0,
-    prompt: Prompt = "",
-    max_completion_length: int = 1024,
-    **options: Any,
-) -> list[Episode]:
-    """Play `num_episodes` episodes of `env_id` (seeds `seed`, `seed + 1`, ...) with `generator` and
-    return them: `episode.messages` is the transcript, `episode.reward` the env's total reward.
-    `options` go to `make_rollout_func`."""
-    rollout = make_rollout_func(env_id, **options)
-    try:
-        seeds = list(range(seed, seed + num_episodes))
-        return rollout.run(
-            [prompt] * num_episodes, generator, tokenizer, seeds=seeds, max_completion_length=max_completion_length
-        )
-    finally:
-        rollout.close()
-
-
 @dataclass(frozen=True)
 class EpisodeStart:
     """What one episode starts from: its prompt, env, seed and reset options."""
@@ -414,6 +369,7 @@ class EpisodeStart:
 def _rollout_envs(spec: Any, env_kwargs: dict[str, Any]) -> dict[str, RolloutEnv]:
     """`{name: RolloutEnv}` from one env id, `{name: env_id or (env_id, kwargs)}`, or a list of ids.
     `env_kwargs` apply to a single env id only."""
+    named: dict[str, tuple[str, Mapping[str, Any]]]
     if isinstance(spec, str):
         named = {spec: (spec, env_kwargs)}
     elif env_kwargs:
@@ -519,12 +475,6 @@ def _shortest_action(tokenizer: PreTrainedTokenizerBase, tools: list[dict], acce
     lengths = {text: len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1 for text in candidates}
     example = min(lengths, key=lengths.__getitem__)
     return lengths[example], example
-
-
-def _positive(name: str, value: int | None) -> int | None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-        raise ValueError(f"{name}={value!r}: expected a positive integer or None")
-    return value
 
 
 def _close_all_quietly(vector_envs: dict[str, Any]) -> None:

@@ -15,7 +15,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from wrappers.trl.generation import Sampling, TransformersGenerator
+from wrappers.trl.generation.base import Sampling
+from wrappers.trl.generation.transformers import TransformersGenerator
 
 if TYPE_CHECKING:
     import torch
@@ -127,7 +128,8 @@ class InferenceEngine:
     def _take_batch(self) -> list[_Request]:
         """The oldest request and the queued ones that sample like it, up to `max_batch_size` prompts."""
         first = self._queue[0]
-        batch, size = [], 0
+        batch: list[_Request] = []
+        size = 0
         for request in list(self._queue):
             if request.sampling != first.sampling or (batch and size + len(request.prompts) > self.max_batch_size):
                 continue

@@ -3,21 +3,24 @@
 TRL's own `WeightTransferClient` broadcasts the trainer's tensors to vLLM's GPU workers over NCCL,
 which needs CUDA on both sides. This one sends them in the body of `POST /update_weights`, as
 safetensors files of at most `chunk_bytes` each, between `/start_weight_update` and
-`/finish_weight_update`, to `wrappers.trl.inference_server` (which loads only while paused). The
+`/finish_weight_update`, to `wrappers.trl.serve.inference_server` (which loads only while paused). The
 call sequence is TRL's: `init_weight_transfer` once, then per sync `pause`, `send_weights`, `resume`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from wrappers.trl.serve.client import ServerClient
 
 if TYPE_CHECKING:
     import torch
 
 
 class HTTPWeightTransfer:
-    """Moves the trainer's weights into an inference server that speaks `wrappers.trl.inference_server`'s API.
+    """Moves the trainer's weights into an inference server that speaks `wrappers.trl.serve.inference_server`'s API,
+    through `ServerClient` (which sends a request again when its connection broke).
 
     Args:
         base_url: the server's root, such as `http://127.0.0.1:8000`.
@@ -26,48 +29,34 @@ class HTTPWeightTransfer:
     """
 
     def __init__(self, base_url: str, *, chunk_bytes: int = 256 * 2**20, timeout_s: float = 300.0):
-        import httpx
-
         if chunk_bytes < 1:
             raise ValueError(f"chunk_bytes={chunk_bytes}: expected a positive number of bytes")
         self.base_url = base_url.rstrip("/")
         self.chunk_bytes = chunk_bytes
-        self._client = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+        self._client = ServerClient(self.base_url, timeout_s=timeout_s)
         self.syncs = 0
 
     def init_weight_transfer(self) -> None:
         """Check that the server answers and holds fp32 weights (the trainer's precision on CPU)."""
-        info = self._call("GET", "/server_info", params={"config_format": "json"}).json()
-        dtype = info["vllm_config"]["model_config"]["dtype"]
+        dtype = self._client.server_info()["vllm_config"]["model_config"]["dtype"]
         if dtype != "torch.float32":
             raise RuntimeError(f"the server at {self.base_url} serves {dtype}; CPU training syncs torch.float32")
 
     def pause(self) -> None:
-        self._call("POST", "/pause", params={"mode": "keep"})
+        self._client.pause()
 
     def send_weights(self, iterator: Iterator[tuple[str, torch.Tensor]]) -> None:
-        self._call("POST", "/start_weight_update")
+        self._client.start_weight_update()
         for chunk in _chunks(iterator, self.chunk_bytes):
-            self._call("POST", "/update_weights", content=_safetensors(chunk))
-        self._call("POST", "/finish_weight_update")
+            self._client.update_weights(_safetensors(chunk))
+        self._client.finish_weight_update()
         self.syncs += 1
 
     def resume(self) -> None:
-        self._call("POST", "/resume")
+        self._client.resume()
 
     def destroy(self) -> None:
         self._client.close()
-
-    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
-        import httpx
-
-        try:
-            response = self._client.request(method, path, **kwargs)
-        except httpx.RemoteProtocolError:  # a kept-alive connection the server had just closed: once more
-            response = self._client.request(method, path, **kwargs)
-        if response.status_code != 200:
-            raise RuntimeError(f"{method} {self.base_url}{path} answered {response.status_code}: {response.text[:500]}")
-        return response
 
 
 def _chunks(iterator: Iterator[tuple[str, torch.Tensor]], chunk_bytes: int) -> Iterator[dict[str, torch.Tensor]]:

@@ -11,8 +11,8 @@ batching, packing, weight-sync schedule and staleness rule) with:
 - the MFU probe answering "unknown" off CUDA (TRL then skips the MFU metric, as for an unknown GPU).
 
 Everything else is TRL's code, unchanged. Generation and weight sync go through the documented
-seams: a `rollout_worker` (`wrappers.trl.async_worker`) and a `weight_transfer`
-(`wrappers.trl.weight_transfer`) that talk to a CPU inference server (`wrappers.trl.inference_server`).
+seams: a `rollout_worker` (`wrappers.trl.async_grpo.worker`) and a `weight_transfer`
+(`wrappers.trl.serve.weight_transfer`) that talk to a CPU inference server (`wrappers.trl.serve.inference_server`).
 """
 
 from __future__ import annotations
@@ -121,5 +121,5 @@ class CPUAsyncGRPOTrainer(AsyncGRPOTrainer):
             train_dataset = Dataset.from_dict({"prompt": [""]})  # never read: the worker makes the episodes
         register_cpu_tree_attention()
         with _peak_flops_unknown_off_cuda():
-            super().__init__(model, *args, train_dataset=train_dataset, **kwargs)
+            super().__init__(model, *args, **{**kwargs, "train_dataset": train_dataset})
         self.accelerator.unwrap_model(self.model).set_attn_implementation(CPU_TREE_ATTENTION)

@@ -185,8 +185,9 @@ def teach_tool_calls(
     TRL passes them) and paired with every text in `calls` (see `tool_call_text`): give several
     calls per conversation to teach the format but leave the choice to reinforcement learning.
     """
+    render: Any = tokenizer.apply_chat_template  # typed as returning text or ids; with return_dict, a mapping
     prompts = [
-        tokenizer.apply_chat_template(
+        render(
             list(conversation),
             tools=list(tools) if tools else None,
             add_generation_prompt=True,
