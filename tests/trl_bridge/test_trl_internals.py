@@ -82,11 +82,9 @@ def test_an_environment_factory_reset_runs_inside_the_generation_step_of_its_tra
     class Recorder:
         def reset(self, **row):
             trainer = trl_internals.generating_trainer()
-            resets.append(
-                SimpleNamespace(
-                    row=row, trainer=trainer, rows=trl_internals.batch_rows(trainer), group_size=trl_internals.group_size(trainer)
-                )
-            )
+            rows = trl_internals.batch_rows(trainer)
+            group_size = None if trainer is None else trl_internals.group_size(trainer)
+            resets.append(SimpleNamespace(row=row, trainer=trainer, rows=rows, group_size=group_size))
             return "Ready."
 
         def wait(self) -> str:
@@ -96,7 +94,7 @@ def test_an_environment_factory_reset_runs_inside_the_generation_step_of_its_tra
     trainer = grpo_trainer(model, tokenizer, tmp_path, environment_factory=Recorder)
     trainer.train()
     assert len(resets) == 4
-    assert all(reset.trainer is trainer and reset.group_size == 2 for reset in resets)
+    assert [(reset.trainer is trainer, reset.group_size) for reset in resets] == [(True, 2)] * 4
     assert_rows_of_one_step(resets[0].rows)
     assert [reset.row["seed"] for reset in resets] == [row["seed"] for row in resets[0].rows]  # reset i gets row i
 
