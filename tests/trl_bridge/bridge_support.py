@@ -101,7 +101,8 @@ class CompletionsServer(LocalJSONServer):
                     "text_offset": [0] * len(tokens),
                 }
             choices.append(choice)
-        return 200, {"id": "cmpl-test", "object": "text_completion", "model": self.model_name, "choices": choices[::-1] if self.reverse_choices else choices}
+        choices = choices[::-1] if self.reverse_choices else choices
+        return 200, {"id": "cmpl-test", "object": "text_completion", "model": self.model_name, "choices": choices}
 
 
 # The keyword arguments `vllm.SamplingParams` accepts, read from vLLM's source (vllm/sampling_params.py,
@@ -143,10 +144,12 @@ class StandInSamplingParams:
 
 
 class StandInLLM:
-    """Stands in for an in-process `vllm.LLM` (vLLM needs a GPU): `generate` samples from a real tiny
-    model with the temperature, top-p, top-k, min-p, repetition penalty, max_tokens, seed and stop
-    tokens of each request's `SamplingParams`, and answers with objects shaped like vLLM's
-    `RequestOutput` (the sampled token's `Logprob` per position when `logprobs=0`)."""
+    """Stands in for an in-process `vllm.LLM` (vLLM needs a GPU) with transformers' own code, none of the
+    bridge's: each request is one `model.generate` call on the real tiny model with the temperature,
+    top-p, top-k, min-p, repetition penalty, max_tokens, seed and stop tokens of its `SamplingParams`,
+    and each sampled token's logprob is `compute_transition_scores` of the processed scores (vLLM's
+    `processed_logprobs`). Answers are shaped like vLLM's `RequestOutput`: the prompt ids echoed, and
+    with `logprobs=0` one `{sampled token: Logprob}` per position; a completion ends with its stop token."""
 
     def __init__(self, model, pad_token_id):
         self.model = model
@@ -154,36 +157,41 @@ class StandInLLM:
         self.calls = []
 
     def generate(self, prompts, sampling_params, use_tqdm=True):
-        import torch
-
-        from wrappers.trl import Sampling, TransformersGenerator
-
         self.calls.append((prompts, sampling_params))
-        outputs = []
-        for request, params in zip(prompts, sampling_params):
-            sampling = Sampling(
-                temperature=params.temperature,
-                top_p=params.top_p,
-                top_k=max(params.top_k, 0),
-                min_p=params.min_p or None,
-                repetition_penalty=params.repetition_penalty,
-            )
-            stops = set(params.stop_token_ids or []) | {self.model.generation_config.eos_token_id}
-            generator = TransformersGenerator(
-                self.model, pad_token_id=self.pad_token_id, stop_token_ids=sorted(stops), sampling=sampling
-            )
-            with torch.random.fork_rng(devices=[], enabled=params.seed is not None):
-                if params.seed is not None:
-                    torch.manual_seed(params.seed)
-                (completion,) = generator.generate([request["prompt_token_ids"]], [params.max_tokens])
-            logprobs = None
-            if params.logprobs is not None:
-                logprobs = [{t: SimpleNamespace(logprob=lp, rank=1)} for t, lp in zip(completion.token_ids, completion.logprobs)]
-            output = SimpleNamespace(
-                token_ids=tuple(completion.token_ids), logprobs=logprobs, finish_reason=completion.finish_reason
-            )
-            outputs.append(SimpleNamespace(outputs=[output]))
-        return outputs
+        return [self._one(list(request["prompt_token_ids"]), params) for request, params in zip(prompts, sampling_params)]
+
+    def _one(self, prompt_ids, params):
+        import torch
+        from transformers import GenerationConfig
+
+        eos = self.model.generation_config.eos_token_id
+        stops = sorted(set(params.stop_token_ids or []) | set([eos] if isinstance(eos, int) else eos or []))
+        config = GenerationConfig(
+            do_sample=True,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=max(params.top_k, 0),  # vLLM's "off" is 0 or -1, transformers' is 0
+            min_p=params.min_p or None,
+            repetition_penalty=params.repetition_penalty,
+            max_new_tokens=params.max_tokens,
+            eos_token_id=stops,
+            pad_token_id=self.pad_token_id,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+        prompt = torch.tensor([prompt_ids])
+        with torch.no_grad(), torch.random.fork_rng(devices=[], enabled=params.seed is not None):
+            if params.seed is not None:
+                torch.manual_seed(params.seed)
+            output = self.model.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=config)
+            scores = self.model.compute_transition_scores(output.sequences, output.scores, normalize_logits=True)
+        token_ids = tuple(output.sequences[0, len(prompt_ids) :].tolist())
+        logprobs = None
+        if params.logprobs is not None:
+            logprobs = [{t: SimpleNamespace(logprob=float(lp), rank=1)} for t, lp in zip(token_ids, scores[0].tolist())]
+        finish_reason = "stop" if token_ids[-1] in stops else "length"
+        completion = SimpleNamespace(index=0, token_ids=token_ids, logprobs=logprobs, finish_reason=finish_reason)
+        return SimpleNamespace(prompt_token_ids=prompt_ids, outputs=[completion], finished=True)
 
 
 def recorded_envs():

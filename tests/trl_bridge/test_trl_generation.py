@@ -133,6 +133,20 @@ def test_in_process_vllm_backend_honours_temperature_and_top_k(model_and_tokeniz
         assert completion.logprobs == [0.0] * len(completion.token_ids)  # the processed distribution
 
 
+def test_in_process_vllm_backend_reports_a_stop_token_as_stop_and_a_spent_budget_as_length(
+    model_and_tokenizer, stand_in_vllm
+):
+    _, tokenizer = model_and_tokenizer
+    prompts = prompts_for(tokenizer)
+    every_token = list(range(len(tokenizer)))  # whatever is sampled first stops the completion
+    stopped = VLLMGenerator(stand_in_vllm, extra_sampling_params={"stop_token_ids": every_token}).generate(prompts, [4, 4, 4])
+    assert [(len(c.token_ids), c.finish_reason) for c in stopped] == [(1, "stop")] * 3
+    _, params = stand_in_vllm.calls[0]
+    assert all(p.stop_token_ids == every_token for p in params)
+    spent = VLLMGenerator(stand_in_vllm).generate(prompts, [3, 1, 2])
+    assert [(len(c.token_ids), c.finish_reason) for c in spent] == [(3, "length"), (1, "length"), (2, "length")]
+
+
 def test_a_sampling_parameter_vllm_does_not_have_fails(stand_in_vllm):
     generator = VLLMGenerator(stand_in_vllm, extra_sampling_params={"max_new_tokens": 3})  # a transformers name
     with pytest.raises(TypeError, match="max_new_tokens"):
