@@ -51,7 +51,7 @@ def drain(q):
             return items
 
 
-def test_groups_share_a_start_state_and_carry_normalised_advantages_and_sampling_logprobs(server, model_and_tokenizer):
+def test_groups_share_a_start_state_and_carry_the_env_returns_and_sampling_logprobs(server, model_and_tokenizer):
     _, tokenizer = model_and_tokenizer
     worker = make_worker(server, tokenizer)
     worker.start()
@@ -67,9 +67,6 @@ def test_groups_share_a_start_state_and_carry_normalised_advantages_and_sampling
             continue  # the other group thread may not have finished its own group
         first_observations = {m.prompt[-1]["content"].split(". ", 1)[1] for m in members}
         assert len(first_observations) == 1  # one seed: one start state
-        rewards = np.array([m.metrics["reward"] for m in members])
-        advantages = np.array([m.advantage for m in members])
-        assert np.allclose(advantages, (rewards - rewards.mean()) / (rewards.std() + 1e-8))
         assert {m.model_version for m in members} == {0}
     for sample in samples:
         # The env's own return, as it paid it out; and the tokens are exactly what was sampled and appended.
@@ -81,6 +78,27 @@ def test_groups_share_a_start_state_and_carry_normalised_advantages_and_sampling
         expected = np.array([served[i] for i in np.flatnonzero(trained)])
         assert np.allclose(sample.old_log_probs[trained], expected, atol=1e-4)
         assert np.all(sample.old_log_probs[~trained] == 0.0)
+
+
+def test_advantages_are_the_returns_normalised_within_their_group(server, model_and_tokenizer):
+    """RankedEcho pays the three episodes of a group 0, 1 and 2: mean 1, standard deviation sqrt(2/3)
+    (the group's own, not a sample estimate), so the advantages are -sqrt(3/2), 0 and +sqrt(3/2)."""
+    _, tokenizer = model_and_tokenizer
+    ranked = {"max_turns": 1, "reward": 0.0}
+    worker = make_worker(server, tokenizer, env_id="tests/RankedEcho-v0", env_kwargs=ranked, seed=7_000, groups_in_flight=1)
+    worker.start()
+    try:
+        samples = take(worker, GROUP)  # one thread: the first group's samples come first
+    finally:
+        worker.stop()
+    assert len({sample.group_id for sample in samples}) == 1
+    paid = sorted((sample.metrics["reward"], sample.advantage) for sample in samples)
+    assert paid == [
+        (0.0, pytest.approx(-1.2247449, abs=1e-6)),
+        (1.0, pytest.approx(0.0, abs=1e-6)),
+        (2.0, pytest.approx(1.2247449, abs=1e-6)),
+    ]
+    assert [sample.metrics["reward_std"] for sample in samples] == [pytest.approx(0.8164966)] * GROUP
 
 
 def test_groups_that_fall_more_than_max_staleness_behind_are_dropped(server, model_and_tokenizer):
