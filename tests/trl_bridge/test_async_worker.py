@@ -42,6 +42,14 @@ def take(worker, count, timeout_s=120):
     return [worker.rollout_buffer.get(timeout=timeout_s) for _ in range(count)]
 
 
+def wait_until(condition, timeout_s=60):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"still not true after {timeout_s} s")
+        time.sleep(0.01)
+
+
 def drain(q):
     items = []
     while True:
@@ -62,9 +70,9 @@ def test_groups_share_a_start_state_and_carry_the_env_returns_and_sampling_logpr
     groups = {}
     for sample in samples:
         groups.setdefault(sample.group_id, []).append(sample)
-    for members in groups.values():
-        if len(members) < GROUP:
-            continue  # the other group thread may not have finished its own group
+    complete = [members for members in groups.values() if len(members) == GROUP]
+    assert complete  # the other group thread may not have finished its own group, but one group has
+    for members in complete:
         first_observations = {m.prompt[-1]["content"].split(". ", 1)[1] for m in members}
         assert len(first_observations) == 1  # one seed: one start state
         assert {m.model_version for m in members} == {0}
@@ -107,7 +115,7 @@ def test_groups_that_fall_more_than_max_staleness_behind_are_dropped(server, mod
     server.engine.pause()
     worker.start()
     try:
-        time.sleep(0.5)  # both groups started under version 0 and wait for their first turn
+        wait_until(lambda: len(server.engine._queue) == 2)  # both groups started under version 0, wait for a turn
         worker.update_model_version(2)
         server.engine.resume()
         samples = take(worker, GROUP)
