@@ -14,6 +14,7 @@ STEPS = 3
 BATCH = 6  # two groups of three
 MAX_STALENESS = 1
 TEMPERATURE = 0.9
+TAKE_LIMIT = 4 * (STEPS + 1) * BATCH  # the trainer takes (STEPS + 1) batches, and drops a few stale samples
 
 
 class RecordingQueue(queue.Queue):
@@ -30,6 +31,8 @@ class RecordingQueue(queue.Queue):
         self.held_taken_at = None  # the trainer's version when the held sample came back
 
     def get(self, *args, **kwargs):
+        if len(self.taken) >= TAKE_LIMIT:  # a trainer that drops everything would otherwise never finish
+            raise RuntimeError(f"the trainer took {len(self.taken)} samples for {STEPS} steps of {BATCH}")
         if self.held is not None and self.held_taken_at is None and self._stale(self.held):
             sample, self.held_taken_at = self.held, self.trainer_version()
         else:
