@@ -57,7 +57,24 @@ class FlakyEcho(EchoEnv):
         return super().step(action)
 
 
-for _name, _cls in (("NumberedEcho", NumberedEcho), ("FlakyEcho", FlakyEcho)):
+_ranks: dict[int | None, itertools.count] = {}
+
+
+class RankedEcho(EchoEnv):
+    """Echo that pays, on top of Echo's reward, the episode's rank among the episodes reset with the same
+    seed (0, 1, 2, ...), whatever the model writes: the G episodes of a group earn 0, 1, ..., G - 1."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        with _lock:
+            self._rank = next(_ranks.setdefault(seed, itertools.count()))
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: Any):
+        observation, reward, terminated, truncated, info = super().step(action)
+        return observation, reward + self._rank, terminated, truncated, info
+
+
+for _name, _cls in (("NumberedEcho", NumberedEcho), ("FlakyEcho", FlakyEcho), ("RankedEcho", RankedEcho)):
     if f"tests/{_name}-v0" not in gym.registry:
         gym.register(id=f"tests/{_name}-v0", entry_point=_cls)
 

@@ -31,26 +31,35 @@ def teach_tool_calls(model, tokenizer, prompt_messages, calls, tools):
     )
 
 
-def teacher_forced_logprobs(model, prompt_ids, completion_ids, temperature=1.0):
-    """Each completion token's logprob under one forward pass over prompt + completion."""
+def teacher_forced_logprobs(model, prompt_ids, completion_ids, temperature=1.0, top_k=0):
+    """Each completion token's logprob under one forward pass over prompt + completion, from the
+    distribution sampled from: logits / temperature, cut to the `top_k` largest (0: all), renormalised."""
     import torch
 
     ids = torch.tensor([list(prompt_ids) + list(completion_ids)])
     with torch.no_grad():
         logits = model(ids).logits[0, len(prompt_ids) - 1 : -1].float() / temperature
+    if top_k:
+        kth_largest = logits.topk(top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth_largest, float("-inf"))
     return logits.log_softmax(-1).gather(-1, torch.tensor(completion_ids)[:, None]).squeeze(-1)
+
+
+#: Request fields of `/v1/completions` that are not sampling parameters.
+_PROTOCOL_FIELDS = {"model", "prompt", "return_token_ids", "return_tokens_as_token_ids"}
 
 
 class CompletionsServer(LocalJSONServer):
     """A local HTTP server that speaks vLLM's OpenAI-compatible `/v1/completions` format for token-id
-    prompts (`return_token_ids`, `logprobs`), generating with a real model through a transformers
-    backend. vLLM itself needs a GPU; this stands in for its HTTP surface only.
+    prompts (`return_token_ids`, `logprobs`), generating with `llm` (a `StandInLLM`: the real tiny
+    model through transformers' own `generate`) with the sampling parameters each request sends.
+    vLLM itself needs a GPU; this stands in for its HTTP surface only.
 
     Every request body is kept in `requests`; choices come back in reverse order (clients must
     read `index`)."""
 
-    def __init__(self, generator, model_name: str = "tiny-qwen2"):
-        self.generator = generator
+    def __init__(self, llm, model_name: str = "tiny-qwen2"):
+        self.llm = llm
         self.model_name = model_name
         self.requests: list[dict] = []
         self.reverse_choices = True  # real servers answer in order; clients that read `index` must not care
@@ -62,6 +71,8 @@ class CompletionsServer(LocalJSONServer):
             return 200, {}
         if method == "GET" and path == "/v1/models":
             return 200, {"object": "list", "data": [{"id": self.model_name, "object": "model"}]}
+        if method == "GET" and path.split("?")[0] == "/server_info":  # what TRL's VLLMClient reads
+            return 200, {"vllm_config": {"model_config": {"logprobs_mode": "processed_logprobs"}, "weight_transfer_config": None}}
         if method == "POST":
             self.requests.append(body)
             if path == "/v1/completions":
@@ -78,30 +89,34 @@ class CompletionsServer(LocalJSONServer):
             and all(isinstance(p, list) and all(isinstance(t, int) for t in p) for p in prompts)
         ):
             return 400, {"error": {"message": "prompt must be a list of token-id lists", "code": 400}}
-        if body.get("n", 1) != 1:
-            return 400, {"error": {"message": "this server only samples n=1", "code": 400}}
-        completions = self.generator.generate(prompts, [body.get("max_tokens", 16)] * len(prompts))
-        choices = []
-        for index, (prompt, completion) in enumerate(zip(prompts, completions)):
-            choice = {"index": index, "text": "", "finish_reason": completion.finish_reason, "stop_reason": None}
-            if body.get("return_token_ids"):
-                choice["token_ids"] = completion.token_ids
-                choice["prompt_token_ids"] = prompt
-            if body.get("logprobs") is not None:
-                tokens = [
-                    f"token_id:{t}" if body.get("return_tokens_as_token_ids") else str(t) for t in completion.token_ids
-                ]
-                token_logprobs = list(completion.logprobs)
-                if self.null_logprob_at is not None and self.null_logprob_at < len(token_logprobs):
-                    token_logprobs[self.null_logprob_at] = None
-                choice["logprobs"] = {
-                    "tokens": tokens,
-                    "token_logprobs": token_logprobs,
-                    "top_logprobs": [{token: lp} for token, lp in zip(tokens, token_logprobs)],
-                    "text_offset": [0] * len(tokens),
-                }
-            choices.append(choice)
-        return 200, {"id": "cmpl-test", "object": "text_completion", "model": self.model_name, "choices": choices[::-1] if self.reverse_choices else choices}
+        try:
+            params = StandInSamplingParams(**{k: v for k, v in body.items() if k not in _PROTOCOL_FIELDS})
+        except (TypeError, NotImplementedError) as error:
+            return 400, {"error": {"message": str(error), "code": 400}}
+        outputs = self.llm.generate([{"prompt_token_ids": p} for p in prompts], [params] * len(prompts))
+        choices = [self._choice(index, output, body) for index, output in enumerate(outputs)]
+        choices = choices[::-1] if self.reverse_choices else choices
+        return 200, {"id": "cmpl-test", "object": "text_completion", "model": self.model_name, "choices": choices}
+
+    def _choice(self, index: int, output: Any, body: dict) -> dict:
+        completion = output.outputs[0]
+        token_ids = list(completion.token_ids)
+        choice = {"index": index, "text": "", "finish_reason": completion.finish_reason, "stop_reason": None}
+        if body.get("return_token_ids"):
+            choice["token_ids"] = token_ids
+            choice["prompt_token_ids"] = output.prompt_token_ids
+        if completion.logprobs is not None:
+            tokens = [f"token_id:{t}" if body.get("return_tokens_as_token_ids") else str(t) for t in token_ids]
+            token_logprobs = [position[t].logprob for t, position in zip(token_ids, completion.logprobs)]
+            if self.null_logprob_at is not None and self.null_logprob_at < len(token_logprobs):
+                token_logprobs[self.null_logprob_at] = None
+            choice["logprobs"] = {
+                "tokens": tokens,
+                "token_logprobs": token_logprobs,
+                "top_logprobs": [{token: lp} for token, lp in zip(tokens, token_logprobs)],
+                "text_offset": [0] * len(tokens),
+            }
+        return choice
 
 
 # The keyword arguments `vllm.SamplingParams` accepts, read from vLLM's source (vllm/sampling_params.py,
@@ -143,10 +158,12 @@ class StandInSamplingParams:
 
 
 class StandInLLM:
-    """Stands in for an in-process `vllm.LLM` (vLLM needs a GPU): `generate` samples from a real tiny
-    model with the temperature, top-p, top-k, min-p, repetition penalty, max_tokens, seed and stop
-    tokens of each request's `SamplingParams`, and answers with objects shaped like vLLM's
-    `RequestOutput` (the sampled token's `Logprob` per position when `logprobs=0`)."""
+    """Stands in for an in-process `vllm.LLM` (vLLM needs a GPU) with transformers' own code, none of the
+    bridge's: each request is one `model.generate` call on the real tiny model with the temperature,
+    top-p, top-k, min-p, repetition penalty, max_tokens, seed and stop tokens of its `SamplingParams`,
+    and each sampled token's logprob is `compute_transition_scores` of the processed scores (vLLM's
+    `processed_logprobs`). Answers are shaped like vLLM's `RequestOutput`: the prompt ids echoed, and
+    with `logprobs=0` one `{sampled token: Logprob}` per position; a completion ends with its stop token."""
 
     def __init__(self, model, pad_token_id):
         self.model = model
@@ -154,36 +171,41 @@ class StandInLLM:
         self.calls = []
 
     def generate(self, prompts, sampling_params, use_tqdm=True):
-        import torch
-
-        from wrappers.trl import Sampling, TransformersGenerator
-
         self.calls.append((prompts, sampling_params))
-        outputs = []
-        for request, params in zip(prompts, sampling_params):
-            sampling = Sampling(
-                temperature=params.temperature,
-                top_p=params.top_p,
-                top_k=max(params.top_k, 0),
-                min_p=params.min_p or None,
-                repetition_penalty=params.repetition_penalty,
-            )
-            stops = set(params.stop_token_ids or []) | {self.model.generation_config.eos_token_id}
-            generator = TransformersGenerator(
-                self.model, pad_token_id=self.pad_token_id, stop_token_ids=sorted(stops), sampling=sampling
-            )
-            with torch.random.fork_rng(devices=[], enabled=params.seed is not None):
-                if params.seed is not None:
-                    torch.manual_seed(params.seed)
-                (completion,) = generator.generate([request["prompt_token_ids"]], [params.max_tokens])
-            logprobs = None
-            if params.logprobs is not None:
-                logprobs = [{t: SimpleNamespace(logprob=lp, rank=1)} for t, lp in zip(completion.token_ids, completion.logprobs)]
-            output = SimpleNamespace(
-                token_ids=tuple(completion.token_ids), logprobs=logprobs, finish_reason=completion.finish_reason
-            )
-            outputs.append(SimpleNamespace(outputs=[output]))
-        return outputs
+        return [self._one(list(request["prompt_token_ids"]), params) for request, params in zip(prompts, sampling_params)]
+
+    def _one(self, prompt_ids, params):
+        import torch
+        from transformers import GenerationConfig
+
+        eos = self.model.generation_config.eos_token_id
+        stops = sorted(set(params.stop_token_ids or []) | set([eos] if isinstance(eos, int) else eos or []))
+        config = GenerationConfig(
+            do_sample=True,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=max(params.top_k, 0),  # vLLM's "off" is 0 or -1, transformers' is 0
+            min_p=params.min_p or None,
+            repetition_penalty=params.repetition_penalty,
+            max_new_tokens=params.max_tokens,
+            eos_token_id=stops,
+            pad_token_id=self.pad_token_id,
+            output_scores=True,
+            return_dict_in_generate=True,
+        )
+        prompt = torch.tensor([prompt_ids])
+        with torch.no_grad(), torch.random.fork_rng(devices=[], enabled=params.seed is not None):
+            if params.seed is not None:
+                torch.manual_seed(params.seed)
+            output = self.model.generate(prompt, attention_mask=torch.ones_like(prompt), generation_config=config)
+            scores = self.model.compute_transition_scores(output.sequences, output.scores, normalize_logits=True)
+        token_ids = tuple(output.sequences[0, len(prompt_ids) :].tolist())
+        logprobs = None
+        if params.logprobs is not None:
+            logprobs = [{t: SimpleNamespace(logprob=float(lp), rank=1)} for t, lp in zip(token_ids, scores[0].tolist())]
+        finish_reason = "stop" if token_ids[-1] in stops else "length"
+        completion = SimpleNamespace(index=0, token_ids=token_ids, logprobs=logprobs, finish_reason=finish_reason)
+        return SimpleNamespace(prompt_token_ids=prompt_ids, outputs=[completion], finished=True)
 
 
 def recorded_envs():

@@ -11,7 +11,6 @@ import copy  # noqa: E402
 import pytest  # noqa: E402
 
 
-
 @pytest.fixture(scope="session")
 def _tiny():
     from wrappers.trl.extras.tiny_model import tiny_model

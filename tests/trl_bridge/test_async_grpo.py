@@ -14,20 +14,36 @@ STEPS = 3
 BATCH = 6  # two groups of three
 MAX_STALENESS = 1
 TEMPERATURE = 0.9
+TAKE_LIMIT = 4 * (STEPS + 1) * BATCH  # the trainer takes (STEPS + 1) batches, and drops a few stale samples
 
 
 class RecordingQueue(queue.Queue):
-    """The worker's rollout buffer, remembering what the trainer took, in order, with the trainer's version."""
+    """The worker's rollout buffer, remembering what the trainer took, in order, with the trainer's version.
+
+    It holds back the first sample and hands it to the trainer once it is more than MAX_STALENESS versions
+    behind, as a straggling group would arrive: every run meets a stale sample, at a known point."""
 
     def __init__(self, trainer_version):
         super().__init__()
         self.trainer_version = trainer_version
         self.taken = []
+        self.held = None
+        self.held_taken_at = None  # the trainer's version when the held sample came back
 
     def get(self, *args, **kwargs):
-        sample = super().get(*args, **kwargs)
+        if len(self.taken) >= TAKE_LIMIT:  # a trainer that drops everything would otherwise never finish
+            raise RuntimeError(f"the trainer took {len(self.taken)} samples for {STEPS} steps of {BATCH}")
+        if self.held is not None and self.held_taken_at is None and self._stale(self.held):
+            sample, self.held_taken_at = self.held, self.trainer_version()
+        else:
+            sample = super().get(*args, **kwargs)
+            if self.held is None:
+                self.held, sample = sample, super().get(*args, **kwargs)
         self.taken.append((sample, self.trainer_version()))
         return sample
+
+    def _stale(self, sample):
+        return self.trainer_version() - sample.model_version > MAX_STALENESS
 
 
 @pytest.fixture(scope="module")
@@ -142,12 +158,17 @@ def test_the_model_version_goes_up_once_per_sync_and_stale_samples_are_dropped(r
     trainer, worker = run["trainer"], run["worker"]
     assert trainer.model_version == worker.model_version == STEPS + 1  # the first sync, then one per step
     assert run["stats"]["weight_version"] == STEPS + 1
-    taken = worker.rollout_buffer.taken
-    assert max(sample.model_version for sample, _ in taken) > 1  # later steps train on newer samples
-    stale = [sample for sample, version in taken if version - sample.model_version > MAX_STALENESS]
-    assert sum(log.get("sample/dropped_stale_total", 0) for log in run["logs"]) <= len(stale)
+    buffer = worker.rollout_buffer
+    # The held-back sample reached the trainer stale (it was tagged with the version it was generated under)...
+    assert buffer.held_taken_at is not None and buffer.held_taken_at - buffer.held.model_version > MAX_STALENESS
+    stale = [sample for sample, version in buffer.taken if version - sample.model_version > MAX_STALENESS]
+    assert buffer.held in stale
+    # ...and the trainer dropped it, and every other stale one it logged, and trained on nothing staler.
+    dropped = sum(log.get("sample/dropped_stale_total", 0) for log in run["logs"])
+    assert 1 <= dropped <= len(stale)
+    assert [log["sample/staleness_max"] <= MAX_STALENESS for log in run["logs"]] == [True] * len(run["logs"])
     assert len(trained_samples(run)) >= STEPS * BATCH
-    assert all(log["sample/staleness_max"] <= MAX_STALENESS for log in run["logs"])
+    assert max(sample.model_version for sample, _ in buffer.taken) > 1  # later steps train on newer samples
 
 
 def test_the_rewards_the_trainer_logs_are_the_env_returns(run):

@@ -42,6 +42,14 @@ def take(worker, count, timeout_s=120):
     return [worker.rollout_buffer.get(timeout=timeout_s) for _ in range(count)]
 
 
+def wait_until(condition, timeout_s=60):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"still not true after {timeout_s} s")
+        time.sleep(0.01)
+
+
 def drain(q):
     items = []
     while True:
@@ -51,7 +59,7 @@ def drain(q):
             return items
 
 
-def test_groups_share_a_start_state_and_carry_normalised_advantages_and_sampling_logprobs(server, model_and_tokenizer):
+def test_groups_share_a_start_state_and_carry_the_env_returns_and_sampling_logprobs(server, model_and_tokenizer):
     _, tokenizer = model_and_tokenizer
     worker = make_worker(server, tokenizer)
     worker.start()
@@ -62,14 +70,11 @@ def test_groups_share_a_start_state_and_carry_normalised_advantages_and_sampling
     groups = {}
     for sample in samples:
         groups.setdefault(sample.group_id, []).append(sample)
-    for members in groups.values():
-        if len(members) < GROUP:
-            continue  # the other group thread may not have finished its own group
+    complete = [members for members in groups.values() if len(members) == GROUP]
+    assert complete  # the other group thread may not have finished its own group, but one group has
+    for members in complete:
         first_observations = {m.prompt[-1]["content"].split(". ", 1)[1] for m in members}
         assert len(first_observations) == 1  # one seed: one start state
-        rewards = np.array([m.metrics["reward"] for m in members])
-        advantages = np.array([m.advantage for m in members])
-        assert np.allclose(advantages, (rewards - rewards.mean()) / (rewards.std() + 1e-8))
         assert {m.model_version for m in members} == {0}
     for sample in samples:
         # The env's own return, as it paid it out; and the tokens are exactly what was sampled and appended.
@@ -83,13 +88,34 @@ def test_groups_share_a_start_state_and_carry_normalised_advantages_and_sampling
         assert np.all(sample.old_log_probs[~trained] == 0.0)
 
 
+def test_advantages_are_the_returns_normalised_within_their_group(server, model_and_tokenizer):
+    """RankedEcho pays the three episodes of a group 0, 1 and 2: mean 1, standard deviation sqrt(2/3)
+    (the group's own, not a sample estimate), so the advantages are -sqrt(3/2), 0 and +sqrt(3/2)."""
+    _, tokenizer = model_and_tokenizer
+    ranked = {"max_turns": 1, "reward": 0.0}
+    worker = make_worker(server, tokenizer, env_id="tests/RankedEcho-v0", env_kwargs=ranked, seed=7_000, groups_in_flight=1)
+    worker.start()
+    try:
+        samples = take(worker, GROUP)  # one thread: the first group's samples come first
+    finally:
+        worker.stop()
+    assert len({sample.group_id for sample in samples}) == 1
+    paid = sorted((sample.metrics["reward"], sample.advantage) for sample in samples)
+    assert paid == [
+        (0.0, pytest.approx(-1.2247449, abs=1e-6)),
+        (1.0, pytest.approx(0.0, abs=1e-6)),
+        (2.0, pytest.approx(1.2247449, abs=1e-6)),
+    ]
+    assert [sample.metrics["reward_std"] for sample in samples] == [pytest.approx(0.8164966)] * GROUP
+
+
 def test_groups_that_fall_more_than_max_staleness_behind_are_dropped(server, model_and_tokenizer):
     _, tokenizer = model_and_tokenizer
     worker = make_worker(server, tokenizer, max_staleness=1)
     server.engine.pause()
     worker.start()
     try:
-        time.sleep(0.5)  # both groups started under version 0 and wait for their first turn
+        wait_until(lambda: len(server.engine._queue) == 2)  # both groups started under version 0, wait for a turn
         worker.update_model_version(2)
         server.engine.resume()
         samples = take(worker, GROUP)

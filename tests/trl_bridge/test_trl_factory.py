@@ -288,7 +288,10 @@ def test_env_reward_false_leaves_the_reward_to_the_users_functions():
 
 def test_two_configurations_of_one_env_get_two_names_and_name_sets_one():
     assert environment_factory("gymenvs/Catch-v0").__name__ == "Catch_v0"
-    names = {environment_factory("gymenvs/Catch-v0", rows=2).__name__, environment_factory("gymenvs/Catch-v0", columns=9).__name__}
+    names = {
+        environment_factory("gymenvs/Catch-v0", rows=2).__name__,
+        environment_factory("gymenvs/Catch-v0", columns=9).__name__,
+    }
     assert names == {"Catch_v0_rows_2", "Catch_v0_columns_9"}
     assert environment_factory("gymenvs/Catch-v0", name="small_catch", rows=2).__name__ == "small_catch"
     with pytest.raises(ValueError, match="name='small catch'"):

@@ -16,9 +16,9 @@ def prompts_for(tokenizer):
     return [tokenizer(text)["input_ids"] for text in ("hello", "the quick brown fox jumps", "a b c")]
 
 
-def assert_logprobs_match_the_model(model, prompts, completions, temperature):
+def assert_logprobs_match_the_model(model, prompts, completions, temperature, top_k=0):
     for prompt, completion in zip(prompts, completions):
-        forward = teacher_forced_logprobs(model, prompt, completion.token_ids, temperature)
+        forward = teacher_forced_logprobs(model, prompt, completion.token_ids, temperature, top_k)
         assert torch.allclose(torch.tensor(completion.logprobs), forward, atol=1e-4, rtol=0)
 
 
@@ -54,9 +54,7 @@ def test_bad_batches_are_rejected(model_and_tokenizer):
 @pytest.fixture
 def completions_server(model_and_tokenizer):
     model, tokenizer = model_and_tokenizer
-    server = CompletionsServer(
-        TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=0.9))
-    )
+    server = CompletionsServer(StandInLLM(model, tokenizer.pad_token_id))
     yield server
     server.close()
 
@@ -77,7 +75,7 @@ def test_server_backend_speaks_vllm_completions_with_token_ids_and_logprobs(mode
     assert (request["temperature"], request["top_k"], request["top_p"]) == (0.9, 5, 1.0)
     # Choices are matched to prompts by index, and each completion is cut at its own budget.
     assert [len(c.token_ids) for c in completions] == [4, 7, 2]
-    assert_logprobs_match_the_model(model, prompts, completions, temperature=0.9)
+    assert_logprobs_match_the_model(model, prompts, completions, temperature=0.9, top_k=5)
     generator.close()
 
 
@@ -133,6 +131,20 @@ def test_in_process_vllm_backend_honours_temperature_and_top_k(model_and_tokeniz
         assert completion.logprobs == [0.0] * len(completion.token_ids)  # the processed distribution
 
 
+def test_in_process_vllm_backend_reports_a_stop_token_as_stop_and_a_spent_budget_as_length(
+    model_and_tokenizer, stand_in_vllm
+):
+    _, tokenizer = model_and_tokenizer
+    prompts = prompts_for(tokenizer)
+    every_token = list(range(len(tokenizer)))  # whatever is sampled first stops the completion
+    stopped = VLLMGenerator(stand_in_vllm, extra_sampling_params={"stop_token_ids": every_token}).generate(prompts, [4, 4, 4])
+    assert [(len(c.token_ids), c.finish_reason) for c in stopped] == [(1, "stop")] * 3
+    _, params = stand_in_vllm.calls[0]
+    assert all(p.stop_token_ids == every_token for p in params)
+    spent = VLLMGenerator(stand_in_vllm).generate(prompts, [3, 1, 2])
+    assert [(len(c.token_ids), c.finish_reason) for c in spent] == [(3, "length"), (1, "length"), (2, "length")]
+
+
 def test_a_sampling_parameter_vllm_does_not_have_fails(stand_in_vllm):
     generator = VLLMGenerator(stand_in_vllm, extra_sampling_params={"max_new_tokens": 3})  # a transformers name
     with pytest.raises(TypeError, match="max_new_tokens"):
@@ -185,7 +197,7 @@ def test_in_server_mode_the_trainers_own_vllm_client_generates(model_and_tokeniz
     assert request["prompt"] == prompts and request["logprobs"] == 0 and request["max_tokens"] == 7
     assert (request["temperature"], request["top_k"]) == (0.9, 5)
     assert [len(c.token_ids) for c in completions] == [4, 7, 2]
-    assert_logprobs_match_the_model(model, prompts, completions, temperature=0.9)
+    assert_logprobs_match_the_model(model, prompts, completions, temperature=0.9, top_k=5)
 
 
 def test_the_trainer_backend_follows_use_vllm_and_vllm_mode(trl_vllm_client):
