@@ -77,7 +77,7 @@ def aiohttp_on_loopback(calls: int) -> list[float]:
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)
     loop.run_until_complete(site.start())
-    port = site._server.sockets[0].getsockname()[1]
+    port = runner.addresses[0][1]
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     agent = subprocess.Popen([sys.executable, str(PINGER)], env={**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",

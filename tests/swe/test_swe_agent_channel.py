@@ -31,7 +31,8 @@ class UnixHTTPConnection(http.client.HTTPConnection):
 def post(channel: LLMChannel, body, token: str | None = None, path: str = "/v1/chat/completions"):
     connection = UnixHTTPConnection(str(channel.socket_path))
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    connection.request("POST", path, data, {"Authorization": f"Bearer {token or channel.token}", "Content-Type": "application/json"})
+    headers = {"Authorization": f"Bearer {token or channel.token}", "Content-Type": "application/json"}
+    connection.request("POST", path, data, headers)
     response = connection.getresponse()
     payload = response.read()
     connection.close()

@@ -250,11 +250,11 @@ class SWEAgentEnv(SWEBaseEnv):
     def _policy_reply(self, call: ToolCall, request: dict[str, Any]) -> dict[str, Any]:
         model = self.config.model_name
         if call.name == _TEXT:
-            return chat_completion(model=model, content=call.arguments["content"])
+            return chat_completion(model=model, content=call.arguments["content"], request=request)
         if not request.get("tools"):  # the agent reads text only: hand it the action as written
             text = self._action if isinstance(self._action, str) else json.dumps(self._action)
-            return chat_completion(model=model, content=text)
-        return chat_completion(model=model, content=None, tool_calls=[tool_call(call.name, call.arguments)])
+            return chat_completion(model=model, content=text, request=request)
+        return chat_completion(model=model, content=None, tool_calls=[tool_call(call.name, call.arguments)], request=request)
 
     def _upstream_reply(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """The upstream's answer to the agent's request, passed through as it came (status, JSON body)."""
