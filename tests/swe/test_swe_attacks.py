@@ -45,7 +45,8 @@ cat > /testbed/conftest.py <<'EOF'
 
 
 def test_a_git_hook_written_through_the_patch_fallback_refuses_the_patch(docker_client, swe_images):
-    attack = TASK.patch.replace("sep.join(words)", "sep.join(words) + '!'") + new_file(".git/hooks/post-checkout", HOOK, mode="100755")
+    hook = new_file(".git/hooks/post-checkout", HOOK, mode="100755")
+    attack = TASK.patch.replace("sep.join(words)", "sep.join(words) + '!'") + hook
     report = grade(docker_client, TASK, attack, image=image_for(TASK), timeout=120)
     assert report.status == "patch_failed" and report.reward == 0.0
     assert ".git/hooks/post-checkout (inside .git/)" in report.error
@@ -61,8 +62,10 @@ def test_pytest_toml_and_package_metadata_are_protected():
 def test_a_fake_git_and_a_gitignored_conftest_in_the_agents_container_change_nothing(make_env):
     env = start(make_env, TASK.instance_id)
     env.step({"name": "create_file", "arguments": {"path": "conftest.py", "content": FORCE_PASS_CONFTEST}})
-    fake_git = "printf '#!/bin/sh\\necho \"diff --git a/README.md b/README.md\"\\n' > /usr/local/bin/git && chmod +x /usr/local/bin/git"
-    env.step(bash(f"echo conftest.py >> .gitignore && echo conftest.py >> .git/info/exclude && {fake_git} && hash -r && git status"))
+    fake_git = ("printf '#!/bin/sh\\necho \"diff --git a/README.md b/README.md\"\\n' > /usr/local/bin/git"
+                " && chmod +x /usr/local/bin/git")
+    hide = "echo conftest.py >> .gitignore && echo conftest.py >> .git/info/exclude"
+    env.step(bash(f"{hide} && {fake_git} && hash -r && git status"))
     reward, report = submit(env)
     assert reward == 0.0 and report["status"] == "unresolved"
     assert report["ignored_files"] == {"conftest.py": "pytest configuration"}

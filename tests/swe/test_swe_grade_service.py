@@ -31,7 +31,8 @@ def grade_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_grade_writes_the_harness_layout_and_resumes(swe_images, tmp_path):
-    readme = (Path(__file__).resolve().parents[2] / "gymenvs/swe/tasks/fixtures/repos/romans/README.md").read_text().splitlines()[0]
+    repos = Path(__file__).resolve().parents[2] / "gymenvs/swe/tasks/fixtures/repos"
+    readme = (repos / "romans/README.md").read_text().splitlines()[0]
     rows = [{"instance_id": UPSTREAM, "model_patch": TASKS[UPSTREAM].patch},
             {"instance_id": TEXTKIT, "model_patch": TASKS[TEXTKIT].patch},
             {"instance_id": ROMANS, "model_patch": NOT_A_FIX.format(first=f" {readme}")},
@@ -64,7 +65,8 @@ def test_predictions_in_each_of_the_harness_formats(tmp_path):
     (tmp_path / "p.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     (tmp_path / "p.json").write_text(json.dumps({row["instance_id"]: row for row in rows}))
     (tmp_path / "l.json").write_text(json.dumps(rows))
-    assert read_predictions(tmp_path / "p.jsonl") == read_predictions(tmp_path / "p.json") == read_predictions(tmp_path / "l.json")
+    read = [read_predictions(tmp_path / name) for name in ("p.jsonl", "p.json", "l.json")]
+    assert read[0] == read[1] == read[2]
     assert [p.model_patch for p in read_predictions(tmp_path / "p.jsonl")] == ["x", None]
     (tmp_path / "bad.json").write_text(json.dumps([{"model_patch": "x"}]))
     with pytest.raises(ValueError, match="no instance_id"):

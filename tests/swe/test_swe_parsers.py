@@ -159,7 +159,8 @@ def test_the_swebench_package_picks_the_parser_of_its_repos():
 
 
 def test_a_row_overrides_the_command_and_the_parser():
-    eval_script = "#!/bin/bash\ncd /testbed\n: '>>>>> Start Test Output'\ntox -e py39 -- tests/test_a.py\n: '>>>>> End Test Output'\n"
+    eval_script = ("#!/bin/bash\ncd /testbed\n: '>>>>> Start Test Output'\ntox -e py39 -- tests/test_a.py\n"
+                   ": '>>>>> End Test Output'\n")
     assert spec_for(a_task("me/local", eval_script=eval_script)).command == "tox -e py39 -- tests/test_a.py"
     spec = spec_for(a_task("me/local", test_cmd="make test", log_parser="django", eval_script=eval_script))
     assert (spec.command, spec.parser) == ("make test", "django")
@@ -192,7 +193,8 @@ def test_grading_drops_tests_conftest_pytest_config_and_startup_hooks():
 def test_diff_paths_quoted_renamed_and_content_that_looks_like_a_header():
     quoted = 'diff --git "a/caf\\303\\251 x.py" "b/caf\\303\\251 x.py"\n--- "a/caf\\303\\251 x.py"\n+++ "b/caf\\303\\251 x.py"\n'
     assert split_diff(quoted)[0].paths == ("café x.py",)
-    rename = "diff --git a/pkg/old.py b/tests/test_new.py\nsimilarity index 90%\nrename from pkg/old.py\nrename to tests/test_new.py\n"
+    rename = ("diff --git a/pkg/old.py b/tests/test_new.py\nsimilarity index 90%\n"
+              "rename from pkg/old.py\nrename to tests/test_new.py\n")
     assert filter_diff(rename) == ("", {"tests/test_new.py": "test file"})
     sneaky = section("pkg/sql.py", "@@ -1,2 +1 @@\n--- a/conftest.py\n+select 1\n")
     assert filter_diff(sneaky) == (sneaky, {})

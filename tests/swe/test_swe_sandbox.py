@@ -56,7 +56,8 @@ def processes(sandbox: DockerSandbox, name: str) -> int:
 
 
 def test_state_carries_over_between_commands(shell):
-    assert shell.run("cd /tmp && export GREETING=hello && count=3 && greet() { echo \"$GREETING x$count\"; }", TIMEOUT).exit_code == 0
+    state = "cd /tmp && export GREETING=hello && count=3 && greet() { echo \"$GREETING x$count\"; }"
+    assert shell.run(state, TIMEOUT).exit_code == 0
     result = shell.run("pwd; greet", TIMEOUT)
     assert result.output == "/tmp\nhello x3\n" and result.exit_code == 0
     assert shell.run("false", TIMEOUT).exit_code == 1
@@ -88,7 +89,8 @@ def test_a_command_that_never_ends_is_stopped_at_the_timeout(shell, sandbox, com
 
 @pytest.mark.slow
 def test_a_process_ignoring_sigterm_is_killed(shell, sandbox):
-    ignore = "python3 -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(\"up\", flush=True); time.sleep(1000)'"
+    ignore = ("python3 -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+              "print(\"up\", flush=True); time.sleep(1000)'")
     result = shell.run(ignore, TIMEOUT)
     assert result.timed_out and result.exit_code == 137 and result.output.startswith("up\n")
     assert processes(sandbox, "python3") == 0
@@ -210,7 +212,8 @@ def test_containers_are_removed_at_exit_without_close(docker_client, swe_images)
 def test_no_new_privileges_and_no_raw_sockets_or_device_nodes(sandbox):
     status = sandbox.run("grep NoNewPrivs /proc/self/status; mknod /tmp/mem c 1 1; echo mknod=$?", timeout=10).output.text()
     assert "NoNewPrivs:\t1" in status and "mknod=1" in status
-    raw = sandbox.run("python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)'", timeout=10)
+    raw_socket = "python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)'"
+    raw = sandbox.run(raw_socket, timeout=10)
     assert raw.exit_code == 1 and "Operation not permitted" in raw.output.text()
 
 
