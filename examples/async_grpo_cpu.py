@@ -24,7 +24,7 @@ from transformers.utils import logging as transformers_logging
 from trl.experimental.async_grpo import AsyncGRPOConfig
 
 from wrappers.trl import CPU_TRAINING_ARGS, CPUAsyncGRPOTrainer, EnvRolloutWorker, HTTPWeightTransfer, Sampling, tiny_model
-from wrappers.trl.inference_server import ServerProcess
+from wrappers.trl.serve.inference_server import ServerProcess
 
 GROUP = 8
 BATCH = 128

@@ -131,7 +131,8 @@ def many_at_once(num_envs: int = 64, episodes: int = 1000) -> None:
         solved += int(np.sum(rewards > 0))
         steps += num_envs
     seconds = time.perf_counter() - start
-    print(f"{finished} episodes, {solved} solved by luck, {steps} env steps in {seconds:.2f} s ({steps / seconds:,.0f} steps/s)\n")
+    rate = steps / seconds
+    print(f"{finished} episodes, {solved} solved by luck, {steps} env steps in {seconds:.2f} s ({rate:,.0f} steps/s)\n")
     envs.close()
 
 

@@ -29,12 +29,13 @@ warnings.filterwarnings("ignore", message=".*is deprecated and will be removed i
 warnings.filterwarnings("ignore", message=".*nothing in them tells episodes apart", category=UserWarning)
 
 import gymnasium as gym  # noqa: E402
+from grpo_cpu import COLUMNS, LetterCatch  # noqa: E402  (the same toy env; here only its tool is used)
 from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from grpo_cpu import COLUMNS, LetterCatch  # noqa: E402  (the same toy env; here only its tool is used)
 from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, teach_tool_calls, tiny_model, tool_call_text  # noqa: E402
+
 
 class Progress(TrainerCallback):
     def __init__(self) -> None:

@@ -6,10 +6,22 @@
     env = gymnasium.make("gymenvs/Wordle-v0")
 """
 
+from gymenvs._moved import alias_moved_modules
 from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool
-from gymenvs.registry import describe_envs, list_envs, register_envs, vector_entry_point
+from gymenvs.registry import describe_envs, list_envs, make_vec, register_envs, vector_entry_point
 
 __version__ = "0.1.0"
-__all__ = ["ActionError", "Outcome", "TextEnv", "ToolCall", "describe_envs", "list_envs", "tool", "vector_entry_point"]
+__all__ = [
+    "ActionError",
+    "Outcome",
+    "TextEnv",
+    "ToolCall",
+    "describe_envs",
+    "list_envs",
+    "make_vec",
+    "tool",
+    "vector_entry_point",
+]
 
 register_envs()
+alias_moved_modules({"gymenvs.evaluation": "gymenvs.eval.evaluate", "gymenvs.policies": "gymenvs.eval.policies"})

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from gymenvs.registry import describe_envs
 
@@ -68,8 +69,7 @@ def add_eval_command(commands: Any) -> None:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from gymenvs.evaluation import evaluate
-    from gymenvs.policies import make_policy
+    from gymenvs.eval import evaluate_policy, make_policy
 
     options: dict[str, Any] = {}
     if args.policy == "openai":
@@ -85,7 +85,7 @@ def run_eval(args: argparse.Namespace) -> int:
         options = dict(model=args.model, temperature=args.temperature, max_new_tokens=args.max_tokens)
     try:
         policy = make_policy(args.policy, args.env_id, **options)
-        summary = evaluate(
+        summary = evaluate_policy(
             args.env_id, policy, num_episodes=args.episodes, seed=args.seed, env_kwargs=parse_kwargs(args.kwarg),
             max_workers=args.workers, transcripts=args.transcripts, progress=not args.no_progress,
         )
@@ -99,7 +99,7 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_replay(args: argparse.Namespace) -> int:
-    from gymenvs.evaluation import read_transcripts, replay
+    from gymenvs.eval import read_transcripts, replay
 
     records = read_transcripts(args.file)
     if not 0 <= args.episode < len(records):
@@ -130,8 +130,10 @@ def run_play(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"cannot build {args.env_id}: {exc}", file=sys.stderr)
         return 2
-    with env:
+    try:
         return play_episode(env, args.seed)
+    finally:
+        env.close()
 
 
 def play_episode(env: Any, seed: int | None) -> int:

@@ -4,15 +4,21 @@ Entry points are strings, so registering imports no env module: `gymnasium.make`
 the one it builds (and its heavy dependencies) on first use. The vector entry point makes
 `gymnasium.make_vec(id, num_envs=N)` return a `wrappers.vector.ConcurrentVectorEnv`
 (`backend="process"` and its other settings are keywords of `make_vec`; the rest go to the env);
-`vector_entry_point(id)` gives envs that users register themselves the same.
+`vector_entry_point(id)` gives envs that users register themselves the same. Gymnasium refuses
+`make_vec(..., wrappers=...)` for any env with a vector entry point; `gymenvs.make_vec` takes them.
+`probe(id, kwargs)` checks an id and its kwargs by building one env, as the TRL bridge does before training.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec, VectorizeMode, load_env_creator
+from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import create_shared_memory
 
 from gymenvs.core.spaces import UnicodeText
@@ -26,7 +32,9 @@ class EnvEntry:
 
 
 ENVS: tuple[EnvEntry, ...] = (
-    EnvEntry("gymenvs/Echo-v0", "gymenvs.envs.echo:EchoEnv", "Echoes a message back; per-step sleep and CPU knobs for benchmarks."),
+    EnvEntry(
+        "gymenvs/Echo-v0", "gymenvs.envs.echo:EchoEnv", "Echoes a message back; per-step sleep and CPU knobs for benchmarks."
+    ),
     EnvEntry(
         "gymenvs/ReasoningGym-v0",
         "gymenvs.envs.reasoning:ReasoningGymEnv",
@@ -71,6 +79,36 @@ def vector_entry_point(env_id: str) -> str:
     return VECTOR_ENTRY_POINT.format(id=env_id)
 
 
+def make_vec(
+    env_id: str | EnvSpec,
+    num_envs: int = 1,
+    *,
+    vectorization_mode: VectorizeMode | str | None = None,
+    wrappers: Sequence[Callable[[gym.Env], gym.Wrapper]] | None = None,
+    **kwargs: Any,
+) -> VectorEnv:
+    """`gymnasium.make_vec`, except that `wrappers` work with a vector entry point too.
+
+    Gymnasium refuses `wrappers=` whenever the env's `vector_entry_point` builds the vector env,
+    which is every gymenvs id. Here its creator gets them as a keyword instead: gymenvs' creator
+    (`vector_entry_point(id)`, a `ConcurrentVectorEnv`) applies them, in order, to each slot's env.
+    Every other call goes to `gymnasium.make_vec` unchanged.
+    """
+    spec = gym.spec(env_id) if isinstance(env_id, str) else env_id
+    entry_point = spec.vector_entry_point
+    entry_point_mode = (None, VectorizeMode.VECTOR_ENTRY_POINT, VectorizeMode.VECTOR_ENTRY_POINT.value)
+    if not wrappers or entry_point is None or vectorization_mode not in entry_point_mode:
+        return gym.make_vec(spec, num_envs, vectorization_mode=vectorization_mode, wrappers=wrappers, **kwargs)
+    if kwargs.get("vector_kwargs"):
+        raise ValueError(f"vector_kwargs={kwargs['vector_kwargs']!r}: a vector entry point takes its settings as plain keywords")
+    kwargs.pop("vector_kwargs", None)
+    creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    vector_env = creator(num_envs=num_envs, wrappers=list(wrappers), **kwargs)
+    if not isinstance(vector_env, VectorEnv):
+        raise TypeError(f"the vector entry point of {spec.id} returned {vector_env!r}, not a VectorEnv")
+    return vector_env
+
+
 def register_envs() -> None:
     for entry in ENVS:
         if entry.id not in gym.registry:
@@ -97,3 +135,29 @@ def list_envs() -> list[str]:
 def describe_envs() -> dict[str, str]:
     """Each env id with its one-line description."""
     return {entry.id: entry.description for entry in ENVS}
+
+
+@dataclass(frozen=True)
+class ProbedEnv:
+    """What one env built from an id and kwargs shows: its class, turn limit and tool schemas."""
+
+    env_class: type[gym.Env]
+    max_turns: int | None
+    #: `TextEnv.tool_schemas()`; empty for an env that is no `TextEnv`.
+    tools: list[dict[str, Any]]
+
+
+def probe(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> ProbedEnv:
+    """Build one env of `env_id` with `env_kwargs` and close it: a `ValueError` now, for an unknown id,
+    rather than at the first training step; the env's own error for bad kwargs."""
+    from gymenvs.core.env import TextEnv
+
+    if env_id not in gym.registry:
+        raise ValueError(f"env id {env_id!r} is not registered; gymenvs envs are {list_envs()}")
+    env = gym.make(env_id, **(env_kwargs or {}))
+    try:
+        unwrapped = env.unwrapped
+        tools = unwrapped.tool_schemas() if isinstance(unwrapped, TextEnv) else []
+        return ProbedEnv(type(unwrapped), getattr(unwrapped, "max_turns", None), tools)
+    finally:
+        env.close()

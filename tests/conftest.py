@@ -23,7 +23,7 @@ def docker_client():
 @pytest.fixture(scope="session")
 def swe_images(docker_client):
     """The base and fixture images (built if missing: about a minute for the base, offline from apt's mirror)."""
-    from gymenvs.swe.images import BASE_IMAGE, build_base_image, build_fixture_images
+    from gymenvs.swe.sandbox.images import BASE_IMAGE, build_base_image, build_fixture_images
 
     build_base_image(docker_client, tag=BASE_IMAGE, progress=False)
     build_fixture_images(docker_client, base=BASE_IMAGE, progress=False)

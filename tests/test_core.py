@@ -1,9 +1,13 @@
 """TextEnv, @tool and action parsing, on a small env defined here."""
 
+import datetime
+import enum
+import functools
+import importlib
 import json
 import subprocess
 import sys
-from typing import Literal
+from typing import Any, Literal
 
 import gymnasium as gym
 import pytest
@@ -13,7 +17,7 @@ from hypothesis import strategies as st
 
 from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, parse_action, tool
 from gymenvs.core.spaces import UnicodeText, clip_text
-from gymenvs.core.tools import describe_validation_error
+from gymenvs.core.tools import describe_validation_error, function_schema, tool_docstring, tool_spec
 
 
 class CounterEnv(TextEnv):
@@ -66,7 +70,7 @@ def test_tool_schema_is_the_openai_function_format():
                 "type": "object",
                 "properties": {
                     "amount": {"type": "integer", "description": "How much to add."},
-                    "note": {"type": "string", "description": "A remark to echo back.", "default": ""},
+                    "note": {"type": "string", "description": "A remark to echo back."},
                 },
                 "required": ["amount"],
             },
@@ -75,13 +79,128 @@ def test_tool_schema_is_the_openai_function_format():
     assert CounterEnv.tools["shift"].schema["function"]["parameters"]["properties"]["way"]["enum"] == ["up", "down"]
 
 
-def test_tool_schema_agrees_with_transformers_get_json_schema():
-    from transformers import utils
-    ours = CounterEnv.tools["shift"].schema["function"]
-    theirs = utils.get_json_schema(CounterEnv.shift)["function"]
-    assert ours["name"] == theirs["name"] and ours["description"] == theirs["description"]
-    assert ours["parameters"]["properties"]["way"]["enum"] == theirs["parameters"]["properties"]["way"]["enum"]
-    assert ours["parameters"]["required"] == theirs["parameters"]["required"]
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+def every_kind_of_argument(
+    self,
+    text: str,
+    count: int,
+    ratio: float,
+    flag: bool,
+    way: Literal["up", "down"],
+    mixed: Literal["a", 1],
+    color: Color,
+    words: list[str],
+    table: dict[str, int],
+    pair: tuple[int, str],
+    maybe: int | None = None,
+    either: str | int = 0,
+    choices: Literal["x", "y"] | None = None,
+    rows: list[list[int]] | None = None,
+    anything: Any = None,
+    bare: list = (),  # type: ignore[assignment]
+):
+    """Take every kind of argument a tool may declare.
+
+    A second paragraph that
+    spans two lines.
+
+    Args:
+        text: Some text.
+        count: A count.
+        ratio: A ratio.
+        flag: A flag.
+        way: Which way, with a description
+            that continues on a second line.
+        mixed: A string or a number.
+        color: A color.
+        words: Words.
+        table: A table.
+        pair: A pair.
+        maybe: Perhaps a number.
+        either: A string or an integer.
+        choices: One of two, or none.
+        rows: Rows of numbers.
+        anything: Any value.
+        bare: A list of anything.
+
+    Returns:
+        Nothing an agent reads.
+    """
+
+
+def no_arguments(self):
+    """Do the one thing there is to do."""
+
+
+@pytest.mark.parametrize("function", [every_kind_of_argument, no_arguments, CounterEnv.add, CounterEnv.shift])
+def test_the_one_tool_schema_is_what_transformers_get_json_schema_derives(function):
+    """TRL's environment_factory shows a model `get_json_schema` of each env method; the rollout path and
+    `info["tools"]` show `function_schema`: the two must be the same dict, not merely agree on a few keys."""
+    from transformers.utils import get_json_schema
+
+    without_return = functools.wraps(function)(lambda *args, **kwargs: None)
+    without_return.__annotations__ = {k: v for k, v in function.__annotations__.items() if k != "return"}
+    assert function_schema(function) == get_json_schema(without_return)
+    if function.__doc__ and "Returns:" not in function.__doc__:  # what environment_factory's methods carry
+        rebuilt = functools.wraps(without_return)(lambda *args, **kwargs: None)
+        rebuilt.__doc__ = tool_docstring(function_schema(function))
+        assert get_json_schema(rebuilt) == function_schema(function)
+
+
+def test_tool_docstring_gives_get_json_schema_the_schema_back():
+    from transformers.utils import get_json_schema
+
+    def method(self, way: Literal["up", "down"], maybe: int | None = None):
+        pass
+
+    method.__doc__ = tool_docstring(
+        {"function": {"description": "Move.\n\nMore text.", "parameters": {"properties": {
+            "way": {"description": "Which way."}, "maybe": {"description": "Perhaps."}}}}}
+    )
+    assert get_json_schema(method)["function"] == {
+        "name": "method",
+        "description": "Move.\n\nMore text.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "way": {"type": "string", "enum": ["up", "down"], "description": "Which way."},
+                "maybe": {"type": "integer", "nullable": True, "description": "Perhaps."},
+            },
+            "required": ["way"],
+        },
+    }
+
+
+def test_a_type_no_chat_template_can_describe_fails_when_the_tool_is_defined():
+    def pick(self, day: datetime.date):
+        """Pick a day.
+
+        Args:
+            day: The day.
+        """
+
+    with pytest.raises(TypeError, match="tool 'pick': argument 'day': .*cannot be described to a model"):
+        tool(pick)
+
+
+def test_tools_are_listed_in_name_order_as_trl_lists_an_environment_factory_classs_methods():
+    class Backwards(TextEnv):
+        @tool
+        def zebra(self) -> str:
+            """Last by name, first by definition."""
+            return ""
+
+        @tool
+        def apple(self) -> str:
+            """First by name."""
+            return ""
+
+    assert [schema["function"]["name"] for schema in Backwards().tool_schemas()] == ["apple", "zebra"]
+    assert list(Backwards.tools) == ["apple", "zebra"]
 
 
 def test_reset_info_lists_the_tools(env):
@@ -227,43 +346,55 @@ def test_parse_action_is_usable_on_its_own():
     assert parse_action('{"name": "a"}', None) == ToolCall("a", {})
 
 
-def every_tool_spec():
+def every_tool():
+    """Every built-in env's tool functions (and the ones above), by `env id:tool name`."""
     import gymenvs
-    from gymenvs.core.tools import tool_spec
 
-    specs = {}
+    functions = {}
     for env_id in gymenvs.list_envs():
         entry_point = gym.spec(env_id).entry_point
-        module, _, name = entry_point.partition(":")
-        try:
-            env_class = getattr(__import__(module, fromlist=[name]), name)
-        except ImportError:  # an optional dependency that is not installed
-            continue
-        for attribute in dir(env_class):
-            spec = tool_spec(getattr(env_class, attribute, None))
-            if spec is not None:
-                specs[f"{env_id}:{spec.name}"] = spec
-    specs["CounterEnv:add"] = tool_spec(CounterEnv.add)
-    specs["CounterEnv:shift"] = tool_spec(CounterEnv.shift)
-    return specs
+        module = importlib.import_module(entry_point.partition(":")[0])
+        env_classes = [value for value in vars(module).values() if isinstance(value, type) and issubclass(value, TextEnv)]
+        for env_class in env_classes:  # TextArena-v0 builds one of several classes
+            for spec in env_class.tools.values():
+                functions[f"{env_id}:{env_class.__name__}.{spec.name}"] = getattr(env_class, spec.name)
+    functions["CounterEnv:add"] = CounterEnv.add
+    functions["CounterEnv:shift"] = CounterEnv.shift
+    return functions
 
 
-TOOL_SPECS = every_tool_spec()
+TOOLS = every_tool()
 argument_values = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8), st.lists(st.integers(), max_size=2))
 
 
-@pytest.mark.parametrize("spec", TOOL_SPECS.values(), ids=TOOL_SPECS.keys())
-@given(data=st.data())
-@settings(max_examples=60, deadline=None)
-def test_tool_arguments_are_checked_as_the_schema_model_checks_them(spec, data):
-    """`validate` uses a lighter validator than the schema's model; it must accept, convert and
-    reject exactly as that model does (the method's own defaults fill what is left out)."""
+def arguments_model(function):
+    """The reference: a pydantic model of the tool's arguments, with the method's defaults."""
+    import inspect
+    import typing
+
     import pydantic
 
-    names = st.sampled_from([*spec.arguments_model.model_fields, "bogus"])
+    hints = typing.get_type_hints(function)
+    fields = {
+        param.name: (hints[param.name], ... if param.default is param.empty else param.default)
+        for param in list(inspect.signature(function).parameters.values())[1:]
+    }
+    return pydantic.create_model("arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
+
+
+@pytest.mark.parametrize("function", TOOLS.values(), ids=TOOLS.keys())
+@given(data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_tool_arguments_are_checked_as_a_pydantic_model_of_the_signature_checks_them(function, data):
+    """`validate` uses a light validator (a TypedDict); it must accept, convert and reject exactly as a
+    model of the signature does (the method's own defaults fill what is left out)."""
+    import pydantic
+
+    spec, model = tool_spec(function), arguments_model(function)
+    names = st.sampled_from([*model.model_fields, "bogus"])
     arguments = data.draw(st.dictionaries(names, argument_values, max_size=4))
     try:
-        expected = spec.arguments_model.model_validate(arguments)
+        expected = model.model_validate(arguments)
     except pydantic.ValidationError as exc:
         with pytest.raises(ActionError) as raised:
             spec.validate(arguments)
@@ -272,3 +403,25 @@ def test_tool_arguments_are_checked_as_the_schema_model_checks_them(spec, data):
     checked = spec.validate(arguments)
     assert checked == {name: getattr(expected, name) for name in checked}
     assert set(checked) == set(arguments)
+
+
+@pytest.mark.parametrize("function", TOOLS.values(), ids=TOOLS.keys())
+def test_every_built_in_tool_schema_is_what_get_json_schema_derives(function):
+    from transformers.utils import get_json_schema
+
+    without_return = functools.wraps(function)(lambda *args, **kwargs: None)
+    without_return.__annotations__ = {k: v for k, v in function.__annotations__.items() if k != "return"}
+    without_return.__doc__ = tool_docstring(tool_spec(function).schema)
+    assert get_json_schema(without_return) == tool_spec(function).schema
+
+
+def test_check_env_catches_an_env_that_shows_other_tools_than_its_schemas():
+    from gymenvs.core import check_env
+
+    class Drifted(CounterEnv):
+        def tool_schemas(self):
+            return [{**schema, "function": {**schema["function"], "description": "Other."}} for schema in super().tool_schemas()]
+
+    check_env(CounterEnv(), skip_render_check=True)
+    with pytest.raises(AssertionError, match=r"tool_schemas\(\) shows a model"):
+        check_env(Drifted(), skip_render_check=True)

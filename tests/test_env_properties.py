@@ -5,11 +5,11 @@ import json
 
 import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gymenvs
+from gymenvs.core import check_env
 from action_strategies import actions, play_arbitrary_actions
 
 # SWE-v0 drives Docker containers: tests/swe/test_swe_properties.py runs these properties on it.
@@ -32,8 +32,9 @@ def env(request):
     env.close()
 
 
-def test_gymnasium_env_checker_passes(env):
-    check_env(env.unwrapped, skip_render_check=False)
+def test_env_checker_passes(env):
+    """gymnasium's checker, and the one tool schema in `tool_schemas()` and reset's `info["tools"]`."""
+    check_env(env, skip_render_check=False)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -256,3 +256,14 @@ def test_wordle_word_lists_hold_only_five_letter_lowercase_words(name):
     assert all(len(word) == 5 and word.isalpha() and word.islower() for word in words), [
         word for word in words if not (len(word) == 5 and word.islower())
     ][:5]
+
+
+def test_probe_builds_one_env_and_reports_its_class_turn_limit_and_tools():
+    from gymenvs.envs.catch import CatchEnv
+    from gymenvs.registry import probe
+
+    probed = probe("gymenvs/Catch-v0", {"max_turns": 5})
+    assert probed.env_class is CatchEnv and probed.max_turns == 5
+    assert probed.tools == CatchEnv(max_turns=5).tool_schemas()
+    with pytest.raises(ValueError, match=r"env id 'gymenvs/Nope-v0' is not registered; gymenvs envs are \['gymenvs/Echo-v0'"):
+        probe("gymenvs/Nope-v0")

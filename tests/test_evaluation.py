@@ -1,4 +1,4 @@
-"""`gymenvs eval` / `evaluate()` and `gymenvs replay`: a policy over N episodes, a summary, transcripts."""
+"""`gymenvs eval` / `evaluate_policy()` and `gymenvs replay`: a policy over N episodes, a summary, transcripts."""
 
 import http.server
 import json
@@ -7,8 +7,8 @@ import threading
 import pytest
 from test_cli import gymenvs_cli
 
-from gymenvs.evaluation import evaluate, read_transcripts
-from gymenvs.policies import OpenAIPolicy, make_policy
+from gymenvs.eval import evaluate_policy, make_policy, read_transcripts
+from gymenvs.eval.policies import OpenAIPolicy
 
 
 def test_eval_prints_the_summary_table_and_writes_transcripts_that_replay(tmp_path):
@@ -31,9 +31,9 @@ def test_eval_prints_the_summary_table_and_writes_transcripts_that_replay(tmp_pa
 
 
 def test_evaluate_returns_the_same_summary_and_is_reproducible():
-    first = evaluate("gymenvs/Catch-v0", make_policy("scripted", "gymenvs/Catch-v0"), num_episodes=10,
+    first = evaluate_policy("gymenvs/Catch-v0", make_policy("scripted", "gymenvs/Catch-v0"), num_episodes=10,
                      env_kwargs={"rows": 4}, max_workers=3, progress=False)
-    second = evaluate("gymenvs/Catch-v0", make_policy("scripted", "gymenvs/Catch-v0"), num_episodes=10,
+    second = evaluate_policy("gymenvs/Catch-v0", make_policy("scripted", "gymenvs/Catch-v0"), num_episodes=10,
                       env_kwargs={"rows": 4}, progress=False)
     assert first.success_rate == 1.0 and first.mean_reward == 1.0 and first.mean_turns == 3.0
     assert {k: v for k, v in vars(first).items() if k != "wall_time_s"} == {
@@ -52,7 +52,7 @@ def test_a_policy_that_fails_ends_its_episode_not_the_evaluation():
         def act(self, messages, tools):
             raise ConnectionError("endpoint down")
 
-    summary = evaluate("gymenvs/Echo-v0", Broken(), num_episodes=3, progress=False)
+    summary = evaluate_policy("gymenvs/Echo-v0", Broken(), num_episodes=3, progress=False)
     assert summary.failed_episodes == 3 and summary.episodes == 3
 
 
@@ -60,7 +60,7 @@ def test_bad_arguments_are_rejected_with_a_clear_message():
     with pytest.raises(ValueError, match="no scripted policy for 'gymenvs/Sudoku-v0'"):
         make_policy("scripted", "gymenvs/Sudoku-v0")
     with pytest.raises(ValueError, match="num_episodes=0"):
-        evaluate("gymenvs/Echo-v0", make_policy("scripted", "gymenvs/Echo-v0"), num_episodes=0)
+        evaluate_policy("gymenvs/Echo-v0", make_policy("scripted", "gymenvs/Echo-v0"), num_episodes=0)
     result = gymenvs_cli("eval", "gymenvs/Nope-v0", "-n", "1")
     assert result.returncode == 2 and "no scripted policy for 'gymenvs/Nope-v0'" in result.stderr
 
@@ -96,10 +96,35 @@ def chat_endpoint():
 def test_an_openai_compatible_endpoint_plays_through_its_tool_calls(chat_endpoint):
     base_url, requests = chat_endpoint
     policy = OpenAIPolicy(base_url, "served-model", api_key="k")
-    summary = evaluate("gymenvs/Catch-v0", policy, num_episodes=2, env_kwargs={"rows": 3}, progress=False)
+    summary = evaluate_policy("gymenvs/Catch-v0", policy, num_episodes=2, env_kwargs={"rows": 3}, progress=False)
     policy.close()
     assert summary.invalid_actions == 0 and summary.mean_turns == 2.0  # every turn was a valid move
     path, authorization, body = requests[0]
     assert path == "/v1/chat/completions" and authorization == "Bearer k" and body["model"] == "served-model"
     assert [tool["function"]["name"] for tool in body["tools"]] == ["move", "stay"]
     assert body["messages"][0]["role"] == "user" and "ball" in body["messages"][0]["content"]
+
+
+def test_the_old_module_paths_and_name_still_work_and_warn():
+    import importlib
+    import sys
+
+    import gymenvs.eval.evaluate
+    import gymenvs.eval.policies
+
+    for old, new in (("gymenvs.evaluation", gymenvs.eval.evaluate), ("gymenvs.policies", gymenvs.eval.policies)):
+        sys.modules.pop(old, None)
+        with pytest.warns(DeprecationWarning, match=f"{old} moved to {new.__name__}"):
+            assert importlib.import_module(old) is new
+    with pytest.warns(DeprecationWarning, match="now gymenvs.eval.evaluate_policy"):
+        summary = gymenvs.eval.evaluate.evaluate(
+            "gymenvs/Echo-v0", make_policy("scripted", "gymenvs/Echo-v0"), num_episodes=1, progress=False
+        )
+    assert summary.episodes == 1
+
+
+def test_an_unreachable_endpoint_fails_the_episode_after_the_sdks_retries():
+    policy = OpenAIPolicy("http://127.0.0.1:9", "served-model", timeout_s=2, max_retries=0)
+    summary = evaluate_policy("gymenvs/Echo-v0", policy, num_episodes=1, progress=False)
+    policy.close()
+    assert summary.failed_episodes == 1

@@ -120,7 +120,7 @@ def test_trl_factory_returns_multimodal_content_blocks():
 
 def test_make_rollout_func_plays_text_only_models_on_the_text_view_and_says_so(caplog):
     from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
-    from wrappers.trl.offline_model import tiny_model
+    from wrappers.trl.extras.tiny_model import tiny_model
 
     model, tokenizer = tiny_model(seed=0)
     generator = TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=1.0))

@@ -36,7 +36,7 @@ HANOI_SOLUTION = [("A", "C"), ("A", "B"), ("C", "B"), ("A", "C"), ("B", "A"), ("
 def test_tower_of_hanoi_win_and_loss():
     env = make("TowerOfHanoi-v0")
     tool_names = [schema["function"]["name"] for schema in env.reset(seed=0)[1]["tools"]]
-    assert tool_names == ["move_disk", "move"]  # the typed tool, and the game's own text format
+    assert tool_names == ["move", "move_disk"]  # the game's own text format and the typed tool, in name order
     _, reward, terminated, _, info = play(env, [call("move_disk", source=s, target=t) for s, t in HANOI_SOLUTION])
     assert (reward, terminated) == (1.0, True) and "solved" in info["reward_reason"]
 

@@ -9,7 +9,8 @@ handed over, the agent receives it and sends its next request, the env has it.
    replies handed over from a driver thread (as a trainer would).
 
 Needs a Docker engine, the fixture images and aiohttp (`pip install 'gymenvs[bench]'`). Prints
-median and p99 in ms and the load average; nothing is asserted.
+median and p99 in ms, the host process's CPU time per call for (1), and the load average; nothing
+is asserted.
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ PONG = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}]}
 
 
-def summary(name: str, seconds: list[float]) -> str:
+def summary(name: str, seconds: list[float], cpu_seconds: float | None = None) -> str:
     ms = sorted(s * 1000 for s in seconds)
     p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
-    return f"{name:<58} median {statistics.median(ms):6.3f} ms   p99 {p99:6.3f} ms   ({len(ms)} calls)"
+    cpu = f"   host CPU {cpu_seconds * 1000 / len(ms):6.3f} ms/call" if cpu_seconds is not None else ""
+    return f"{name:<58} median {statistics.median(ms):6.3f} ms   p99 {p99:6.3f} ms   ({len(ms)} calls){cpu}"
 
 
-def gymenvs_in_container(calls: int) -> list[float]:
+def gymenvs_in_container(calls: int) -> tuple[list[float], float]:
+    """Each call's round trip, and the CPU time this process (env and channel threads) spent on all of them."""
     from gymenvs.swe.agents.env import SWEAgentEnv
     from gymenvs.swe.agents.specs import AgentSpec
 
@@ -46,13 +49,15 @@ def gymenvs_in_container(calls: int) -> list[float]:
     try:
         env.reset(seed=0)
         times = []
+        cpu_started = time.process_time()
         for _ in range(calls):
             started = time.perf_counter()
             env.step("pong")
             times.append(time.perf_counter() - started)
+        cpu = time.process_time() - cpu_started
     finally:
         env.close()
-    return times
+    return times, cpu
 
 
 def aiohttp_on_loopback(calls: int) -> list[float]:
@@ -99,7 +104,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
-    print(summary("gymenvs SWEAgent-v0 (container, forwarder, unix socket)", gymenvs_in_container(args.calls)))
+    print(summary("gymenvs SWEAgent-v0 (container, forwarder, unix socket)", *gymenvs_in_container(args.calls)))
     print(summary("aiohttp interception server on TCP loopback (host)", aiohttp_on_loopback(args.calls)))
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 

@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     envs = gym.make_vec("gymenvs/SWEAgent-v0", num_envs=args.agents, backend="thread", max_turns=10**6,
-                        call_timeout=300.0, episode_timeout=args.seconds + 600)
+                        call_timeout_s=300.0, episode_timeout_s=args.seconds + 600)
     try:
         envs.reset(seed=list(range(args.agents)))
         print(f"{args.agents} agents started in {time.monotonic() - started:.1f} s", flush=True)

@@ -39,10 +39,17 @@ from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.experimental.async_grpo import AsyncGRPOConfig  # noqa: E402
 
-from wrappers.trl import CPUAsyncGRPOTrainer, EnvRolloutWorker, HTTPWeightTransfer, Sampling  # noqa: E402
-from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset, tiny_model  # noqa: E402
-from wrappers.trl.inference_server import ServerProcess  # noqa: E402
-from wrappers.trl.rollout import EnvRollout  # noqa: E402
+from wrappers.trl import (  # noqa: E402
+    CPU_TRAINING_ARGS,
+    CPUAsyncGRPOTrainer,
+    EnvRolloutWorker,
+    HTTPWeightTransfer,
+    Sampling,
+    episode_dataset,
+    tiny_model,
+)
+from wrappers.trl.rollout.base import EnvRollout  # noqa: E402
+from wrappers.trl.serve.inference_server import ServerProcess  # noqa: E402
 
 ENV_ID = "gymenvs/Echo-v0"
 TEMPERATURE = 1.0

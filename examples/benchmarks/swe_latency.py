@@ -20,8 +20,8 @@ import gymnasium as gym
 
 import gymenvs  # noqa: F401  (registers gymenvs/SWE-v0)
 from gymenvs.swe.grading import grade
-from gymenvs.swe.images import image_for
-from gymenvs.swe.sandbox import Sandbox, docker_client
+from gymenvs.swe.sandbox import DockerSandbox, docker_client
+from gymenvs.swe.sandbox.images import image_for
 from gymenvs.swe.tasks import FIXTURES, load_tasks
 
 TRIVIAL = "true"
@@ -73,7 +73,7 @@ def main() -> None:
     call = {"name": "bash", "arguments": {"command": TRIVIAL}}
     ours = median_ms(lambda: env.step(call), args.repeats)
     rows.append(("trivial command (`true`)", "gymenvs SWE-v0 env.step(bash), persistent shell", ours))
-    sandbox = Sandbox(client, image, role="benchmark", episode_id="benchmark")
+    sandbox = DockerSandbox(client, image, role="benchmark", episode_id="benchmark")
     per_exec = median_ms(lambda: sandbox.run(TRIVIAL, timeout=60), max(20, args.repeats // 10))
     sandbox.remove()
     rows.append(("trivial command (`true`)", "gymenvs, one docker exec per command (docker SDK)", per_exec))

@@ -33,7 +33,7 @@ from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, episode_dataset, make_rollout_func, tiny_model  # noqa: E402
-from wrappers.trl.offline_model import imitate  # noqa: E402
+from wrappers.trl.extras.tiny_model import imitate  # noqa: E402
 
 ENV_ID = "gymenvs/Echo-v0"
 

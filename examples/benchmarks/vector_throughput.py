@@ -41,6 +41,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 
@@ -52,7 +53,7 @@ TOOL_CALL = {"name": "echo", "arguments": {"message": "hello world"}}
 ACTIONS = {"json": json.dumps(TOOL_CALL), "dict": TOOL_CALL, "text": "hello world"}
 EPISODE_TURNS = 10**9
 #: Settings of each backend, from the command line (--pin-threads, --process-workers, --ray-actors).
-BACKEND_SETTINGS: dict[str, dict[str, object]] = {"thread": {}, "process": {}, "ray": {}}
+BACKEND_SETTINGS: dict[str, dict[str, Any]] = {"thread": {}, "process": {}, "ray": {}}
 HERE = Path(__file__).resolve().parent
 REPOSITORY = Path(gymenvs.__file__).resolve().parent.parent
 CONTENDERS = ["concurrent-thread", "concurrent-process", "concurrent-ray", "gym-sync", "gym-async", "openenv"]
@@ -73,7 +74,7 @@ class Result:
 
 
 def make_contender(name: str, slots: int, sleep_s: float) -> gym.vector.VectorEnv:
-    env_kwargs = {"step_sleep_s": sleep_s, "max_turns": EPISODE_TURNS}
+    env_kwargs: dict[str, Any] = {"step_sleep_s": sleep_s, "max_turns": EPISODE_TURNS}
     if name.startswith("concurrent-"):
         backend = name.removeprefix("concurrent-")
         return make_vector_env(ENV_ID, slots, backend=backend, **BACKEND_SETTINGS[backend], **env_kwargs)
@@ -255,7 +256,8 @@ def main() -> None:
     BACKEND_SETTINGS["ray"] = {"max_workers": args.ray_actors}
     print(f"{ENV_ID}, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {args.seconds} s per configuration")
     print(f"backend settings: {BACKEND_SETTINGS}")
-    print(f"action: {action!r}; load average at start: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    print(f"action: {action!r}; load average at start: {load}")
     if "concurrent-ray" in args.contenders:
         import ray
 

@@ -1,11 +1,12 @@
-"""The public API for writing environments: `TextEnv`, `@tool`, `Outcome`, `ActionError`, and image observations."""
+"""The public API for writing environments: `TextEnv`, `@tool`, `Outcome`, `ActionError`, image observations, and `check_env`."""
 
 from gymenvs.core.actions import ActionError, ToolCall, parse_action
+from gymenvs.core.checks import check_env
 from gymenvs.core.config import validate_config
 from gymenvs.core.env import Outcome, TextEnv
 from gymenvs.core.images import content_blocks, text_image_space, text_view
 from gymenvs.core.spaces import UnicodeText
-from gymenvs.core.tools import ToolSpec, tool
+from gymenvs.core.tools import ToolSpec, function_schema, tool
 
 __all__ = [
     "ActionError",
@@ -13,8 +14,10 @@ __all__ = [
     "TextEnv",
     "ToolCall",
     "ToolSpec",
+    "check_env",
     "UnicodeText",
     "content_blocks",
+    "function_schema",
     "parse_action",
     "text_image_space",
     "text_view",

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 # Hermes / Qwen style, as chat templates emit tool calls: <tool_call>{"name": ..., "arguments": ...}</tool_call>
 _TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 # The JSON scanner under `json.loads`, called directly: `loads` adds a layer of calls and a regex
 # match for surrounding whitespace, a large share of the cost of a short tool call.
-_scan_json = json.JSONDecoder().scan_once
+_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__, undeclared
 
 
 class ActionError(Exception):

@@ -13,7 +13,7 @@ from pydantic import PositiveInt
 from gymenvs.core.actions import ActionError, ToolCall, parse_action
 from gymenvs.core.config import validate_config
 from gymenvs.core.spaces import UnicodeText, clip_text, to_valid_text
-from gymenvs.core.tools import ToolSpec, tool_spec
+from gymenvs.core.tools import ToolSpec, tool_schemas, tool_spec
 
 
 @dataclass
@@ -38,7 +38,7 @@ class TextEnv(gym.Env[str, str]):
     message as its observation and `info["error"]` holds it. Exceptions escape only on API misuse.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # a class attribute, as in gymnasium.Env
     #: Turns allowed per episode when the constructor is not given `max_turns`.
     default_max_turns: ClassVar[int] = 32
     #: Observations longer than this are cut in the middle.
@@ -51,15 +51,20 @@ class TextEnv(gym.Env[str, str]):
     thread_affine: ClassVar[bool] = False
     #: True when the env hosts an agent program whose LLM calls are its observations: each
     #: observation is a chat request (messages + tools in `info["request"]`) and each action the
-    #: reply. Rollouts read this to track token sequences per request instead of per turn.
+    #: reply. The protocol: an env that sets it puts every request in `info["request"]` (from
+    #: `reset` and every non-final `step`) and `info["history_rewritten"] = True` when the agent's
+    #: messages no longer extend the previous request. `wrappers.trl.make_rollout_func` reads it
+    #: off the registered class (no env is built for that) and plays such an env with an
+    #: `AgentRollout`, which tracks token sequences per request instead of per turn.
     hosts_agent: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls.tools = {spec.name: spec for spec in map(tool_spec, vars(cls).values()) if spec is not None}
+        tools = {spec.name: spec for spec in map(tool_spec, vars(cls).values()) if spec is not None}
         for base in cls.__mro__[1:]:
             for name, spec in getattr(base, "tools", {}).items():
-                cls.tools.setdefault(name, spec)
+                tools.setdefault(name, spec)
+        cls.tools = dict(sorted(tools.items()))  # name order, as `tool_schemas` and TRL list them
 
     @validate_config
     def __init__(self, *, max_turns: PositiveInt | None = None, render_mode: str | None = None):
@@ -69,7 +74,7 @@ class TextEnv(gym.Env[str, str]):
         self.render_mode = render_mode
         self.observation_space = UnicodeText(self.max_observation_length)
         self.action_space = UnicodeText(self.max_observation_length)
-        self._tool_schemas = [spec.schema for spec in self.tools.values()]
+        self._tool_schemas = tool_schemas(self.tools)
         self._episode_id: str | None = None
         self._step_count = 0
         self._done = False
@@ -131,7 +136,8 @@ class TextEnv(gym.Env[str, str]):
         }
 
     def tool_schemas(self) -> list[dict[str, Any]]:
-        """The tools in the OpenAI function-calling format, as `info["tools"]` carries them on reset."""
+        """The tools in the OpenAI function-calling format, in name order, as `info["tools"]` carries them
+        on reset (`gymenvs.core.tools.function_schema` makes each; see there)."""
         return list(self._tool_schemas)
 
     # -- for subclasses ------------------------------------------------------------------

@@ -83,7 +83,8 @@ class Browser:
         _start_guard()
         options = webdriver.ChromeOptions()
         options.binary_location = chromium
-        for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={self.directory / 'profile'}", "--window-size={},{}".format(*window_size)):
+        width, height = window_size
+        for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={self.directory / 'profile'}", f"--window-size={width},{height}"):
             options.add_argument(flag)
         service = Service(
             executable_path=chromedriver,
@@ -118,17 +119,28 @@ class Browser:
 def find_browser_processes(marker: str, *, prefix: bool = False) -> list[Any]:
     """Processes whose `GYMENVS_BROWSER_DIR` is `marker` (or starts with it, with `prefix=True`), and
     their descendants (Chromium's zygotes start its renderers with an emptied environment)."""
-    psutil = _psutil()
     found: dict[int, Any] = {}
-    for process in psutil.process_iter(["pid"]):
-        try:
-            value = process.environ().get(MARKER_ENV)
-            if value is not None and (value.startswith(marker) if prefix else value == marker):
-                found[process.pid] = process
-                found.update((child.pid, child) for child in process.children(recursive=True))
-        except (psutil.Error, OSError):
-            continue
+    for process in _psutil().process_iter(["pid"]):
+        value = _marker_of(process)
+        if value is not None and (value.startswith(marker) if prefix else value == marker):
+            found[process.pid] = process
+            found.update((child.pid, child) for child in _children(process))
     return [process for process in found.values() if _is_running(process)]
+
+
+def _marker_of(process: Any) -> str | None:
+    """The process's `GYMENVS_BROWSER_DIR`; None when it has none, has exited, or is not ours to read."""
+    try:
+        return process.environ().get(MARKER_ENV)
+    except (_psutil().Error, OSError):
+        return None
+
+
+def _children(process: Any) -> list[Any]:
+    try:
+        return process.children(recursive=True)
+    except (_psutil().Error, OSError):  # it exited after its environment was read
+        return []
 
 
 def _is_running(process: Any) -> bool:

@@ -84,7 +84,8 @@ class CatchEnv(TextEnv):
             if row == self._ball_row:
                 cells[self._ball_column] = "o" if cells[self._ball_column] == "." else "@"
             lines.append("".join(cells))
-        return "\n".join(lines) + f"\nball: row {self._ball_row + 1}, column {self._ball_column + 1}; paddle: column {self._paddle + 1}"
+        where = f"ball: row {self._ball_row + 1}, column {self._ball_column + 1}; paddle: column {self._paddle + 1}"
+        return "\n".join(lines) + "\n" + where
 
     def _episode_state(self) -> dict[str, Any]:
         return {"ball": [self._ball_row, self._ball_column], "paddle": self._paddle, "rows": self.rows, "columns": self.columns}

@@ -33,7 +33,9 @@ var page = {done: WOB_DONE_GLOBAL, env_reward: WOB_REWARD_GLOBAL, raw_reward: WO
 if (!page.done) { page.utterance = core.getUtterance(); page.dom = core.getDOMInfo(); }
 return page;
 """
-_SPECIAL_KEYS_HELP = "a character, or <Enter>, <Tab>, <Backspace>, <Escape>, <ArrowUp>, ... with optional C-, S-, A-, M- modifiers (e.g. C-a)"
+_SPECIAL_KEYS_HELP = (
+    "a character, or <Enter>, <Tab>, <Backspace>, <Escape>, <ArrowUp>, ... with optional C-, S-, A-, M- modifiers (e.g. C-a)"
+)
 
 
 def _miniwob():
@@ -93,7 +95,9 @@ class MiniWoBEnv(TextEnv):
         instance = _miniwob().selenium_instance.SeleniumInstance(index=0, subdomain=task, headless=True, data_mode=data_mode)
         self._instance = instance
         if observation == "screenshot+text":
-            self.observation_space = text_image_space(self.max_observation_length, (instance.task_height, instance.task_width))
+            self.observation_space = text_image_space(  # type: ignore[assignment]  # TextEnv declares text
+                self.max_observation_length, (instance.task_height, instance.task_width)
+            )
         self._browser = Browser(
             chromium=shutil.which(chromium) or chromium,
             chromedriver=shutil.which(chromedriver) or chromedriver,
@@ -121,7 +125,8 @@ class MiniWoBEnv(TextEnv):
         except TimeoutException:  # a renderer starved of CPU (many browsers starting at once): once more
             driver.get(self._instance.url)
         WebDriverWait(driver, 60).until(expected_conditions.presence_of_element_located((By.ID, self._instance.SYNC_SCREEN_ID)))
-        self._instance.inner_width, self._instance.inner_height = driver.execute_script("return [window.innerWidth, window.innerHeight];")
+        inner_size = driver.execute_script("return [window.innerWidth, window.innerHeight];")
+        self._instance.inner_width, self._instance.inner_height = inner_size
 
     # -- episodes ------------------------------------------------------------------------
 
@@ -163,7 +168,8 @@ class MiniWoBEnv(TextEnv):
         """Press a key or a key combination on the focused element.
 
         Args:
-            key: A character, or a special key such as <Enter>, <Tab>, <Backspace>, <ArrowDown>, optionally with modifiers C- (Control), S- (Shift), A- (Alt), M- (Meta), e.g. C-a.
+            key: A character, or a special key such as <Enter>, <Tab>, <Backspace>, <ArrowDown>, optionally with
+                modifiers C- (Control), S- (Shift), A- (Alt), M- (Meta), e.g. C-a.
         """
         from miniwob.selenium_actions import execute_press_key
 
@@ -216,7 +222,8 @@ class MiniWoBEnv(TextEnv):
             return self._instance.task_width / 2, self._instance.task_height / 2
         self._check_element(element)
         box = self._instance.driver.execute_script(
-            f"var r = core.previousDOMInfo[{int(element)}].getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2];"
+            f"var r = core.previousDOMInfo[{int(element)}].getBoundingClientRect(); "
+            "return [r.left + r.width / 2, r.top + r.height / 2];"
         )
         return float(box[0]), float(box[1])
 
@@ -238,13 +245,16 @@ class MiniWoBEnv(TextEnv):
         lines, self._elements = describe_elements(elements)
         if self.observation_mode == "screenshot+text":
             instance = self._instance
-            screenshot = get_screenshot(instance.driver, instance.inner_width, instance.inner_height, instance.task_width, instance.task_height)
+            screenshot = get_screenshot(
+                instance.driver, instance.inner_width, instance.inner_height, instance.task_width, instance.task_height
+            )
             self._screenshot = pil_to_numpy_array(screenshot)
         return f"Task: {self._utterance}\nPage elements ([id] tag, text, value):\n" + "\n".join(lines)
 
     def _observation(self, text: str, info: dict[str, Any]) -> Any:
         if self.observation_mode == "text":
             return text
+        assert self._screenshot is not None, "_start_episode and every step take a screenshot in this mode"
         observation = {TEXT_KEY: text, IMAGE_KEY: self._screenshot.copy()}  # callers keep observations: never share one
         info["content"] = content_blocks(observation)
         return observation

@@ -57,7 +57,7 @@ def has_other_solution(grid: Grid, solution: Grid) -> bool:
                     break
         r, c = cells[best]
         rest = cells[:best] + cells[best + 1 :]
-        free = best_free
+        free = best_free or 0  # cells is not empty: best_free is set
         while free:
             bit = free & -free
             free ^= bit

@@ -37,7 +37,9 @@ class _GameRandom:
     """Stands in for the `random` module inside textarena: the module-level functions (`seed`,
     `randint`, `choice`, ...) go to the current thread's game generator; the rest to `random`."""
 
-    GENERATOR_FUNCTIONS = frozenset(name for name in dir(random) if getattr(getattr(random, name), "__self__", None) is random._inst)
+    GENERATOR_FUNCTIONS = frozenset(
+        name for name in dir(random) if getattr(getattr(random, name), "__self__", None) is random._inst
+    )
 
     def __init__(self) -> None:
         self.local = threading.local()
@@ -56,7 +58,7 @@ def _route_random_to_games() -> None:
     """Point the name `random` at `GAME_RANDOM` in every textarena module imported so far."""
     for name, module in list(sys.modules.items()):
         if name.startswith("textarena") and getattr(module, "random", None) is random:
-            module.random = GAME_RANDOM
+            setattr(module, "random", GAME_RANDOM)  # noqa: B010  (a module attribute mypy does not know)
 
 
 def _textarena():
@@ -143,7 +145,7 @@ class TextArenaEnv(TextEnv):
 
         Args:
             action: The move; the game reads it as it reads any player's text.
-        """
+        """  # noqa: E501  (one line: it is the tool's description a model reads)
         self._invalid_reason = None
         with self._game_random():
             self._game.step(action)
@@ -163,12 +165,14 @@ class TextArenaEnv(TextEnv):
 
     def _play_opponents(self) -> str | None:
         """Let the other seats move until it is the agent's turn; a problem message if they never stop."""
+        policy = self._policy
+        assert policy is not None, "reset() builds the opponent policy before any move"
         for _ in range(MAX_OPPONENT_MOVES):
             if self._game_over() or self._game.state.current_player_id == self.agent_player:
                 return None
             with self._game_random():
                 seat, messages = self._game.get_observation()
-            move = self._policy(self._format(messages, seat))
+            move = policy(self._format(messages, seat))
             if not isinstance(move, str):
                 return f"The opponent policy returned {type(move).__name__}, not a move string; the episode is cut short."
             with self._game_random():

@@ -1,7 +1,23 @@
-"""The SWE environment: a coding agent in a Docker container, graded host-side.
+"""The SWE environments: a coding agent in a Docker container, graded host-side.
 
-`gymnasium.make("gymenvs/SWE-v0")` builds `gymenvs.swe.env.SWEEnv`. The modules, one job each:
-`tasks` (dataset rows), `images` (names and offline builds), `sandbox` (containers), `shell` (the
-persistent shell), `output` (capping and decoding), `patches` (diff filtering), `logparsers`,
-`grading`, `env` and `cli` (`gymenvs swe ...`). Nothing here is imported by `import gymenvs`.
+`gymnasium.make("gymenvs/SWE-v0")` builds `gymenvs.swe.env.SWEEnv`; `gymenvs/SWEAgent-v0` runs an
+agent CLI in the container (`gymenvs.swe.agents`). The rooms, one job each:
+
+- `tasks/`: dataset rows as `Task`s, fixture tasks and their upstream releases;
+- `sandbox/`: the `Sandbox` protocol and its Docker backend, the persistent shell, the warm pool,
+  image names and offline builds, output capping;
+- `grading/`: grading in a fresh container, how tests run, log parsers, the harness's verdict,
+  protected paths, the predictions-file grader;
+- `agents/`: SWEAgent-v0; `env.py`: SWE-v0; `cli.py`: `gymenvs swe ...`.
+
+Nothing here is imported by `import gymenvs`.
 """
+
+from gymenvs._moved import alias_moved_modules
+
+alias_moved_modules({
+    **{f"gymenvs.swe.{name}": f"gymenvs.swe.sandbox.{name}" for name in ("shell", "pool", "images", "output")},
+    **{f"gymenvs.swe.{name}": f"gymenvs.swe.grading.{name}"
+       for name in ("specs", "logparsers", "report", "patches", "changes", "results_plugin", "evaluate")},
+    "gymenvs.swe.upstream": "gymenvs.swe.tasks.upstream",
+})

@@ -51,7 +51,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_base_options(parser: argparse.ArgumentParser) -> None:
-    from gymenvs.swe.images import BASE_IMAGE, BASE_SUITE
+    from gymenvs.swe.sandbox.images import BASE_IMAGE, BASE_SUITE
 
     parser.add_argument("--tag", default=BASE_IMAGE, help=f"base image name (default {BASE_IMAGE})")
     parser.add_argument("--suite", default=BASE_SUITE, help=f"Debian suite (default {BASE_SUITE})")
@@ -67,8 +67,8 @@ def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _build_base_image(args: argparse.Namespace, force: bool | None = None) -> int:
-    from gymenvs.swe.images import build_base_image
-    from gymenvs.swe.sandbox import docker_client
+    from gymenvs.swe.sandbox.docker import docker_client
+    from gymenvs.swe.sandbox.images import build_base_image
 
     built = build_base_image(docker_client(), tag=args.tag, suite=args.suite, mirror=args.mirror,
                              force=args.force if force is None else force, progress=not args.quiet)
@@ -77,8 +77,8 @@ def _build_base_image(args: argparse.Namespace, force: bool | None = None) -> in
 
 
 def _build_images(args: argparse.Namespace) -> int:
-    from gymenvs.swe.images import build_fixture_images
-    from gymenvs.swe.sandbox import docker_client
+    from gymenvs.swe.sandbox.docker import docker_client
+    from gymenvs.swe.sandbox.images import build_fixture_images
 
     _build_base_image(args, force=False)  # --force rebuilds the fixture images, not the slow base
     built = build_fixture_images(docker_client(), base=args.tag, force=args.force, progress=not args.quiet)
@@ -87,20 +87,21 @@ def _build_images(args: argparse.Namespace) -> int:
 
 
 def _list_tasks(args: argparse.Namespace) -> int:
-    from gymenvs.swe.images import image_for
-    from gymenvs.swe.tasks import load_tasks
+    from gymenvs.swe.sandbox.images import image_for
+    from gymenvs.swe.tasks.tasks import load_tasks
 
     for task in load_tasks(args.dataset, split=args.split):
-        print(f"{task.instance_id}\t{image_for(task, args.image_template)}\tF2P={len(task.fail_to_pass)} P2P={len(task.pass_to_pass)}")
+        counts = f"F2P={len(task.fail_to_pass)} P2P={len(task.pass_to_pass)}"
+        print(f"{task.instance_id}\t{image_for(task, args.image_template)}\t{counts}")
     return 0
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from gymenvs.swe import evaluate
-    from gymenvs.swe.grading import GradeReport, grade
-    from gymenvs.swe.images import ensure_image, image_for
-    from gymenvs.swe.sandbox import SandboxError, docker_client, reap_orphans
-    from gymenvs.swe.tasks import load_tasks
+    from gymenvs.swe.grading import evaluate
+    from gymenvs.swe.grading.grading import GradeReport, grade
+    from gymenvs.swe.sandbox.docker import SandboxError, docker_client, reap_orphans
+    from gymenvs.swe.sandbox.images import ensure_image, image_for
+    from gymenvs.swe.tasks.tasks import load_tasks
 
     if args.workers < 1:
         print(f"--workers={args.workers}: give 1 or more", file=sys.stderr)
@@ -126,8 +127,8 @@ def _grade(args: argparse.Namespace) -> int:
             return GradeReport(task.instance_id, "error", error=str(exc))
         return grade(client, task, patch, image=image, timeout=args.timeout)
 
-    outcomes = evaluate.evaluate(predictions, tasks, grade_one, run_id=args.run_id, log_dir=args.log_dir,
-                                 workers=args.workers, progress=not args.quiet)
+    outcomes = evaluate.grade_predictions(predictions, tasks, grade_one, run_id=args.run_id, log_dir=args.log_dir,
+                                          workers=args.workers, progress=not args.quiet)
     for outcome in outcomes:
         note = " (from an earlier run)" if outcome.resumed else f"\t{outcome.seconds:.1f}s"
         print(f"{outcome.instance_id}\t{outcome.status}{note}" + (f"\t{outcome.error}" if outcome.error else ""))
@@ -146,9 +147,9 @@ def _grade(args: argparse.Namespace) -> int:
 def _install_agent(args: argparse.Namespace) -> int:
     from gymenvs.swe.agents.install import install_agent
     from gymenvs.swe.agents.specs import agent_spec, derived_image
-    from gymenvs.swe.images import image_for
-    from gymenvs.swe.sandbox import docker_client
-    from gymenvs.swe.tasks import load_tasks
+    from gymenvs.swe.sandbox.docker import docker_client
+    from gymenvs.swe.sandbox.images import image_for
+    from gymenvs.swe.tasks.tasks import load_tasks
 
     spec = agent_spec(args.agent)
     images = args.images or [image_for(task, args.image_template) for task in load_tasks(args.dataset, split=args.split)]
@@ -160,7 +161,7 @@ def _install_agent(args: argparse.Namespace) -> int:
 
 def _reap(args: argparse.Namespace) -> int:
     from gymenvs.swe.agents.channel import reap_channel_directories
-    from gymenvs.swe.sandbox import docker_client, reap_orphans
+    from gymenvs.swe.sandbox.docker import docker_client, reap_orphans
 
     reaped = reap_orphans(docker_client()) + reap_channel_directories()
     print(f"removed {len(reaped)} orphaned container(s)" + (f": {', '.join(reaped)}" if reaped else ""))

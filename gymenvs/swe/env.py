@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-import dataclasses
-import re
-from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import PurePosixPath
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import PositiveInt
 
-from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool, validate_config
-from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
-from gymenvs.swe.images import ENV_SETUP, WORKDIR, check_template, ensure_image, image_for
-from gymenvs.swe.output import decode_output
-from gymenvs.swe.pool import WarmPool, discard, start_container
-from gymenvs.swe.sandbox import Limits, Sandbox, SandboxError, install_sigterm_cleanup, reap_orphans_once, shared_client
-from gymenvs.swe.shell import PersistentShell
-from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
+from gymenvs.core import ActionError, Outcome, ToolCall, tool
+from gymenvs.swe.base import SWEBaseEnv, SWEConfig
+from gymenvs.swe.sandbox import (
+    PersistentShell,
+    SandboxError,
+    WarmPool,
+    decode_output,
+    discard,
+    install_sigterm_cleanup,
+    reap_orphans_once,
+    start_container,
+)
+from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR, ensure_image
 
 #: Environment of the agent's shell: no pagers or progress bars waiting on a terminal.
 SHELL_ENVIRONMENT = {
@@ -39,96 +41,35 @@ commit) are then graded by the repository's tests, which you do not see. Changes
 conftest.py files and pytest configuration are not applied when grading."""
 
 
-class SWEEnv(TextEnv):
+class SWEEnv(SWEBaseEnv):
     """SWE-v0. One SWE-Gym / SWE-bench task per episode, in its own container. Reward 1.0 when, after
     `submit` (or at the turn limit), the task's FAIL_TO_PASS tests pass and its PASS_TO_PASS tests
     still pass, graded in a fresh container; `info["report"]` has every test's status. Free text is
     run as a bash command. `reset(options={"instance_id": ...})` picks a task; else the seed does.
 
     Args:
-        dataset: "fixtures" (shipped tasks), a .json/.jsonl/.parquet file, or a Hub dataset name.
-        split: the dataset split (default: the only one, or "test").
-        instance_ids: restrict the episodes to these tasks.
-        image_template: image name for rows without an `image`, with fields {instance_id},
-            {swebench_id}, {swegym_id}, {repo}, {version} (default: the SWE-Gym / SWE-bench convention).
-        pull: pull a missing image from its registry (default: no; a missing image fails at reset,
-            saying how to build or pull it).
-        command_timeout: seconds one bash command may run before it is stopped.
-        grading_timeout: seconds the tests may run when grading.
-        output_limit: bytes of a command's output shown (its head and tail).
-        network: give the agent's container network access.
-        mem_limit: memory of each container (docker syntax, e.g. "2g").
-        cpus: CPUs of each container.
-        pids_limit: processes allowed in each container.
-        disk_limit: bytes a container may write (docker syntax, e.g. "10g"); the episode is stopped
-            beyond it.
-        warm_pool: containers kept started ahead of time per image (0: none), so that `reset` does not
-            wait for `docker run`. Each is used by one episode only, then removed.
-        grade_as_root: run the tests as root when grading (as SWE-bench does) instead of an
-            unprivileged user; for repositories whose tests need root.
+        config: the tasks, container limits, timeouts and grading (`gymenvs.swe.base.SWEConfig`); its
+            fields may also be given as keyword arguments (`dataset=`, `mem_limit=`, `warm_pool=`, ...),
+            which override `config`'s.
         max_turns: turns allowed; the work is graded when they run out.
         render_mode: None or "ansi".
     """
 
     default_max_turns = 50
-    reset_option_keys = frozenset({"instance_id"})
 
-    @validate_config
-    def __init__(
-        self,
-        *,
-        dataset: str = FIXTURES,
-        split: str | None = None,
-        instance_ids: Sequence[str] | None = None,
-        image_template: str | None = None,
-        pull: bool = False,
-        command_timeout: PositiveFloat = 60.0,
-        grading_timeout: PositiveFloat = 1800.0,
-        output_limit: Annotated[int, Field(ge=256, le=1 << 20)] = 10_000,
-        network: bool = False,
-        mem_limit: Annotated[str, Field(pattern=r"^[0-9]+[bkmgBKMG]?$")] = "2g",
-        cpus: PositiveFloat = 1.0,
-        pids_limit: PositiveInt = 512,
-        disk_limit: Annotated[str, Field(pattern=r"^[0-9]+[bkmgBKMG]?$")] = "10g",
-        warm_pool: Annotated[int, Field(ge=0, le=256)] = 0,
-        grade_as_root: bool = False,
-        max_turns: PositiveInt | None = None,
-        render_mode: str | None = None,
-    ):
-        super().__init__(max_turns=max_turns, render_mode=render_mode)
-        self.tasks = _select(load_tasks(dataset, split=split), instance_ids)
-        self.image_template = check_template(image_template) if image_template is not None else None
-        self.pull = pull
-        self.command_timeout = command_timeout
-        self.grading_timeout = grading_timeout
-        self.output_limit = output_limit
-        self.limits = Limits(mem_limit=mem_limit, cpus=cpus, pids_limit=pids_limit, network=network,
-                             disk_limit=_bytes(disk_limit))
-        self.warm_pool = warm_pool
-        self.test_user = None if grade_as_root else TEST_USER
+    def __init__(self, config: SWEConfig | None = None, *, max_turns: PositiveInt | None = None,
+                 render_mode: str | None = None, **options: Any):
+        super().__init__(config, max_turns=max_turns, render_mode=render_mode, **options)
         install_sigterm_cleanup()
-        self.task: Task | None = None
-        self.report: GradeReport | None = None
-        self._sandbox: Sandbox | None = None
         self._shell: PersistentShell | None = None
         self._pools: list[WarmPool] = []
         self._removals: list[Future] = []
-
-    @property
-    def client(self) -> Any:
-        """The process's docker client, created at the first reset (constructing an env touches no engine)."""
-        return shared_client()
-
-    @property
-    def reaped(self) -> list[str]:
-        """Containers of dead processes this process removed at its first reset (it reaps once)."""
-        return reap_orphans_once(self.client)
 
     # -- episodes ----------------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         observation, info = super().reset(seed=seed, options=options)
-        info.update(instance_id=self.task.instance_id, image=self._sandbox.image)
+        info.update(instance_id=self.episode_task.instance_id, image=self.episode_sandbox.image)
         return observation, info
 
     def close(self) -> None:
@@ -143,36 +84,28 @@ class SWEEnv(TextEnv):
 
     def _start_episode(self, options: dict[str, Any]) -> str:
         self._end_sandbox(wait=False)  # removed in the background: the next episode need not wait
-        self.task = self._pick_task(options)
+        task = self.task = self.pick_task(options)
         self.report = None
-        image = image_for(self.task, self.image_template)
+        image = self.task_image()
         reap_orphans_once(self.client)
-        if self.warm_pool:
-            self._sandbox, self._shell = self._pool_for(image).take(episode_id=self._episode_id)
+        if self.config.warm_pool:
+            sandbox, shell = self._pool_for(image).take(episode_id=self._episode_id or "")
         else:
-            ensure_image(self.client, image, pull=self.pull)
-            self._sandbox, self._shell = start_container(self.client, image, episode_id=self._episode_id, limits=self.limits,
-                                                         setup=ENV_SETUP, environment=SHELL_ENVIRONMENT)
-        self._shell.output_limit = self.output_limit
-        return _PROMPT.format(repo=self.task.repo, workdir=WORKDIR, commit=self.task.base_commit[:12],
-                              problem=self.task.problem_statement.strip(), timeout=self.command_timeout)
+            ensure_image(self.client, image, pull=self.config.pull)
+            sandbox, shell = start_container(self.client, image, episode_id=self._episode_id or "", limits=self.limits,
+                                             setup=ENV_SETUP, environment=SHELL_ENVIRONMENT)
+        shell.output_limit = self.config.output_limit
+        self._sandbox, self._shell = sandbox, shell
+        return _PROMPT.format(repo=task.repo, workdir=WORKDIR, commit=task.base_commit[:12],
+                              problem=task.problem_statement.strip(), timeout=self.config.command_timeout_s)
 
     def _pool_for(self, image: str) -> WarmPool:
-        pool = WarmPool.for_image(self.client, image, size=self.warm_pool, limits=self.limits, setup=ENV_SETUP,
-                                  environment=SHELL_ENVIRONMENT, pull=self.pull)
+        pool = WarmPool.for_image(self.client, image, size=self.config.warm_pool, limits=self.limits, setup=ENV_SETUP,
+                                  environment=SHELL_ENVIRONMENT, pull=self.config.pull)
         if pool not in self._pools:
             pool.join()
             self._pools.append(pool)
         return pool
-
-    def _pick_task(self, options: dict[str, Any]) -> Task:
-        if "instance_id" not in options:
-            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        for task in self.tasks:
-            if task.instance_id == options["instance_id"]:
-                return task
-        known = ", ".join(t.instance_id for t in self.tasks[:5]) + (", ..." if len(self.tasks) > 5 else "")
-        raise ValueError(f"instance_id={options['instance_id']!r} is not a task of this env ({len(self.tasks)} tasks: {known})")
 
     def _parse_text(self, text: str) -> ToolCall:
         return ToolCall("bash", {"command": text})
@@ -185,13 +118,6 @@ class SWEEnv(TextEnv):
             return Outcome(f"The sandbox failed and the episode cannot go on: {exc}", truncated=True,
                            info={"error": str(exc)})
 
-    def _at_turn_limit(self, outcome: Outcome) -> Outcome:
-        graded = self._grade()
-        graded.observation = outcome.observation + "\n" + graded.observation
-        graded.info = {**outcome.info, **graded.info}
-        graded.terminated = False  # the turn limit truncates the episode; the reward is the grade
-        return graded
-
     # -- tools --------------------------------------------------------------------------------
 
     @tool
@@ -203,9 +129,9 @@ class SWEEnv(TextEnv):
         """
         if not command.strip():
             raise ActionError("bash: the command is empty")
-        result = self._shell.run(command, self.command_timeout)
+        result = self._episode_shell.run(command, self.config.command_timeout_s)
         if result.timed_out:
-            status = f"[timed out after {self.command_timeout:g} s: the command was stopped]"
+            status = f"[timed out after {self.config.command_timeout_s:g} s: the command was stopped]"
         elif result.exit_code is None:
             status = "[no exit code: the shell was restarted]"
         else:
@@ -269,24 +195,24 @@ class SWEEnv(TextEnv):
     # -- internals -----------------------------------------------------------------------------
 
     def _grade(self) -> Outcome:
-        """Stop the agent's processes, grade its changes (read by the engine) in a fresh container."""
-        image = image_for(self.task, self.image_template)
-        try:
-            self._sandbox.client.api.pause(self._sandbox.id)  # nothing the agent left running changes its files now
-        except Exception:  # already gone: grading reports what it can read
-            pass
-        try:
-            self.report, diff = grade_sandbox(self.client, self.task, self._sandbox, image=image,
-                                              timeout=self.grading_timeout, test_user=self.test_user,
-                                              limits=dataclasses.replace(self.limits, network=False),
-                                              episode_id=self._episode_id)
-        finally:
-            self._end_sandbox()
-        info = {"report": self.report.to_dict(), "status": self.report.status, "patch": diff}
-        failed = self.report.status == "error"
+        """Grade the agent's changes, read by the engine from its container, in a fresh container."""
+        report, info = self._grade_and_end()
+        failed = report.status == "error"
         if failed:
-            info["error"] = self.report.error
-        return Outcome(self.report.summary(), reward=self.report.reward, terminated=not failed, truncated=failed, info=info)
+            info["error"] = report.error
+        return Outcome(report.summary(), reward=report.reward, terminated=not failed, truncated=failed, info=info)
+
+    def _end_at_turn_limit(self) -> Outcome:
+        return self._grade()
+
+    def _release(self) -> None:
+        self._end_sandbox()
+
+    @property
+    def _episode_shell(self) -> PersistentShell:
+        if self._shell is None:
+            raise RuntimeError("the episode has no shell: it has ended, or none started")
+        return self._shell
 
     def _end_sandbox(self, wait: bool = True) -> None:
         if self._shell is not None:
@@ -304,7 +230,7 @@ class SWEEnv(TextEnv):
 
     def _read_file(self, path: str) -> tuple[bytes, int]:
         try:
-            return self._sandbox.read_file(self._absolute(path), _MAX_FILE_BYTES)
+            return self.episode_sandbox.read_file(self._absolute(path), _MAX_FILE_BYTES)
         except FileNotFoundError:
             raise ActionError(f"{self._absolute(path)} does not exist") from None
         except ValueError as exc:
@@ -315,27 +241,4 @@ class SWEEnv(TextEnv):
 
     def _write_file(self, path: str, data: bytes, mode: int) -> None:
         target = PurePosixPath(self._absolute(path))
-        self._sandbox.put_files("/", {str(target.relative_to("/")): data}, mode=mode)
-
-    def _episode_state(self) -> dict[str, Any]:
-        return {
-            "instance_id": self.task.instance_id if self.task else None,
-            "container": self._sandbox.name if self._sandbox else None,
-            "status": self.report.status if self.report else None,
-        }
-
-
-def _bytes(size: str) -> int:
-    """Docker's size syntax ("512m", "10g") in bytes."""
-    number, unit = re.fullmatch(r"([0-9]+)([bkmg]?)", size.lower()).groups()
-    return int(number) << {"": 0, "b": 0, "k": 10, "m": 20, "g": 30}[unit]
-
-
-def _select(tasks: tuple[Task, ...], instance_ids: Sequence[str] | None) -> tuple[Task, ...]:
-    if instance_ids is None:
-        return tasks
-    by_id = {task.instance_id: task for task in tasks}
-    unknown = [i for i in instance_ids if i not in by_id]
-    if unknown or not instance_ids:
-        raise ValueError(f"instance_ids={list(instance_ids)!r}: {unknown or 'empty'} not in the dataset")
-    return tuple(by_id[i] for i in instance_ids)
+        self.episode_sandbox.put_files("/", {str(target.relative_to("/")): data}, mode=mode)

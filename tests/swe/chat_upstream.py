@@ -14,7 +14,7 @@ class TinyChatServer(LocalJSONServer):
     sampling from the model. Every exchange is kept in `exchanges` as (request, response)."""
 
     def __init__(self, model, tokenizer, model_name: str = "tiny-qwen2", max_prompt_tokens: int = 2048):
-        from wrappers.trl.generation import TransformersGenerator
+        from wrappers.trl.generation.transformers import TransformersGenerator
 
         self.tokenizer = tokenizer
         self.model_name = model_name

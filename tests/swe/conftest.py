@@ -20,7 +20,7 @@ def make_env(swe_images):
     envs = []
 
     def make(**kwargs):
-        kwargs.setdefault("command_timeout", 20.0)
+        kwargs.setdefault("command_timeout_s", 20.0)
         env = gym.make("gymenvs/SWE-v0", **kwargs)
         envs.append(env)
         return env

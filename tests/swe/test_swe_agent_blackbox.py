@@ -3,6 +3,7 @@ HTTP server); the env records each request / response pair."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture(scope="module")
 def upstream():
-    from wrappers.trl.offline_model import tiny_model
+    from wrappers.trl.extras.tiny_model import tiny_model
 
     from .chat_upstream import TinyChatServer
 
@@ -31,7 +32,7 @@ def test_black_box_episode_records_what_the_upstream_answered(swe_images, upstre
     import gymenvs  # noqa: F401
 
     env = gym.make("gymenvs/SWEAgent-v0", mode="black-box", upstream_url=upstream.base_url, upstream_model="tiny-qwen2",
-                   max_turns=3, call_timeout=60.0)
+                   max_turns=3, call_timeout_s=60.0)
     try:
         observation, info = env.reset(options={"instance_id": FIXTURE_IDS[0]})
         assert info["request"]["model"] == "gymenvs-policy"
@@ -50,6 +51,28 @@ def test_black_box_episode_records_what_the_upstream_answered(swe_images, upstre
     # the agent received the upstream's text: it comes back in its next request
     replied = upstream.exchanges[0][1]["choices"][0]["message"]["content"]
     assert upstream.exchanges[1][0]["messages"][2] == {"role": "assistant", "content": replied}
+
+
+@pytest.mark.parametrize(("upstream_model", "url", "status", "words"), [
+    ("no-such-model", None, 404, "The model `no-such-model` does not exist"),
+    (None, "http://127.0.0.1:9/v1", 502, "the upstream failed: Connection error"),
+])
+def test_an_upstream_failure_reaches_the_agent_and_ends_the_episode(swe_images, upstream, upstream_model, url, status, words):
+    import gymnasium as gym
+
+    import gymenvs  # noqa: F401
+
+    env = gym.make("gymenvs/SWEAgent-v0", mode="black-box", upstream_url=url or upstream.base_url,
+                   upstream_model=upstream_model, call_timeout_s=30.0)
+    try:
+        env.reset(options={"instance_id": FIXTURE_IDS[0]})
+        observation, reward, terminated, truncated, info = env.step(None)
+    finally:
+        env.close()
+    assert truncated and not terminated and f"HTTP {status}" in info["error"] and words in info["error"], info["error"]
+    (record,) = info["trajectory"]
+    assert record["status"] == status and words in json.dumps(record["response"])
+    assert info["report"]["status"] == "unresolved"  # the work so far is still graded
 
 
 def test_black_box_mode_needs_an_upstream():

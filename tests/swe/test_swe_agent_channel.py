@@ -11,9 +11,10 @@ import sys
 import threading
 
 import pytest
+from openai.types.chat import ChatCompletion
 
 from gymenvs.swe.agents.channel import AgentRequest, ChannelError, LLMChannel, reap_channel_directories
-from gymenvs.swe.agents.messages import chat_completion
+from gymenvs.swe.agents.messages import chat_completion, count_text_pieces, tool_call
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -124,3 +125,28 @@ def test_the_reaper_removes_channel_directories_of_dead_processes():
     assert os.path.isdir(directory)
     assert directory in reap_channel_directories()
     assert not os.path.exists(directory)
+
+
+# -- the responses the policy's replies become -------------------------------------------------------------------
+
+REQUEST = {"model": "m", "messages": [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix it."}]}
+
+
+@pytest.mark.parametrize("reply", [
+    {"content": "I will look at the tests first."},
+    {"content": None, "tool_calls": [tool_call("bash", {"command": "pytest -x tests/"})]},
+], ids=["text", "tool call"])
+def test_a_reply_is_an_openai_chat_completion_with_counted_usage(reply):
+    payload = json.loads(json.dumps(chat_completion(model="m", request=REQUEST, **reply)))  # as it crosses the socket
+    completion = ChatCompletion.model_validate(payload, strict=True)
+    assert completion.choices[0].finish_reason == ("tool_calls" if reply.get("tool_calls") else "stop")
+    usage = completion.usage
+    # "[ system ] You fix bugs ." and "[ user ] Fix it .": 7 + 6 pieces
+    assert (usage.prompt_tokens, usage.total_tokens) == (13, usage.prompt_tokens + usage.completion_tokens)
+    assert usage.completion_tokens == count_text_pieces(reply["content"] or 'bash {"command": "pytest -x tests/"}') > 0
+
+
+def test_usage_the_policy_counted_is_passed_on_unchanged():
+    payload = chat_completion(model="m", content="ok", request=REQUEST,
+                              usage={"prompt_tokens": 812, "completion_tokens": 3, "total_tokens": 815})
+    assert payload["usage"] == {"prompt_tokens": 812, "completion_tokens": 3, "total_tokens": 815}

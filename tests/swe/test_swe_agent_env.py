@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -28,7 +29,7 @@ def make_agent_env(swe_images):
     envs = []
 
     def make(**kwargs):
-        kwargs.setdefault("call_timeout", 60.0)
+        kwargs.setdefault("call_timeout_s", 60.0)
         env = gym.make("gymenvs/SWEAgent-v0", **kwargs)
         envs.append(env)
         return env
@@ -133,15 +134,55 @@ def test_limits_end_the_episode_truncated_with_an_error(make_agent_env):
     *_, terminated, truncated, info = env.step(bash("true"))
     assert truncated and not terminated and "step limit (2 replies)" in info["error"]
 
-    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], call_timeout=2.0)
+    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], call_timeout_s=2.0)
     started = time.monotonic()
     *_, truncated, info = env.step(bash("sleep 30"))
     assert truncated and "no request within the call limit (2 s)" in info["error"]
     assert time.monotonic() - started < 25
 
-    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], episode_timeout=8.0)
+    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], episode_timeout_s=8.0)
     *_, truncated, info = env.step(bash("sleep 30"))
     assert truncated and "wall-clock limit (8 s)" in info["error"]
+
+
+ROOT_ONLY = "\nimport os as _gymenvs_os\nassert _gymenvs_os.geteuid() == 0, 'this module needs root'\n"
+
+
+@pytest.mark.parametrize("grade_as_root", [True, False])
+def test_grade_as_root_decides_who_runs_the_tests(make_agent_env, grade_as_root):
+    task = TASKS[FIXTURE_IDS[0]]
+    module = next(line.split(" b/")[-1] for line in task.patch.splitlines() if line.startswith("diff --git"))
+    env, _, _ = start(make_agent_env, task.instance_id, grade_as_root=grade_as_root)
+    env.step(apply_patch(task.patch))
+    observation, *_ = env.step(bash(f"printf %s {shlex.quote(ROOT_ONLY)} >> {module} && echo appended"))
+    assert "appended\n[exit code: 0]" in observation
+    *_, info = env.step(SUBMIT)
+    # the gold patch, plus a module that imports only as root: resolved exactly when the tests run as root
+    assert (info["report"]["status"] == "resolved") == grade_as_root, info["report"]
+    assert "needs root" not in info["report"]["log_tail"] if grade_as_root else "needs root" in info["report"]["log_tail"]
+
+
+@pytest.mark.parametrize("network", [True, False])
+def test_network_gives_the_agents_container_an_interface_and_grading_still_works(make_agent_env, network):
+    task = TASKS[FIXTURE_IDS[1]]
+    env, _, _ = start(make_agent_env, task.instance_id, network=network)
+    observation, *_ = env.step(bash("ls /sys/class/net"))
+    assert ("eth0" in observation.split()) == network, observation
+    env.step(apply_patch(task.patch))
+    *_, info = env.step(SUBMIT)
+    assert info["report"]["status"] == "resolved"
+
+
+def test_an_agent_that_fills_the_disk_is_stopped(make_agent_env, docker_client):
+    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], disk_limit="100m")
+    observation, reward, terminated, truncated, info = env.step(bash("head -c 300M /dev/zero > /tmp/blob; echo written"))
+    if env.unwrapped.limits.disk_limit and getattr(env.unwrapped._sandbox, "disk_capped", False):
+        # the engine caps the writable layer itself: the write fails and the episode goes on
+        assert "No space left on device" in observation and not (terminated or truncated)
+        return
+    assert truncated and not terminated and reward == 0.0
+    assert "more than its disk limit of 100 MiB" in info["error"]
+    assert info["report"]["status"] == "unresolved" and not own_containers(docker_client)
 
 
 def test_nothing_is_left_after_close_or_a_failed_reset(make_agent_env, docker_client):
@@ -161,7 +202,7 @@ def test_nothing_is_left_after_close_or_a_failed_reset(make_agent_env, docker_cl
 
 
 NEXT_PROCESS = ("import gymnasium as gym, gymenvs, json\n"
-                "from gymenvs.swe import sandbox\n"
+                "from gymenvs.swe.sandbox import docker as sandbox\n"
                 "env = gym.make('gymenvs/SWEAgent-v0')\n"
                 "assert not sandbox._shared_clients  # constructing touches no engine\n"
                 "env.reset(seed=0)\n"
@@ -188,7 +229,7 @@ def test_sixteen_agents_in_a_vector_env_without_cross_talk(swe_images, docker_cl
 
     import gymenvs  # noqa: F401
 
-    envs = gym.make_vec("gymenvs/SWEAgent-v0", num_envs=16, backend="thread", call_timeout=120.0)
+    envs = gym.make_vec("gymenvs/SWEAgent-v0", num_envs=16, backend="thread", call_timeout_s=120.0)
     try:
         observations, infos = envs.reset(seed=list(range(16)))
         assert all(o.startswith("[system]") for o in observations)

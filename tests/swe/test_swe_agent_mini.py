@@ -16,7 +16,7 @@ def mini_images(swe_images, docker_client):
     """The derived images (built by .ci/setup; built here if missing, which takes minutes)."""
     from gymenvs.swe.agents.install import install_agent
     from gymenvs.swe.agents.specs import MINI_SWE_AGENT
-    from gymenvs.swe.images import image_for
+    from gymenvs.swe.sandbox.images import image_for
 
     install_agent(docker_client, MINI_SWE_AGENT, [image_for(task) for task in TASKS.values()], progress=False)
 
@@ -28,7 +28,7 @@ def test_gold_patch_applied_through_mini_swe_agent_grades_one(mini_images, insta
     import gymenvs  # noqa: F401
 
     task = TASKS[instance_id]
-    env = gym.make("gymenvs/SWEAgent-v0", agent="mini-swe-agent", call_timeout=120.0)
+    env = gym.make("gymenvs/SWEAgent-v0", agent="mini-swe-agent", call_timeout_s=120.0)
     try:
         observation, info = env.reset(options={"instance_id": instance_id})
         assert info["image"].endswith(":latest-mini-swe-agent-2.4.6")

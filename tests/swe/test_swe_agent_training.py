@@ -20,7 +20,7 @@ FORGETFUL_AGENT = Path(__file__).parent / "agents" / "forgetful_agent.py"
 
 @pytest.fixture(scope="module")
 def tiny():
-    from wrappers.trl.offline_model import tiny_model
+    from wrappers.trl.extras.tiny_model import tiny_model
 
     return tiny_model(seed=0)
 
@@ -42,7 +42,7 @@ class RecordingGenerator:
 
 def test_reference_agent_episode_tokens_logprobs_and_env_mask(swe_images, tiny):
     from wrappers.trl import make_rollout_func
-    from wrappers.trl.agent_rollout import AgentRollout
+    from wrappers.trl.rollout.agent import AgentRollout
 
     model, tokenizer = tiny
     generator = RecordingGenerator(model, tokenizer, temperature=0.8)
@@ -74,8 +74,8 @@ def test_reference_agent_episode_tokens_logprobs_and_env_mask(swe_images, tiny):
 def test_a_rewritten_history_starts_a_new_sequence_and_is_counted(swe_images, tiny):
     from gymenvs.swe.agents.specs import AgentSpec
     from wrappers.trl import make_rollout_func
-    from wrappers.trl.agent_rollout import request_prompt_ids
-    from wrappers.trl.transcript import ChatRenderer
+    from wrappers.trl.rollout.agent import request_prompt_ids
+    from wrappers.trl.rollout.transcript import ChatRenderer
 
     model, tokenizer = tiny
     forgetful = AgentSpec("forgetful", command="exec python3 /run/gymenvs/forgetful_agent.py", files=(str(FORGETFUL_AGENT),))

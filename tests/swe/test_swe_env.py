@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gymenvs.swe.grading import grade
-from gymenvs.swe.images import image_for
+from gymenvs.swe.sandbox.images import image_for
 
 from .conftest import FIXTURE_IDS, FIXTURE_TASKS, own_containers
 
@@ -211,7 +211,7 @@ def test_eight_episodes_at_once_in_threads_without_cross_talk(make_env, docker_c
 def test_env_passes_gymnasiums_checker(make_env):
     from gymnasium.utils.env_checker import check_env
 
-    check_env(make_env(command_timeout=5.0).unwrapped, skip_render_check=True)
+    check_env(make_env(command_timeout_s=5.0).unwrapped, skip_render_check=True)
 
 
 def test_the_documented_swe_example_runs(swe_images, capsys):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gymenvs.swe.evaluate import read_predictions
+from gymenvs.swe.grading import GradeReport
+from gymenvs.swe.grading.evaluate import Prediction, evaluate, grade_predictions, read_predictions
 
 from .conftest import FIXTURE_TASKS
 
@@ -30,7 +31,7 @@ def grade_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_grade_writes_the_harness_layout_and_resumes(swe_images, tmp_path):
-    readme = (Path(__file__).resolve().parents[2] / "gymenvs/swe/fixtures/repos/romans/README.md").read_text().splitlines()[0]
+    readme = (Path(__file__).resolve().parents[2] / "gymenvs/swe/tasks/fixtures/repos/romans/README.md").read_text().splitlines()[0]
     rows = [{"instance_id": UPSTREAM, "model_patch": TASKS[UPSTREAM].patch},
             {"instance_id": TEXTKIT, "model_patch": TASKS[TEXTKIT].patch},
             {"instance_id": ROMANS, "model_patch": NOT_A_FIX.format(first=f" {readme}")},
@@ -82,7 +83,7 @@ def test_predictions_for_unknown_or_repeated_instances_are_refused(tmp_path):
 
 def test_a_test_command_that_cannot_start_truncates_the_episode_with_an_error(make_env, tmp_path):
     """The row's own test_cmd asks for a plugin the image lacks (pytest exits 4): not a failing agent."""
-    row = json.loads((Path(__file__).resolve().parents[2] / "gymenvs/swe/fixtures/tasks.jsonl").read_text().splitlines()[0])
+    row = json.loads((Path(__file__).resolve().parents[2] / "gymenvs/swe/tasks/fixtures/tasks.jsonl").read_text().splitlines()[0])
     row["test_cmd"] = "pytest -rA -n 2 " + " ".join(TASKS[row["instance_id"]].test_files)
     dataset = tmp_path / "tasks.jsonl"
     dataset.write_text(json.dumps(row) + "\n")
@@ -91,3 +92,14 @@ def test_a_test_command_that_cannot_start_truncates_the_episode_with_an_error(ma
     observation, reward, terminated, truncated, info = env.step({"name": "submit", "arguments": {}})
     assert truncated and not terminated and reward == 0.0
     assert info["status"] == "error" and "exit 4" in info["error"] and "could not run" in info["error"]
+
+
+def test_evaluate_is_a_deprecated_name_of_grade_predictions(tmp_path):
+    task = TASKS[TEXTKIT]
+    kwargs = dict(tasks={task.instance_id: task}, run_id="r1", log_dir=tmp_path, progress=False,
+                  grade_one=lambda task, patch: GradeReport(task.instance_id, "resolved", test_exit_code=0))
+    with pytest.warns(DeprecationWarning, match="grade_predictions"):
+        old = evaluate([Prediction(task.instance_id, task.patch)], **kwargs)
+    assert [o.status for o in old] == ["resolved"] and not old[0].resumed
+    again = grade_predictions([Prediction(task.instance_id, task.patch)], **kwargs)
+    assert again[0].resumed  # the same run, read back from the report.json the old name wrote

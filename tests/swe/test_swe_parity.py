@@ -19,9 +19,9 @@ from swebench.harness.grading import get_eval_tests_report, get_logs_eval, get_r
 from swebench.harness.log_parsers import PARSER_REGISTRY
 from swebench.types import TestSpec as HarnessSpec
 
-from gymenvs.swe.logparsers import XPASS
-from gymenvs.swe.report import Verdict, invalid_log_reason
-from gymenvs.swe.specs import log_parser
+from gymenvs.swe.grading.logparsers import XPASS
+from gymenvs.swe.grading.report import Verdict, invalid_log_reason
+from gymenvs.swe.grading.specs import log_parser
 
 PARITY = Path(__file__).parent / "data" / "parity"
 MANIFEST = json.loads((PARITY / "manifest.json").read_text())

@@ -2,10 +2,9 @@
 arbitrary actions never crash it or leave the observation space, and the same seed gives the same task."""
 
 import pytest
+from action_strategies import play_arbitrary_actions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from action_strategies import play_arbitrary_actions
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -16,7 +15,7 @@ def env(swe_images):
 
     import gymenvs  # noqa: F401
 
-    env = gym.make("gymenvs/SWE-v0", command_timeout=5.0, max_turns=4)
+    env = gym.make("gymenvs/SWE-v0", command_timeout_s=5.0, max_turns=4)
     yield env
     env.close()
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gymenvs.swe.images import check_template, debian_mirror, image_for
+from gymenvs.swe.sandbox.images import check_template, debian_mirror, image_for
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks, parse_test_list, task_from_row
 
 from .conftest import FIXTURE_TASKS
@@ -116,7 +116,7 @@ def test_the_debian_mirror_comes_from_the_machines_apt_sources(tmp_path):
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"instance_ids": ["nope"]}, "instance_ids=\\['nope'\\]"),
     ({"mem_limit": "lots"}, "mem_limit"),
-    ({"command_timeout": 0}, "command_timeout"),
+    ({"command_timeout_s": 0}, "command_timeout_s"),
     ({"image_template": "x/{oops}"}, "image_template"),
     ({"dataset": "/nonexistent/tasks.jsonl"}, "does not exist"),
 ])
@@ -138,3 +138,30 @@ def test_importing_gymenvs_registers_swe_without_importing_docker_or_datasets():
 def test_fixture_rows_keep_extra_columns():
     (task,) = [t for t in load_tasks(FIXTURES) if t.instance_id.endswith("textkit-1")]
     assert task.extra["created_at"] and "hints_text" not in task.extra  # known fields are not duplicated
+
+
+MOVED = {
+    **{f"gymenvs.swe.{name}": f"gymenvs.swe.sandbox.{name}" for name in ("shell", "pool", "images", "output")},
+    **{f"gymenvs.swe.{name}": f"gymenvs.swe.grading.{name}"
+       for name in ("specs", "logparsers", "report", "patches", "changes", "results_plugin", "evaluate")},
+    "gymenvs.swe.upstream": "gymenvs.swe.tasks.upstream",
+}
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(MOVED.items()))
+def test_a_moved_module_imports_from_its_old_path_with_a_warning(old, new):
+    import importlib
+
+    import gymenvs.swe  # noqa: F401  (registers the old paths)
+
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+
+
+def test_the_fixtures_ship_inside_the_tasks_package():
+    from gymenvs.swe.tasks import fixtures_path
+
+    assert fixtures_path().parent.name == "tasks" and (fixtures_path() / "tasks.jsonl").is_file()
+    assert len(load_tasks(FIXTURES)) == len(FIXTURE_TASKS)

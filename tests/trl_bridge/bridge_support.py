@@ -24,7 +24,7 @@ def render_prompt(tokenizer, messages, tools):
 def teach_tool_calls(model, tokenizer, prompt_messages, calls, tools):
     """The model after supervised steps towards `calls`: a random model almost never writes a
     well-formed tool call, and TRL's tool loop only goes on while the model calls tools."""
-    from wrappers.trl.offline_model import imitate
+    from wrappers.trl.extras.tiny_model import imitate
 
     return imitate(
         model, tokenizer, [render_prompt(tokenizer, prompt_messages, tools)], calls, steps=100, learning_rate=1e-2

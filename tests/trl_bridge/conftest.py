@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 
 @pytest.fixture(scope="session")
 def _tiny():
-    from wrappers.trl.offline_model import tiny_model
+    from wrappers.trl.extras.tiny_model import tiny_model
 
     return tiny_model(seed=0)
 

@@ -115,7 +115,7 @@ def test_the_cpu_tree_attention_scores_packed_samples_as_separate_forward_passes
     """TRL packs samples that share a prefix into one row; each token must see only its own sample's past."""
     from trl.experimental.async_grpo.async_grpo_trainer import add_fused_lm_head
 
-    from wrappers.trl.cpu_async_grpo import CPU_TREE_ATTENTION, register_cpu_tree_attention
+    from wrappers.trl.async_grpo.cpu_trainer import CPU_TREE_ATTENTION, register_cpu_tree_attention
 
     model, _ = model_and_tokenizer
     packed_model = copy.deepcopy(model)
@@ -132,7 +132,7 @@ def test_the_cpu_tree_attention_scores_packed_samples_as_separate_forward_passes
 
 @pytest.mark.slow
 def test_the_server_runs_as_its_own_process_from_a_model_directory(model_and_tokenizer, tmp_path):
-    from wrappers.trl.inference_server import ServerProcess
+    from wrappers.trl.serve.inference_server import ServerProcess
 
     model, tokenizer = model_and_tokenizer
     model.save_pretrained(tmp_path)

@@ -232,7 +232,7 @@ def test_the_worker_plays_swe_episodes_and_stop_leaves_no_container(server, mode
         server,
         tokenizer,
         env_id="gymenvs/SWE-v0",
-        env_kwargs={"max_turns": 1, "command_timeout": 10.0},
+        env_kwargs={"max_turns": 1, "command_timeout_s": 10.0},
         num_generations=2,
         groups_in_flight=1,
         max_completion_length=24,

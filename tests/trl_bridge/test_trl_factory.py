@@ -140,29 +140,44 @@ def test_invalid_env_kwargs_fail_when_the_class_is_built():
         environment_factory("gymenvs/Catch-v0", rows=1)
 
 
-class DatedEnv(TextEnv):
-    """A tool whose argument type pydantic accepts but a chat template cannot describe."""
+class ChoicesEnv(TextEnv):
+    """A tool whose docstring transformers' get_json_schema reads differently from the env: it turns a
+    trailing `(choices: [...])` into an enum, so TRL would show the model another schema."""
 
     def _start_episode(self, options):
-        return "Pick a date."
+        return "Pick a day."
 
     @tool
-    def pick(self, day: datetime.date) -> Outcome:
+    def pick(self, day: str) -> Outcome:
         """Pick a day.
 
         Args:
-            day: The day.
+            day: The day (choices: ["mon", "tue"])
         """
-        return Outcome(str(day), terminated=True)
+        return Outcome(day, terminated=True)
 
 
-def test_a_tool_that_cannot_be_described_to_a_model_fails_when_the_class_is_built():
-    gym.register("gymenvs_tests/Dated-v0", entry_point=DatedEnv)
+def test_a_tool_that_trl_would_describe_otherwise_fails_when_the_class_is_built():
+    gym.register("gymenvs_tests/Choices-v0", entry_point=ChoicesEnv)
     try:
-        with pytest.raises(ValueError, match="tool 'pick' cannot be described to a model"):
-            environment_factory("gymenvs_tests/Dated-v0")
+        with pytest.raises(ValueError, match="tool 'pick' cannot be described to a model: TRL would read"):
+            environment_factory("gymenvs_tests/Choices-v0")
     finally:
-        del gym.registry["gymenvs_tests/Dated-v0"]
+        del gym.registry["gymenvs_tests/Choices-v0"]
+
+
+def test_a_tool_type_no_chat_template_can_describe_fails_when_its_env_is_defined():
+    with pytest.raises(TypeError, match="cannot be described to a model"):
+
+        class DatedEnv(TextEnv):
+            @tool
+            def pick(self, day: datetime.date) -> Outcome:
+                """Pick a day.
+
+                Args:
+                    day: The day.
+                """
+                return Outcome(str(day), terminated=True)
 
 
 def test_a_tool_without_docstring_or_type_hint_is_rejected_when_its_env_is_defined():

@@ -10,8 +10,9 @@ from bridge_support import teacher_forced_logprobs
 import gymenvs  # noqa: F401  (registers the envs)
 from gymenvs.core import Outcome, TextEnv, tool
 from gymenvs.envs.echo import EchoEnv
-from wrappers.trl import EnvRollout, Sampling, TransformersGenerator, episode_seed, evaluate, make_rollout_func
-from wrappers.trl.transcript import ChatRenderer
+from wrappers.trl import EnvRollout, Sampling, TransformersGenerator, episode_seed, make_rollout_func
+from wrappers.trl import evaluate_rollouts as evaluate
+from wrappers.trl.rollout.transcript import ChatRenderer
 
 
 def generator_for(model, tokenizer, temperature=1.0):

@@ -18,13 +18,13 @@ TRAIN_AND_EXIT = textwrap.dedent(
     from trl import GRPOConfig, GRPOTrainer
     from gymenvs.swe.sandbox import LABEL_PID, docker_client
     from wrappers.trl import environment_factory, episode_dataset
-    from wrappers.trl.offline_model import tiny_model
+    from wrappers.trl.extras.tiny_model import tiny_model
 
     model, tokenizer = tiny_model(seed=0)
     trainer = GRPOTrainer(
         model=model,
         processing_class=tokenizer,
-        environment_factory=environment_factory("gymenvs/SWE-v0", max_turns=2, command_timeout=10.0),
+        environment_factory=environment_factory("gymenvs/SWE-v0", max_turns=2, command_timeout_s=10.0),
         train_dataset=episode_dataset(2),
         args=GRPOConfig(output_dir={output_dir!r}, bf16=False, use_cpu=True, report_to="none", save_strategy="no",
                         disable_tqdm=True, per_device_train_batch_size=2, num_generations=2, max_completion_length=16,

@@ -11,6 +11,13 @@ For `trl.experimental.async_grpo.AsyncGRPOTrainer`, `EnvRolloutWorker` plays epi
 against an inference server (`InferenceServer` serves one on CPU; `HTTPWeightTransfer` syncs its
 weights; `CPUAsyncGRPOTrainer` runs the trainer without a GPU). See docs/async_grpo.md.
 
+The code is in rooms, one job each: factory.py (`environment_factory`), rollout/ (`make_rollout_func`,
+episodes, seeding), generation/ (one backend per module), serve/ (the CPU inference server, its
+one HTTP client, weight transfer), async_grpo/ (the async worker and CPU trainer), extras/ (the tiny
+offline model tests and examples use), trl_internals.py (every private TRL access).
+`wrappers.trl.rollout` and `wrappers.trl.generation` (modules before, packages now) still export
+their former names.
+
 Heavy dependencies (torch, transformers, trl, datasets) are imported only when used.
 """
 
@@ -19,35 +26,53 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from gymenvs._moved import alias_moved_modules
+
 _EXPORTS = {
     "environment_factory": "wrappers.trl.factory",
     "EpisodeOverError": "wrappers.trl.factory",
-    "make_rollout_func": "wrappers.trl.rollout",
-    "EnvRollout": "wrappers.trl.rollout",
-    "env_reward": "wrappers.trl.rollout",
-    "evaluate": "wrappers.trl.rollout",
-    "Episode": "wrappers.trl.transcript",
-    "episode_seed": "wrappers.trl.seeding",
-    "episode_dataset": "wrappers.trl.seeding",
-    "Completion": "wrappers.trl.generation",
-    "Sampling": "wrappers.trl.generation",
-    "Generator": "wrappers.trl.generation",
-    "TransformersGenerator": "wrappers.trl.generation",
-    "VLLMGenerator": "wrappers.trl.generation",
-    "VLLMServerGenerator": "wrappers.trl.generation",
-    "EnvRolloutWorker": "wrappers.trl.async_worker",
-    "CPUAsyncGRPOTrainer": "wrappers.trl.cpu_async_grpo",
-    "InferenceServer": "wrappers.trl.inference_server",
-    "HTTPWeightTransfer": "wrappers.trl.weight_transfer",
-    "tiny_model": "wrappers.trl.offline_model",
-    "CPU_TRAINING_ARGS": "wrappers.trl.offline_model",
-    "tiny_tokenizer": "wrappers.trl.offline_model",
-    "imitate": "wrappers.trl.offline_model",
-    "teach_tool_calls": "wrappers.trl.offline_model",
-    "tool_call_text": "wrappers.trl.offline_model",
-    "VLLMClientGenerator": "wrappers.trl.generation",
-    "GroupSeeds": "wrappers.trl.seeding",
+    "make_rollout_func": "wrappers.trl.rollout.env",
+    "evaluate_rollouts": "wrappers.trl.rollout.env",
+    "evaluate": "wrappers.trl.rollout.env",
+    "EnvRollout": "wrappers.trl.rollout.base",
+    "env_reward": "wrappers.trl.rollout.base",
+    "AgentRollout": "wrappers.trl.rollout.agent",
+    "Episode": "wrappers.trl.rollout.transcript",
+    "episode_seed": "wrappers.trl.rollout.seeding",
+    "episode_dataset": "wrappers.trl.rollout.seeding",
+    "GroupSeeds": "wrappers.trl.rollout.seeding",
+    "Completion": "wrappers.trl.generation.base",
+    "Sampling": "wrappers.trl.generation.base",
+    "Generator": "wrappers.trl.generation.base",
+    "TransformersGenerator": "wrappers.trl.generation.transformers",
+    "VLLMGenerator": "wrappers.trl.generation.vllm",
+    "VLLMServerGenerator": "wrappers.trl.generation.vllm_server",
+    "VLLMClientGenerator": "wrappers.trl.generation.vllm_server",
+    "EnvRolloutWorker": "wrappers.trl.async_grpo.worker",
+    "CPUAsyncGRPOTrainer": "wrappers.trl.async_grpo.cpu_trainer",
+    "InferenceServer": "wrappers.trl.serve.inference_server",
+    "HTTPWeightTransfer": "wrappers.trl.serve.weight_transfer",
+    "tiny_model": "wrappers.trl.extras.tiny_model",
+    "CPU_TRAINING_ARGS": "wrappers.trl.extras.tiny_model",
+    "tiny_tokenizer": "wrappers.trl.extras.tiny_model",
+    "imitate": "wrappers.trl.extras.tiny_model",
+    "teach_tool_calls": "wrappers.trl.extras.tiny_model",
+    "tool_call_text": "wrappers.trl.extras.tiny_model",
 }
+
+#: Modules that moved into the rooms above; their old paths work for one release (with a DeprecationWarning).
+MOVED_MODULES = {
+    "wrappers.trl.agent_rollout": "wrappers.trl.rollout.agent",
+    "wrappers.trl.transcript": "wrappers.trl.rollout.transcript",
+    "wrappers.trl.seeding": "wrappers.trl.rollout.seeding",
+    "wrappers.trl.inference_server": "wrappers.trl.serve.inference_server",
+    "wrappers.trl.inference_engine": "wrappers.trl.serve.inference_engine",
+    "wrappers.trl.weight_transfer": "wrappers.trl.serve.weight_transfer",
+    "wrappers.trl.async_worker": "wrappers.trl.async_grpo.worker",
+    "wrappers.trl.cpu_async_grpo": "wrappers.trl.async_grpo.cpu_trainer",
+    "wrappers.trl.offline_model": "wrappers.trl.extras.tiny_model",
+}
+alias_moved_modules(MOVED_MODULES)
 
 __all__ = sorted(_EXPORTS)
 

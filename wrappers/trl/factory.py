@@ -3,9 +3,10 @@
 TRL builds one instance per rollout (pooled, reused across steps), calls `reset(**row)`, exposes
 every public function of the class as a tool, runs the model's tool calls one rollout after
 another, and reads `get_reward()`. Observations with an image reach TRL as its multimodal content
-blocks, `[{"type": "image", "image": PIL.Image}, {"type": "text", "text": ...}]`. The class built here gives each instance its own env, one
-method per env tool with that tool's signature and docstring, and closes the env when the
-instance is collected or the interpreter exits (TRL never closes pooled instances).
+blocks, `[{"type": "image", "image": PIL.Image}, {"type": "text", "text": ...}]`. The class built here
+gives each instance its own env, one method per env tool with that tool's signature and docstring,
+and closes the env when the instance is collected or the interpreter exits (TRL never closes
+pooled instances).
 """
 
 from __future__ import annotations
@@ -19,10 +20,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import gymnasium as gym
+from pydantic import StrictBool
 
 from gymenvs.core.images import has_image, text_view, to_pil_image
+from gymenvs.core.tools import tool_docstring
+from gymenvs.registry import probe
 from wrappers.trl import trl_internals
-from wrappers.trl.seeding import GroupSeeds, reset_options
+from wrappers.trl.config import OptionalPositiveInt, Options
+from wrappers.trl.rollout.seeding import GroupSeeds, reset_options
 
 _RESERVED_NAMES = frozenset({"reset", "get_reward", "reward", "done", "env"})
 EPISODE_OVER_NOTE = "\n(The episode is over: do not call any more tools.)"
@@ -111,6 +116,13 @@ class EnvReward:
         return self._reward  # type: ignore[attr-defined]
 
 
+class FactoryOptions(Options):
+    """`environment_factory`'s own options, checked when it is called."""
+
+    env_reward: StrictBool = True
+    group_size: OptionalPositiveInt = None
+
+
 def environment_factory(
     env_id: str,
     *,
@@ -136,15 +148,15 @@ def environment_factory(
             (they can read `environments[i].reward` and `.done`), so nothing is counted twice.
         group_size: rollouts per prompt (`num_generations`) for rows without a `seed` column;
             default: read from the trainer that is generating.
-        env_kwargs, **kwargs: keyword arguments for `gymnasium.make` (both forms merge), the same
-            as `make_rollout_func` takes them.
+        env_kwargs, **kwargs: keyword arguments for `gymnasium.make` (both forms merge), as
+            `gymnasium.make` takes them; a keyword the env does not take fails here, at the probe.
+            (`make_rollout_func`, with many options of its own, takes them in `env_kwargs` only.)
     """
     from transformers.utils import get_json_schema
 
     env_kwargs = {**(env_kwargs or {}), **kwargs}
     class_name = _class_name(env_id, env_kwargs) if name is None else _checked_name(name)
-    if group_size is not None and (isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1):
-        raise ValueError(f"group_size={group_size!r}: expected a positive integer (num_generations) or None")
+    FactoryOptions(env_reward=env_reward, group_size=group_size)
     env_class, max_turns = _probe(env_id, env_kwargs)
     namespace: dict[str, Any] = {
         "env_id": env_id,
@@ -159,11 +171,15 @@ def environment_factory(
             raise ValueError(
                 f"{env_id}: a tool cannot be named {tool_name!r} (reserved: {sorted(_RESERVED_NAMES)} and private names)"
             )
-        method = _tool_method(tool_name, getattr(env_class, tool_name))
+        spec = env_class.tools[tool_name]
+        method = _tool_method(tool_name, getattr(env_class, tool_name), tool_docstring(spec.schema))
         try:
-            get_json_schema(method)
+            trl_schema = get_json_schema(method)
         except Exception as exc:  # transformers raises its own parsing exceptions; all mean the same here
             raise ValueError(f"{env_id}: tool {tool_name!r} cannot be described to a model: {exc}") from exc
+        if trl_schema != spec.schema:  # TRL would show the model another schema than the env's info["tools"]
+            raise ValueError(f"{env_id}: tool {tool_name!r} cannot be described to a model: TRL would read "
+                             f"{trl_schema} from it, the env declares {spec.schema}")
         namespace[tool_name] = method
     bases = (GymnasiumEnvironment, EnvReward) if env_reward else (GymnasiumEnvironment,)
     return type(class_name, bases, namespace)
@@ -186,41 +202,35 @@ def _trainer_group_size() -> int | None:
     return None if trainer is None else trl_internals.group_size(trainer)
 
 
-def _probe(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[type, int | None]:
+def _probe(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[Any, int | None]:
     """The env's class and turn limit, from one env built to check that the id and kwargs are valid."""
-    import gymenvs  # noqa: F401  (registers the gymenvs ids)
-
-    if env_id not in gym.registry:
-        raise ValueError(f"env id {env_id!r} is not registered; gymenvs envs are {gymenvs.list_envs()}")
-    probe = gym.make(env_id, **env_kwargs)
-    try:
-        env_class, max_turns = type(probe.unwrapped), getattr(probe.unwrapped, "max_turns", None)
-    finally:
-        probe.close()
-    if not getattr(env_class, "tools", None):
+    probed = probe(env_id, env_kwargs)
+    if not getattr(probed.env_class, "tools", None):
         raise ValueError(
-            f"{env_id}: {env_class.__name__} declares no tools; "
+            f"{env_id}: {probed.env_class.__name__} declares no tools; "
             "environment_factory needs a gymenvs TextEnv with @tool methods"
         )
-    return env_class, max_turns
+    return probed.env_class, probed.max_turns
 
 
-def _tool_method(name: str, function: Callable) -> Callable:
-    """A method that forwards to the env's tool `name`, with the tool's signature and docstring."""
+def _tool_method(name: str, function: Callable, docstring: str) -> Callable:
+    """A method that forwards to the env's tool `name`, with the tool's parameters and a docstring from
+    which `get_json_schema` reads the env's own schema (`gymenvs.core.tools.tool_docstring`)."""
     hints = typing.get_type_hints(function)
     signature = inspect.signature(function)
     parameters = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()]
     parameter_names = [p.name for p in parameters[1:]]  # after self
 
-    def method(self: GymnasiumEnvironment, *args: Any, **kwargs: Any) -> str:
+    def method(self: GymnasiumEnvironment, *args: Any, **kwargs: Any) -> str | list[dict[str, Any]]:
         if len(args) > len(parameter_names):
             raise TypeError(f"{name}() takes {len(parameter_names)} arguments, got {len(args)}")
         return self._call_tool(name, {**dict(zip(parameter_names, args)), **kwargs})
 
     method.__name__ = method.__qualname__ = name
-    method.__doc__ = inspect.getdoc(function)
-    method.__signature__ = signature.replace(parameters=parameters, return_annotation=str)  # type: ignore[attr-defined]
-    method.__annotations__ = {**{k: v for k, v in hints.items() if k != "return"}, "return": str}
+    method.__doc__ = docstring
+    # No return annotation: get_json_schema would add it to the schema the model reads.
+    method.__signature__ = signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty)  # type: ignore[attr-defined]
+    method.__annotations__ = {k: v for k, v in hints.items() if k != "return"}
     return method
 
 
@@ -239,7 +249,8 @@ def _as_text(observation: Any) -> str:
 
 def _image_blocks(observation: Mapping[str, Any], note: str = "") -> list[dict[str, Any]]:
     """A text+image observation as TRL 1.16's multimodal content blocks: the image (a PIL image), then the text."""
-    return [{"type": "image", "image": to_pil_image(observation["image"])}, {"type": "text", "text": text_view(observation) + note}]
+    image = to_pil_image(observation["image"])
+    return [{"type": "image", "image": image}, {"type": "text", "text": text_view(observation) + note}]
 
 
 def _close_quietly(env: gym.Env) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 #: The GRPOTrainer method whose local `inputs` holds the batch's dataset rows while it generates.
@@ -59,7 +60,7 @@ def full_parameters(trainer: Any) -> Iterator[None]:
 
 
 def _generating_frame() -> Any | None:
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == GENERATING_METHOD and _is_grpo_trainer(frame.f_locals.get("self")):
             return frame

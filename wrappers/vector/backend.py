@@ -29,24 +29,24 @@ class Backend(Protocol):
         """Start the workers for these slots (`max_workers` of them at most)."""
         ...
 
-    def run(self, requests: Sequence[Request], timeout: float | None) -> list[Any]:
+    def run(self, requests: Sequence[Request], timeout_s: float | None) -> list[Any]:
         """Run the requests (one per slot at most) and return one result per request, in order.
 
         Never raises for a slot's failure: a failed, lost or late request's result is a
-        `SlotError`, and a reply that arrives after `timeout` is dropped, never returned later.
+        `SlotError`, and a reply that arrives after `timeout_s` is dropped, never returned later.
         """
         ...
 
-    def close(self, timeout: float) -> None:
-        """Close every env and stop every worker, giving up on them after `timeout` seconds."""
+    def close(self, timeout_s: float) -> None:
+        """Close every env and stop every worker, giving up on them after `timeout_s` seconds."""
         ...
 
 
 def backends() -> dict[str, type[Backend]]:
     """The backends by name. Imported here, not at module level, to keep each backend's module
     free to import this one; Ray itself is imported only when a Ray backend starts."""
-    from wrappers.vector.processes import ProcessBackend
-    from wrappers.vector.ray_actors import RayBackend
-    from wrappers.vector.threads import ThreadBackend
+    from wrappers.vector.backends.processes import ProcessBackend
+    from wrappers.vector.backends.ray_actors import RayBackend
+    from wrappers.vector.backends.threads import ThreadBackend
 
     return {"thread": ThreadBackend, "process": ProcessBackend, "ray": RayBackend}

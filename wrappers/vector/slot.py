@@ -11,7 +11,8 @@ import enum
 import logging
 import pickle
 import threading
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, SupportsFloat
 
 import gymnasium as gym
 
@@ -114,10 +115,10 @@ class Slot:
         seed, options = seed_and_options
         return self._env().reset(seed=seed, options=options)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         return self._env().step(action)
 
-    def step_same(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any], tuple[Any, dict] | None]:
+    def step_same(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any], tuple[Any, dict] | None]:
         """`step`, and when the episode ends, reset in the same request (same-step autoreset).
 
         The last element is `(final_obs, final_info)` of the episode that ended, or None.
@@ -140,7 +141,8 @@ class Slot:
         self._env().set_wrapper_attr(name, value)
 
     def state(self, _: Any = None) -> dict[str, Any]:
-        return self._env().unwrapped.state()
+        env: Any = self._env().unwrapped  # a TextEnv, or any env with a `state()`
+        return env.state()
 
     def close(self, _: Any = None) -> None:
         env, self.env = self.env, None

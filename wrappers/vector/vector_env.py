@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -107,7 +108,7 @@ class ConcurrentVectorEnv(VectorEnv):
                 raise ValueError(f"env_fns[{index}]={factory!r}: expected a zero-argument callable that builds an env")
         self.num_envs = len(factories)
         self.autoreset_mode = self.config.autoreset_mode
-        self._timeout = self.config.step_timeout_s
+        self._step_timeout_s = self.config.step_timeout_s
         self._step_command = Command.STEP_SAME if self.autoreset_mode == AutoresetMode.SAME_STEP else Command.STEP
         self._observations: list[Any] = [""] * self.num_envs
         self._needs_reset = [True] * self.num_envs
@@ -226,10 +227,16 @@ class ConcurrentVectorEnv(VectorEnv):
     def render(self) -> tuple[Any, ...]:
         return self.call("render")
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, timeout_s: float = CLOSE_TIMEOUT_S, **deprecated: Any) -> None:
+        """Close every env and stop every worker (`close(timeout_s=...)`: how long to wait for them)."""
+        if "timeout" in deprecated:
+            warnings.warn("close(timeout=...) is now close(timeout_s=...)", DeprecationWarning, stacklevel=3)
+            timeout_s = deprecated.pop("timeout")
+        if deprecated:
+            raise TypeError(f"close() got unexpected keyword arguments {sorted(deprecated)}; it takes timeout_s")
         backend = getattr(self, "_backend", None)
         if backend is not None:
-            backend.close(kwargs.get("timeout", CLOSE_TIMEOUT_S))
+            backend.close(timeout_s)
 
     def __enter__(self) -> ConcurrentVectorEnv:
         return self
@@ -253,7 +260,7 @@ class ConcurrentVectorEnv(VectorEnv):
 
     def _run(self, requests: list[Request]) -> list[Any]:
         try:
-            return self._backend.run(requests, self._timeout)
+            return self._backend.run(requests, self._step_timeout_s)
         except BaseException as exc:  # KeyboardInterrupt: these slots' results are lost to the caller
             message = f"the last call was interrupted by {type(exc).__name__}; the episode is truncated"
             for index, _, _ in requests:
@@ -365,7 +372,7 @@ class ConcurrentVectorEnv(VectorEnv):
 
 
 def _is_seed(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and bool(value >= 0)
 
 
 #: Vector envs not closed yet. At interpreter exit their pool threads are about to be frozen, so
@@ -378,6 +385,6 @@ def _close_open_vector_envs() -> None:
     for envs in list(_OPEN):
         try:
             if not envs.closed:
-                envs.close(timeout=EXIT_CLOSE_TIMEOUT_S)
+                envs.close(timeout_s=EXIT_CLOSE_TIMEOUT_S)
         except Exception:
             pass

@@ -52,6 +52,7 @@ class Call:
 
     def wait(self) -> tuple[int, dict[str, Any]]:
         self._answered.wait()
+        assert self._reply is not None  # set before the event
         return self._reply
 
 
@@ -235,9 +236,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _read_request(self) -> dict[str, Any] | None:
         channel = self.server.channel
-        problem = None
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        problem: tuple[int, str] | None = None
+        body: dict[str, Any] | None = None
+        length = self.headers.get("Content-Length", "")
+        if not length.isdigit():
             problem = (411, "a request body with a Content-Length is required")
         elif int(length) > channel.max_request_bytes:
             problem = (413, f"the request has {length} bytes, more than the {channel.max_request_bytes} allowed")

@@ -6,33 +6,38 @@ is the policy's reply (text, or a tool call in any form the core parses); the en
 the waiting agent as a chat-completions response and returns the agent's next request. In
 black-box mode the env forwards each request to an OpenAI-compatible upstream instead and the
 action is ignored. The episode ends when the agent exits (after submitting, or not); its changes
-are then graded host-side exactly as in SWE-v0 (`gymenvs.swe.grading`).
+are then graded host-side exactly as in SWE-v0: the engine reads them from the
+container the agent ran in and a fresh container from the task image runs the tests
+(`SWEBaseEnv._grade_and_end`).
 """
 
 from __future__ import annotations
 
 import collections
-import dataclasses
 import json
 import shlex
 import threading
 import time
-from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Field, PositiveFloat, PositiveInt
+from pydantic import PositiveFloat, PositiveInt, field_validator, model_validator
 
-from gymenvs.core import Outcome, TextEnv, ToolCall, validate_config
-from gymenvs.swe.agents.channel import SOCKET_NAME, AgentExited, AgentRequest, Call, ChannelError, LLMChannel, reap_channel_directories_once
+from gymenvs.core import Outcome, ToolCall
+from gymenvs.swe.agents.channel import (
+    SOCKET_NAME,
+    AgentExited,
+    AgentRequest,
+    Call,
+    ChannelError,
+    LLMChannel,
+    reap_channel_directories_once,
+)
 from gymenvs.swe.agents.messages import chat_completion, extends, render, reply_message, tool_call
 from gymenvs.swe.agents.specs import MOUNT, AgentSpec, agent_spec, derived_image
+from gymenvs.swe.base import SWEBaseEnv, SWEConfig
 from gymenvs.swe.env import SHELL_ENVIRONMENT
-from gymenvs.swe.env import _select  # SWE-v0's choice of tasks by instance_ids, shared
-from gymenvs.swe.grading import GradeReport, extract_diff, grade
-from gymenvs.swe.images import ENV_SETUP, WORKDIR, check_template, ensure_image, image_exists, image_for
-from gymenvs.swe.sandbox import (ExecStream, Limits, Sandbox, SandboxError, install_sigterm_cleanup, reap_orphans_once,
-                                 shared_client)
-from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
+from gymenvs.swe.sandbox import DockerSandbox, ExecStream, SandboxError, install_sigterm_cleanup, reap_orphans_once
+from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR, ensure_image, image_exists
 
 _TEXT = "__text__"  # the tool-call name free text is wrapped in on its way through TextEnv
 _LOG_TAIL_BYTES = 16 << 10
@@ -43,87 +48,82 @@ class AgentStartError(RuntimeError):
     """The agent ended, or never called, before its first LLM request."""
 
 
-class SWEAgentEnv(TextEnv):
+class SWEAgentConfig(SWEConfig, arbitrary_types_allowed=True):
+    """`SWEConfig` plus the agent harness's options. `command_timeout_s` and `output_limit` are told to
+    the agent (GYMENVS_COMMAND_TIMEOUT, GYMENVS_OUTPUT_LIMIT), which enforces them itself."""
+
+    agent: str | AgentSpec = "reference"
+    """"reference" (a stdlib-only bash-tool agent shipped here), "mini-swe-agent" (2.4.6, installed into
+    derived images by `gymenvs swe install-agent`) or an `AgentSpec`."""
+    mode: Literal["interception", "black-box"] = "interception"
+    """"interception" (step's action is the reply) or "black-box" (calls go to `upstream_url`)."""
+    upstream_url: str | None = None
+    """The OpenAI-compatible base URL of the black-box upstream, e.g. http://host:8000/v1."""
+    upstream_model: str | None = None
+    """The model name sent upstream (default: the agent's own)."""
+    upstream_api_key: str | None = None
+    """The upstream's key."""
+    model_name: str = "gymenvs-policy"
+    """The model name agents are told to ask for (OPENAI_MODEL)."""
+    call_timeout_s: PositiveFloat = 600.0
+    """Seconds the env waits for the agent's next request (its own work between calls), and seconds
+    one upstream call may take in black-box mode."""
+    episode_timeout_s: PositiveFloat = 3600.0
+    """Seconds of wall-clock an episode may take, from reset."""
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, value: str | AgentSpec) -> AgentSpec:
+        return agent_spec(value)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SWEAgentConfig:
+        if (self.mode == "black-box") != (self.upstream_url is not None):
+            raise ValueError(f"mode={self.mode!r} with upstream_url={self.upstream_url!r}: black-box mode needs an "
+                             "upstream_url, interception mode takes none")
+        if self.warm_pool:
+            raise ValueError(f"warm_pool={self.warm_pool}: SWEAgent-v0 has no warm pool (allowed: 0); its container binds "
+                             "the episode's channel directory, which exists only once the episode starts "
+                             "(docs/swe-warm-pool.md)")
+        return self
+
+    @property
+    def agent_spec(self) -> AgentSpec:
+        return agent_spec(self.agent)
+
+
+class SWEAgentEnv(SWEBaseEnv):
     """SWEAgent-v0. One task per episode, with an agent program running inside its container.
 
     Args:
-        agent: "reference" (a stdlib-only bash-tool agent shipped here), "mini-swe-agent" (2.4.6,
-            installed into derived images by `gymenvs swe install-agent`) or an `AgentSpec`.
-        mode: "interception" (step's action is the reply) or "black-box" (calls go to `upstream_url`).
-        upstream_url: the OpenAI-compatible base URL of the black-box upstream, e.g. http://host:8000/v1.
-        upstream_model: the model name sent upstream (default: the agent's own).
-        upstream_api_key: the upstream's key.
-        model_name: the model name agents are told to ask for (OPENAI_MODEL).
-        dataset, split, instance_ids, image_template, pull: the tasks and their images, as in SWE-v0.
-        call_timeout: seconds the env waits for the agent's next request (its own work between calls).
-        episode_timeout: seconds of wall-clock an episode may take, from reset.
-        command_timeout: seconds an agent is told one command may run (GYMENVS_COMMAND_TIMEOUT).
-        grading_timeout: seconds the tests may run when grading.
-        mem_limit, cpus, pids_limit: resources of each container.
+        config: an `SWEAgentConfig`, or an `SWEConfig` (the options shared with SWE-v0: tasks,
+            container limits, timeouts, grading); its fields, and the agent's (`agent=`, `mode=`,
+            `upstream_url=`, `call_timeout_s=`...), may also be given as keyword arguments, which
+            override `config`'s. `warm_pool` must be 0.
         max_turns: replies allowed; the work is graded when they run out (the step limit).
+        render_mode: None or "ansi".
     """
 
     default_max_turns = 100
-    reset_option_keys = frozenset({"instance_id"})
     hosts_agent = True
+    config_class = SWEAgentConfig
+    config: SWEAgentConfig
 
-    @validate_config
-    def __init__(
-        self,
-        *,
-        agent: str | AgentSpec = "reference",
-        mode: Literal["interception", "black-box"] = "interception",
-        upstream_url: str | None = None,
-        upstream_model: str | None = None,
-        upstream_api_key: str | None = None,
-        model_name: str = "gymenvs-policy",
-        dataset: str = FIXTURES,
-        split: str | None = None,
-        instance_ids: Sequence[str] | None = None,
-        image_template: str | None = None,
-        pull: bool = False,
-        call_timeout: PositiveFloat = 600.0,
-        episode_timeout: PositiveFloat = 3600.0,
-        command_timeout: PositiveFloat = 60.0,
-        grading_timeout: PositiveFloat = 1800.0,
-        mem_limit: Annotated[str, Field(pattern=r"^[0-9]+[bkmgBKMG]?$")] = "2g",
-        cpus: PositiveFloat = 1.0,
-        pids_limit: PositiveInt = 512,
-        max_turns: PositiveInt | None = None,
-        render_mode: str | None = None,
-    ):
-        super().__init__(max_turns=max_turns, render_mode=render_mode)
-        self.agent = agent_spec(agent)
-        self.mode = mode
-        if (mode == "black-box") != (upstream_url is not None):
-            raise ValueError(f"mode={mode!r} with upstream_url={upstream_url!r}: black-box mode needs an upstream_url, "
-                             "interception mode takes none")
-        self.model_name = model_name
-        self.upstream_model = upstream_model
-        self.tasks = _select(load_tasks(dataset, split=split), instance_ids)
-        self.image_template = check_template(image_template) if image_template is not None else None
-        self.pull = pull
-        self.call_timeout = call_timeout
-        self.episode_timeout = episode_timeout
-        self.command_timeout = command_timeout
-        self.grading_timeout = grading_timeout
-        self.limits = Limits(mem_limit=mem_limit, cpus=cpus, pids_limit=pids_limit, network=False)
-        self._upstream = _upstream_client(upstream_url, upstream_api_key, call_timeout) if upstream_url else None
+    def __init__(self, config: SWEConfig | None = None, *, max_turns: PositiveInt | None = None,
+                 render_mode: str | None = None, **options: Any):
+        super().__init__(config, max_turns=max_turns, render_mode=render_mode, **options)
+        self.agent = self.config.agent_spec
+        self.mode = self.config.mode
+        upstream_url = self.config.upstream_url
+        self._upstream = (_upstream_client(upstream_url, self.config.upstream_api_key, self.config.call_timeout_s)
+                          if upstream_url else None)
         install_sigterm_cleanup()
-        self.task: Task | None = None
-        self.report: GradeReport | None = None
         self.trajectory: list[dict[str, Any]] = []
-        self._sandbox: Sandbox | None = None
         self._channel: LLMChannel | None = None
         self._agent: _AgentProcess | None = None
         self._call: Call | None = None
         self._deadline = 0.0
         self._action: Any = None
-
-    @property
-    def client(self) -> Any:
-        """The process's docker client, created at the first reset (constructing an env touches no engine)."""
-        return shared_client()
 
     @property
     def reaped(self) -> list[str]:
@@ -134,8 +134,9 @@ class SWEAgentEnv(TextEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         observation, info = super().reset(seed=seed, options=options)
-        info.update(instance_id=self.task.instance_id, image=self._sandbox.image, agent=self.agent.name,
-                    request=self._call.body, tools=self._call.body.get("tools") or [])
+        request = self._pending_call.body
+        info.update(instance_id=self.episode_task.instance_id, image=self.episode_sandbox.image, agent=self.agent.name,
+                    request=request, tools=request.get("tools") or [])
         return observation, info
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
@@ -150,58 +151,53 @@ class SWEAgentEnv(TextEnv):
 
     def _start_episode(self, options: dict[str, Any]) -> str:
         self._end_agent()
-        self.task = self._pick_task(options)
+        self.task = self.pick_task(options)
         self.report, self.trajectory, self._call = None, [], None
-        image = derived_image(image_for(self.task, self.image_template), self.agent)
+        image = derived_image(self.task_image(), self.agent)
         reap_orphans_once(self.client)
         reap_channel_directories_once()
-        self._deadline = time.monotonic() + self.episode_timeout
+        self._deadline = time.monotonic() + self.config.episode_timeout_s
         try:
-            self._start_agent(image)
-            event = self._channel.next_event(min(self.call_timeout, self.episode_timeout))
+            channel, agent = self._start_agent(image)
+            event = channel.next_event(min(self.config.call_timeout_s, self.config.episode_timeout_s))
             if not isinstance(event, AgentRequest):
                 raise AgentStartError(f"agent {self.agent.name!r} made no LLM request: {self._describe(event)}; "
-                                      f"its log ends with:\n{self._agent.log_tail()}")
+                                      f"its log ends with:\n{agent.log_tail()}")
         except BaseException:
             self._end_agent()
             raise
         return self._accept(event.call, previous=None).observation
 
-    def _start_agent(self, image: str) -> None:
+    def _start_agent(self, image: str) -> tuple[LLMChannel, _AgentProcess]:
+        """Start the episode's container from `image` and the agent in it, talking to a new channel."""
         if self.agent.image_suffix is None:
-            ensure_image(self.client, image, pull=self.pull)
+            ensure_image(self.client, image, pull=self.config.pull)
         elif not image_exists(self.client, image):
             raise SandboxError(f"image {image!r} is not present: build it with `gymenvs swe install-agent {self.agent.name}`")
-        self._channel = LLMChannel(model_name=self.model_name)
+        channel = self._channel = LLMChannel(model_name=self.config.model_name)
         files = {_FORWARDER: _package_file(_FORWARDER), **self.agent.file_contents(),
-                 "task.md": self.task.problem_statement.encode("utf-8", "surrogateescape")}
+                 "task.md": self.episode_task.problem_statement.encode("utf-8", "surrogateescape")}
         for name, data in files.items():
-            (self._channel.directory / name).write_bytes(data)
-        self._sandbox = Sandbox(self.client, image, role="agent", episode_id=self._episode_id, limits=self.limits,
-                                read_only_binds={str(self._channel.directory): MOUNT})
+            (channel.directory / name).write_bytes(data)
+        sandbox = self._sandbox = DockerSandbox(self.client, image, role="agent", episode_id=self._episode_id or "",
+                                          limits=self.limits, read_only_binds={str(channel.directory): MOUNT})
         environment = {
-            **SHELL_ENVIRONMENT, "OPENAI_API_KEY": self._channel.token, "OPENAI_MODEL": self.model_name,
+            **SHELL_ENVIRONMENT, "OPENAI_API_KEY": channel.token, "OPENAI_MODEL": self.config.model_name,
             "GYMENVS_TASK_FILE": f"{MOUNT}/task.md", "GYMENVS_WORKDIR": WORKDIR,
-            "GYMENVS_COMMAND_TIMEOUT": f"{self.command_timeout:g}", **self.agent.environment,
+            "GYMENVS_COMMAND_TIMEOUT": f"{self.config.command_timeout_s:g}",
+            "GYMENVS_OUTPUT_LIMIT": str(self.config.output_limit), **self.agent.environment,
         }
         script = (f"{ENV_SETUP}\nexec python3 {MOUNT}/{_FORWARDER} {MOUNT}/{SOCKET_NAME} -- "
                   f"bash -c {shlex.quote(self.agent.command)}")
-        stream = self._sandbox.open_exec(["bash", "-c", script], environment=environment)
-        self._agent = _AgentProcess(stream, self._channel)
-
-    def _pick_task(self, options: dict[str, Any]) -> Task:
-        if "instance_id" not in options:
-            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
-        for task in self.tasks:
-            if task.instance_id == options["instance_id"]:
-                return task
-        raise ValueError(f"instance_id={options['instance_id']!r} is not a task of this env")
+        stream = sandbox.open_exec(["bash", "-c", script], environment=environment)
+        agent = self._agent = _AgentProcess(stream, channel)
+        return channel, agent
 
     def _parse_text(self, text: str) -> ToolCall:
         return ToolCall(_TEXT, {"content": text})
 
     def _run(self, call: ToolCall) -> Outcome:
-        pending, self._call = self._call, None
+        pending, self._call = self._pending_call, None
         started = time.monotonic()
         if self.mode == "interception":
             status, payload = 200, self._policy_reply(call, pending.body)
@@ -214,18 +210,20 @@ class SWEAgentEnv(TextEnv):
             return self._finish(error=f"the upstream failed: HTTP {status}: {payload.get('error', payload)}")
         return self._await_agent(previous=(pending.body["messages"], reply_message(payload)))
 
-    def _at_turn_limit(self, outcome: Outcome) -> Outcome:
-        ended = self._finish(error=f"the step limit ({self.max_turns} replies) was reached")
-        ended.observation = outcome.observation + "\n" + ended.observation
-        ended.info = {**outcome.info, **ended.info}
-        return ended
+    def _end_at_turn_limit(self) -> Outcome:
+        return self._finish(error=f"the step limit ({self.max_turns} replies) was reached")
 
     # -- the agent's side ----------------------------------------------------------------------
 
     def _await_agent(self, previous: tuple[list, dict | None]) -> Outcome:
         left = self._deadline - time.monotonic()
-        event = self._channel.next_event(min(self.call_timeout, left))
+        event = self._episode_channel.next_event(min(self.config.call_timeout_s, left))
         if isinstance(event, AgentRequest):
+            try:
+                self.episode_sandbox.check_disk()  # the engine cannot cap the layer here: check at each call
+            except SandboxError as exc:
+                event.call.answer(503, {"error": {"message": str(exc), "type": "episode_ended"}})
+                return self._finish(error=str(exc))
             return self._accept(event.call, previous)
         if isinstance(event, AgentExited):
             error = None if event.exit_code == 0 else f"the agent exited with code {event.exit_code}"
@@ -236,7 +234,7 @@ class SWEAgentEnv(TextEnv):
         self._call = call
         messages = call.body["messages"]
         kept_history = previous is not None and extends(previous[0], previous[1], messages)
-        new = messages[len(previous[0]) + 1:] if kept_history else messages
+        new = messages[len(previous[0]) + 1:] if previous is not None and kept_history else messages
         info = {"request": call.body, "history_rewritten": previous is not None and not kept_history}
         return Outcome(render(new) or "(the agent sent no new message)", info=info)
 
@@ -246,55 +244,66 @@ class SWEAgentEnv(TextEnv):
         if isinstance(event, AgentExited):
             return f"the agent exited with code {event.exit_code}"
         if time.monotonic() >= self._deadline:
-            return f"the episode's wall-clock limit ({self.episode_timeout:g} s) was reached"
-        return f"the agent sent no request within the call limit ({self.call_timeout:g} s)"
+            return f"the episode's wall-clock limit ({self.config.episode_timeout_s:g} s) was reached"
+        return f"the agent sent no request within the call limit ({self.config.call_timeout_s:g} s)"
 
     def _policy_reply(self, call: ToolCall, request: dict[str, Any]) -> dict[str, Any]:
+        model = self.config.model_name
         if call.name == _TEXT:
-            return chat_completion(model=self.model_name, content=call.arguments["content"])
+            return chat_completion(model=model, content=call.arguments["content"])
         if not request.get("tools"):  # the agent reads text only: hand it the action as written
             text = self._action if isinstance(self._action, str) else json.dumps(self._action)
-            return chat_completion(model=self.model_name, content=text)
-        return chat_completion(model=self.model_name, content=None, tool_calls=[tool_call(call.name, call.arguments)])
+            return chat_completion(model=model, content=text)
+        return chat_completion(model=model, content=None, tool_calls=[tool_call(call.name, call.arguments)])
 
     def _upstream_reply(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        import httpx
+        """The upstream's answer to the agent's request, passed through as it came (status, JSON body)."""
+        import openai
 
-        body = {**request, "stream": False, **({"model": self.upstream_model} if self.upstream_model else {})}
+        model = self.config.upstream_model
+        body = {**request, "stream": False, **({"model": model} if model else {})}
         body.pop("stream_options", None)
         try:
-            response = self._upstream.post("chat/completions", json=body)
-            payload = response.json()
-        except (httpx.HTTPError, ValueError) as exc:
+            assert self._upstream is not None  # black-box mode always has one
+            payload = self._upstream.post("/chat/completions", body=body, cast_to=object)
+        except openai.APIStatusError as exc:
+            return exc.status_code, _error_body(exc)
+        except openai.APIError as exc:  # no connection, a timeout, or a body that is no JSON
             return 502, {"error": {"message": f"the upstream failed: {exc}", "type": "upstream_error"}}
-        return response.status_code, payload if isinstance(payload, dict) else {"error": {"message": str(payload)}}
+        return 200, payload if isinstance(payload, dict) else {"error": {"message": str(payload)}}
 
     # -- the end of an episode -------------------------------------------------------------------
 
     def _finish(self, *, error: str | None, exit_code: int | None = None) -> Outcome:
-        """Stop the agent, grade its changes in a fresh container, and end the episode."""
+        """Stop the agent, grade what changed in its container, and end the episode."""
         info: dict[str, Any] = {"exit_code": exit_code, "agent_log": self._agent.log_tail() if self._agent else "",
                                 "trajectory": self.trajectory}
-        try:
-            diff = extract_diff(self._sandbox, self.task.base_commit)
-        except SandboxError as exc:
-            self._end_agent()
-            message = f"{error}; " if error else ""
-            return Outcome(f"The episode ended ({message}the agent's changes could not be read: {exc}).", truncated=True,
-                           info={**info, "error": message + str(exc)})
-        finally:
-            self._end_agent()
-        image = image_for(self.task, self.image_template)
-        self.report = grade(self.client, self.task, diff, image=image, timeout=self.grading_timeout,
-                            limits=dataclasses.replace(self.limits, network=False), episode_id=self._episode_id)
-        info.update(report=self.report.to_dict(), status=self.report.status, patch=diff)
-        if self.report.status == "error":
-            error = error or self.report.error
+        # The channel is closed (its directory removed) only once grading has read the container: the
+        # engine re-creates a missing bind-mount source when it copies files out of a container.
+        report, graded = self._grade_and_end()
+        info.update(graded)
+        if report.status == "error":
+            error = error or report.error
         if error:
             info["error"] = error
         ended = f"The episode ended: {error}." if error else "The agent finished."
-        return Outcome(f"{ended} {self.report.summary()}", reward=self.report.reward, terminated=error is None,
+        return Outcome(f"{ended} {report.summary()}", reward=report.reward, terminated=error is None,
                        truncated=error is not None, info=info)
+
+    @property
+    def _episode_channel(self) -> LLMChannel:
+        if self._channel is None:
+            raise RuntimeError("the episode has no channel: it has ended, or none started")
+        return self._channel
+
+    @property
+    def _pending_call(self) -> Call:
+        if self._call is None:
+            raise RuntimeError("no request of the agent is waiting for a reply")
+        return self._call
+
+    def _release(self) -> None:
+        self._end_agent()
 
     def _end_agent(self) -> None:
         if self._channel is not None:
@@ -309,12 +318,10 @@ class SWEAgentEnv(TextEnv):
 
     def _episode_state(self) -> dict[str, Any]:
         return {
-            "instance_id": self.task.instance_id if self.task else None,
+            **super()._episode_state(),
             "agent": self.agent.name,
             "mode": self.mode,
-            "container": self._sandbox.name if self._sandbox else None,
             "calls": len(self.trajectory),
-            "status": self.report.status if self.report else None,
         }
 
 
@@ -363,11 +370,20 @@ class _AgentProcess:
             self._tail_bytes -= len(self._tail.popleft())
 
 
-def _upstream_client(url: str, api_key: str | None, timeout: float):
-    import httpx
+def _upstream_client(url: str, api_key: str | None, timeout: float) -> Any:
+    import openai
 
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    return httpx.Client(base_url=url.rstrip("/") + "/", headers=headers, timeout=timeout)
+    # The SDK insists on a key; an upstream that checks none ignores this one.
+    return openai.OpenAI(base_url=url, api_key=api_key or "unused", timeout=timeout, max_retries=2)
+
+
+def _error_body(error: Any) -> dict[str, Any]:
+    """The upstream's error response as it sent it, or an OpenAI-shaped error if it sent no JSON object."""
+    try:
+        body = error.response.json()
+    except ValueError:
+        body = None
+    return body if isinstance(body, dict) else {"error": {"message": str(error), "type": "upstream_error"}}
 
 
 def _package_file(name: str) -> bytes:

@@ -75,12 +75,12 @@ def main(argv):
         finally:
             os._exit(0)
     listener.close()
-    base_url = "http://127.0.0.1:%d/v1" % port
+    base_url = f"http://127.0.0.1:{port}/v1"
     env = dict(os.environ, OPENAI_BASE_URL=base_url, OPENAI_API_BASE=base_url, GYMENVS_FORWARDER_PID=str(pid))
     try:
         os.execvpe(agent[0], agent, env)
     except OSError as exc:
-        sys.stderr.write("forwarder: cannot start the agent %r: %s\n" % (agent[0], exc))
+        sys.stderr.write(f"forwarder: cannot start the agent {agent[0]!r}: {exc}\n")
         return 127
 
 

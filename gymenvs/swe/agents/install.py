@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from gymenvs.swe.agents.specs import AgentSpec, derived_image
-from gymenvs.swe.images import ImageBuildError, image_exists
-from gymenvs.swe.sandbox import Limits, Sandbox
+from gymenvs.swe.sandbox import DockerSandbox as Sandbox
+from gymenvs.swe.sandbox import Limits
+from gymenvs.swe.sandbox.images import ImageBuildError, image_exists
 
 #: Platform tags of the wheels fetched for the container (glibc Linux, x86_64).
 _PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",

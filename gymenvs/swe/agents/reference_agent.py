@@ -30,6 +30,8 @@ Use the `bash` tool to inspect the code, edit files and run commands: each call 
 is cut in the middle. When the issue is resolved, call `submit`: your changes to the repository \
 (its git diff) are then graded by tests you do not see. Make one tool call per reply."""
 
+# Written out (the agent runs on the stdlib alone): what `@tool` makes for bash(command: str) and submit();
+# tests/test_tool_schema_paths.py checks that they stay so.
 TOOLS = [
     {"type": "function", "function": {
         "name": "bash",

@@ -1,0 +1,192 @@
+"""`evaluate_policy()`: run a policy over N episodes of an env, summarise them, and keep their transcripts.
+
+`gymenvs eval` and `gymenvs replay` are this module on the command line. Episodes run on a thread
+pool (an endpoint or a container waits on I/O); each has its own env and its own copy of the
+policy's per-episode state. A transcript is one JSON line per episode: what the model saw (the
+tool schemas and every message) and how the episode ended.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import gymnasium as gym
+
+from gymenvs.eval.policies.base import Policy, as_text
+from gymenvs.registry import probe
+
+
+@dataclass
+class EpisodeRecord:
+    """One evaluated episode: its transcript and how it ended."""
+
+    env_id: str
+    seed: int
+    tools: list[dict[str, Any]]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    reward: float = 0.0
+    turns: int = 0
+    invalid_actions: int = 0
+    end: str = "running"  # terminated, truncated, or failed
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def success(self) -> bool:
+        return self.end == "terminated" and self.reward > 0
+
+
+@dataclass(frozen=True)
+class EvalSummary:
+    """What `evaluate_policy()` returns and `gymenvs eval` prints."""
+
+    env_id: str
+    policy: str
+    episodes: int
+    mean_reward: float
+    reward_std: float
+    success_rate: float
+    mean_turns: float
+    invalid_actions: int
+    failed_episodes: int
+    wall_time_s: float
+
+    @classmethod
+    def of(cls, env_id: str, policy: str, records: list[EpisodeRecord], wall_time_s: float) -> EvalSummary:
+        rewards = [record.reward for record in records]
+        return cls(
+            env_id=env_id,
+            policy=policy,
+            episodes=len(records),
+            mean_reward=statistics.fmean(rewards) if rewards else 0.0,
+            reward_std=statistics.pstdev(rewards) if rewards else 0.0,
+            success_rate=statistics.fmean(record.success for record in records) if records else 0.0,
+            mean_turns=statistics.fmean(record.turns for record in records) if records else 0.0,
+            invalid_actions=sum(record.invalid_actions for record in records),
+            failed_episodes=sum(record.end == "failed" for record in records),
+            wall_time_s=wall_time_s,
+        )
+
+    def table(self) -> str:
+        rate = self.episodes / self.wall_time_s if self.wall_time_s else float("inf")
+        rows = [
+            ("env", self.env_id),
+            ("policy", self.policy),
+            ("episodes", str(self.episodes)),
+            ("mean reward", f"{self.mean_reward:.3f} (std {self.reward_std:.3f})"),
+            ("success rate", f"{self.success_rate:.1%}"),
+            ("mean turns", f"{self.mean_turns:.2f}"),
+            ("invalid actions", str(self.invalid_actions)),
+            ("failed episodes", str(self.failed_episodes)),
+            ("wall time", f"{self.wall_time_s:.2f} s ({rate:.1f} episodes/s)"),
+        ]
+        width = max(len(name) for name, _ in rows)
+        return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def evaluate_policy(
+    env_id: str,
+    policy: Policy,
+    *,
+    num_episodes: int,
+    seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+    max_workers: int = 1,
+    transcripts: str | Path | None = None,
+    progress: bool = True,
+) -> EvalSummary:
+    """Play `num_episodes` episodes of `env_id` (seeds `seed`, `seed + 1`, ...) with `policy` and summarise them.
+
+    Args:
+        env_id: a registered env id.
+        policy: see `gymenvs.eval.policies` (`make_policy` builds one by name).
+        env_kwargs: keyword arguments for `gymnasium.make`.
+        max_workers: episodes played at once, on threads.
+        transcripts: a JSONL file to write, one episode per line, in seed order.
+        progress: show a tqdm progress bar.
+    """
+    if num_episodes < 1:
+        raise ValueError(f"num_episodes={num_episodes}: expected at least 1")
+    if max_workers < 1:
+        raise ValueError(f"max_workers={max_workers}: expected at least 1")
+    probe(env_id, env_kwargs)  # an unknown id or a bad kwarg fails here, once, not in every episode
+    from tqdm.auto import tqdm
+
+    start = time.perf_counter()
+    seeds = range(seed, seed + num_episodes)
+    with ThreadPoolExecutor(max_workers=max_workers) as pool, tqdm(
+        total=num_episodes, desc=env_id, unit="episode", disable=not progress
+    ) as bar:
+        futures = [pool.submit(play_episode, env_id, env_kwargs or {}, policy.new_episode(), s) for s in seeds]
+        for future in futures:
+            future.add_done_callback(lambda _: bar.update())
+        records = [future.result() for future in futures]
+    summary = EvalSummary.of(env_id, policy.name, records, time.perf_counter() - start)
+    if transcripts is not None:
+        with open(transcripts, "w", encoding="utf-8") as file:
+            for record in records:
+                file.write(json.dumps(asdict(record), default=str) + "\n")
+    return summary
+
+
+def evaluate(*args: Any, **kwargs: Any) -> EvalSummary:
+    """Deprecated name of `evaluate_policy` (three public functions were named `evaluate`)."""
+    warnings.warn(
+        "gymenvs.evaluation.evaluate is now gymenvs.eval.evaluate_policy; the old name goes away in the next release",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return evaluate_policy(*args, **kwargs)
+
+
+def play_episode(env_id: str, env_kwargs: dict[str, Any], policy: Policy, seed: int) -> EpisodeRecord:
+    """One episode; a policy or env that raises ends it as `failed` with the error kept."""
+    start = time.perf_counter()
+    env = gym.make(env_id, **env_kwargs)
+    record = EpisodeRecord(env_id=env_id, seed=seed, tools=[])
+    try:
+        observation, info = env.reset(seed=seed)
+        record.tools = list(info.get("tools", []))
+        record.messages.append({"role": "user", "content": observation})
+        while record.end == "running":
+            action = policy.act(record.messages, record.tools)
+            record.messages.append({"role": "assistant", "content": as_text(action)})
+            observation, reward, terminated, truncated, info = env.step(action)
+            record.turns += 1
+            record.reward += float(reward)
+            record.invalid_actions += info.get("error") is not None
+            record.messages.append({"role": "tool" if isinstance(action, dict) else "user", "content": observation})
+            if terminated or truncated:
+                record.end = "terminated" if terminated else "truncated"
+    except Exception as exc:  # one broken episode must not end the evaluation
+        record.end, record.error = "failed", f"{type(exc).__name__}: {exc}"
+    finally:
+        env.close()
+        record.seconds = time.perf_counter() - start
+    return record
+
+
+def read_transcripts(path: str | Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as file:
+        return [json.loads(line) for line in file if line.strip()]
+
+
+def replay(record: dict[str, Any], out: TextIO) -> None:
+    """Print one transcript as the model saw it: the tools, then every message in order."""
+    out.write(f"# {record['env_id']}  seed {record['seed']}  reward {record['reward']:g}  turns {record['turns']}  "
+              f"end {record['end']}\n")
+    if record.get("error"):
+        out.write(f"# error: {record['error']}\n")
+    for tool in record.get("tools", []):
+        function = tool["function"]
+        params = ", ".join(function.get("parameters", {}).get("properties", {}))
+        out.write(f"[tool] {function['name']}({params}): {function.get('description', '')}\n")
+    for message in record["messages"]:
+        out.write(f"\n--- {message['role']}\n{message['content']}\n")

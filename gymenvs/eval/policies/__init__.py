@@ -1,0 +1,44 @@
+"""Policies `gymenvs eval` can run: scripted players, an OpenAI-compatible endpoint, a local transformers model.
+
+A policy sees what a model would see, the conversation so far and the env's tool schemas, and
+returns an action: free text, or a tool call as `{"name": ..., "arguments": {...}}`. It never
+reads the env's hidden state. `make_policy(kind, env_id, ...)` builds one by name. The `openai` and
+`transformers` libraries are imported only when their policy is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gymenvs.eval.policies.base import Action, Messages, Policy, as_text
+from gymenvs.eval.policies.openai import OpenAIPolicy
+from gymenvs.eval.policies.scripted import SCRIPTED, CatchPlayer, EchoPlayer, WordlePlayer
+from gymenvs.eval.policies.transformers import TransformersPolicy
+
+__all__ = [
+    "SCRIPTED",
+    "Action",
+    "CatchPlayer",
+    "EchoPlayer",
+    "Messages",
+    "OpenAIPolicy",
+    "Policy",
+    "TransformersPolicy",
+    "WordlePlayer",
+    "as_text",
+    "make_policy",
+]
+
+
+def make_policy(kind: str, env_id: str, **options: Any) -> Policy:
+    """A policy by name: `scripted` (for the envs in `SCRIPTED`), `openai` (`base_url`, `model`, ...)
+    or `transformers` (`model`, ...)."""
+    if kind == "scripted":
+        if env_id not in SCRIPTED:
+            raise ValueError(f"no scripted policy for {env_id!r}; there are scripted policies for {sorted(SCRIPTED)}")
+        return SCRIPTED[env_id]()
+    if kind == "openai":
+        return OpenAIPolicy(**options)
+    if kind == "transformers":
+        return TransformersPolicy(**options)
+    raise ValueError(f"policy {kind!r}: expected one of scripted, openai, transformers")

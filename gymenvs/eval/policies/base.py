@@ -1,0 +1,31 @@
+"""What a policy is: it reads the conversation so far and the env's tool schemas, and returns an action.
+
+The TRL bridge's `Generator` (wrappers.trl) is the token-level counterpart: token ids in, sampled
+tokens and their logprobs out, for training. A `Policy` works on messages, for evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+Action = str | dict[str, Any]
+Messages = list[dict[str, Any]]
+
+
+class Policy(Protocol):
+    """Chooses the next action from the conversation so far. `new_episode` is called before each episode."""
+
+    name: str
+
+    def new_episode(self) -> Policy:
+        """A policy for one episode (the same object when it keeps no per-episode state)."""
+        ...
+
+    def act(self, messages: Messages, tools: Sequence[dict[str, Any]]) -> Action: ...
+
+
+def as_text(action: Action) -> str:
+    """An action as the assistant message that carries it."""
+    return action if isinstance(action, str) else json.dumps(action)

@@ -1,0 +1,251 @@
+"""What SWE-v0 and SWEAgent-v0 share: one validated config, one task picker, one way to grade and end.
+
+`SWEConfig` holds every option of the tasks, the container limits and grading; both envs take one
+(`config=`) or its fields as keyword arguments. `SWEBaseEnv` picks the episode's task, owns the
+sandbox the episode runs in, and grades what changed in that very container (`grade_sandbox`: the
+engine reads the changes, a fresh container from the task image runs the tests). SWE-v0 adds its
+tools (gymenvs/swe/env.py); SWEAgent-v0 its agent harness (gymenvs/swe/agents/env.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
+
+from gymenvs.core import Outcome, TextEnv
+from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
+from gymenvs.swe.sandbox.images import check_template, image_for
+from gymenvs.swe.sandbox import SIZE_PATTERN, Limits, Sandbox, parse_size, reap_orphans_once, shared_client
+from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
+
+#: Docker's size syntax, for every size option: a number of bytes with an optional unit ("512m", "10g").
+Size = Annotated[str, Field(pattern=SIZE_PATTERN)]
+
+#: Old option names that still work for one release (with a DeprecationWarning), and their new names.
+DEPRECATED_NAMES = {
+    "command_timeout": "command_timeout_s",
+    "grading_timeout": "grading_timeout_s",
+    "call_timeout": "call_timeout_s",
+    "episode_timeout": "episode_timeout_s",
+}
+
+
+class SWEConfig(BaseModel):
+    """The options SWE-v0 and SWEAgent-v0 share. A bad value is a `ValueError` (pydantic's
+    `ValidationError`) naming the option, the value and what is allowed; so is an unknown option."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    # -- tasks ------------------------------------------------------------------------------------
+    dataset: str = FIXTURES
+    """"fixtures" (the tasks shipped with gymenvs), a .json/.jsonl/.parquet file, or a Hub dataset name."""
+    split: str | None = None
+    """The dataset split (default: the only one, or "test")."""
+    instance_ids: tuple[str, ...] | None = None
+    """Restrict the episodes to these tasks (each must be in the dataset)."""
+    image_template: str | None = None
+    """Image name for rows without an `image`, with the fields {instance_id}, {swebench_id}, {swegym_id},
+    {repo}, {version} (default: the SWE-Gym / SWE-bench convention)."""
+    pull: bool = False
+    """Pull a missing image from its registry (default: no; a missing image fails at reset, saying how to
+    build or pull it)."""
+
+    # -- limits of each container -------------------------------------------------------------------
+    mem_limit: Size = "2g"
+    """Memory of each container (docker size syntax, e.g. "2g")."""
+    cpus: PositiveFloat = 1.0
+    """CPUs of each container."""
+    pids_limit: PositiveInt = 512
+    """Processes allowed in each container."""
+    disk_limit: Size = "10g"
+    """Bytes the agent's container may write (docker size syntax, e.g. "10g"); the episode is stopped beyond it."""
+    network: bool = False
+    """Give the agent's container network access (grading never has any)."""
+    output_limit: Annotated[int, Field(ge=256, le=1 << 20)] = 10_000
+    """Bytes of a command's output shown to the agent (its head and tail)."""
+    warm_pool: Annotated[int, Field(ge=0, le=256)] = 0
+    """Containers kept started ahead of time per image (0: none), so that `reset` does not wait for
+    `docker run`; each serves one episode only. SWE-v0 only (see docs/swe-warm-pool.md)."""
+
+    # -- timeouts and grading -------------------------------------------------------------------------
+    command_timeout_s: PositiveFloat = 60.0
+    """Seconds one bash command may run before it is stopped."""
+    grading_timeout_s: PositiveFloat = 1800.0
+    """Seconds the tests may run when grading."""
+    grade_as_root: bool = False
+    """Run the tests as root when grading (as SWE-bench does) instead of an unprivileged user; for
+    repositories whose tests need root."""
+
+    @field_validator("instance_ids", mode="before")
+    @classmethod
+    def _ids_as_tuple(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value
+
+    @field_validator("image_template")
+    @classmethod
+    def _known_fields(cls, value: str | None) -> str | None:
+        return None if value is None else check_template(value)
+
+    @classmethod
+    def from_kwargs(cls, config: SWEConfig | None = None, /, **options: Any) -> Self:
+        """`config`'s options (default: all defaults) with `options` over them; old option names are
+        renamed with a DeprecationWarning."""
+        options = renamed_options(options)
+        given = {name: getattr(config, name) for name in config.model_fields_set} if config is not None else {}
+        return cls.model_validate({**given, **options})
+
+    @property
+    def limits(self) -> Limits:
+        """The limits of the agent's container."""
+        return Limits(mem_limit=self.mem_limit, cpus=self.cpus, pids_limit=self.pids_limit, network=self.network,
+                      disk_limit=parse_size(self.disk_limit))
+
+    @property
+    def test_user(self) -> str | None:
+        """Who runs the tests when grading: an unprivileged uid:gid, or None for root."""
+        return None if self.grade_as_root else TEST_USER
+
+
+def renamed_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` with each deprecated name replaced by its new one (warning once per call site)."""
+    result: dict[str, Any] = {}
+    for name, value in options.items():
+        new = DEPRECATED_NAMES.get(name)
+        if new is None:
+            result[name] = value
+            continue
+        if new in options:
+            raise ValueError(f"{name}= and {new}= both given: pass only {new}= ({name}= is its deprecated name)")
+        warnings.warn(f"{name}= is deprecated and will be removed in the next release: use {new}=", DeprecationWarning,
+                      stacklevel=_caller_stacklevel())
+        result[new] = value
+    return result
+
+
+def _caller_stacklevel() -> int:
+    """The stack level of the first caller outside gymenvs.swe, for a warning about its arguments."""
+    package = str(Path(__file__).parent)
+    frame: FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(package):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def select_tasks(tasks: tuple[Task, ...], instance_ids: Sequence[str] | None) -> tuple[Task, ...]:
+    """`tasks`, restricted to `instance_ids` (in their order) when given; each id must be in `tasks`."""
+    if instance_ids is None:
+        return tasks
+    by_id = {task.instance_id: task for task in tasks}
+    unknown = [i for i in instance_ids if i not in by_id]
+    if unknown or not instance_ids:
+        raise ValueError(f"instance_ids={list(instance_ids)!r}: {unknown or 'empty'} not in the dataset")
+    return tuple(by_id[i] for i in instance_ids)
+
+
+class SWEBaseEnv(TextEnv):
+    """The part of SWE-v0 and SWEAgent-v0 that is the same: the config, the task of the episode, the
+    container it runs in (`_sandbox`), and grading that container's changes to end the episode.
+
+    Subclasses implement `_start_episode` (calling `pick_task`), their actions, and `_release`
+    (stop what runs in the container and forget it; `_grade_and_end` removes the container itself).
+    """
+
+    reset_option_keys = frozenset({"instance_id"})
+    config_class: ClassVar[type[SWEConfig]] = SWEConfig
+
+    def __init__(self, config: SWEConfig | None = None, *, max_turns: PositiveInt | None = None,
+                 render_mode: str | None = None, **options: Any):
+        super().__init__(max_turns=max_turns, render_mode=render_mode)
+        if config is not None and not isinstance(config, SWEConfig):
+            raise ValueError(f"config={config!r}: allowed is a gymenvs.swe.base.SWEConfig or None")
+        self.config = self.config_class.from_kwargs(config, **options)
+        self.tasks = select_tasks(load_tasks(self.config.dataset, split=self.config.split), self.config.instance_ids)
+        self.limits = self.config.limits
+        self.task: Task | None = None
+        self.report: GradeReport | None = None
+        self._sandbox: Sandbox | None = None
+
+    @property
+    def client(self) -> Any:
+        """The process's docker client, created at the first reset (constructing an env touches no engine)."""
+        return shared_client()
+
+    @property
+    def reaped(self) -> list[str]:
+        """Containers of dead processes this process removed at its first reset (it reaps once)."""
+        return reap_orphans_once(self.client)
+
+    @property
+    def episode_task(self) -> Task:
+        """The task of the current (or last) episode."""
+        if self.task is None:
+            raise RuntimeError("no episode has started: call reset()")
+        return self.task
+
+    @property
+    def episode_sandbox(self) -> Sandbox:
+        """The container the current episode runs in."""
+        if self._sandbox is None:
+            raise RuntimeError("the episode has no container: it has ended, or none started")
+        return self._sandbox
+
+    def pick_task(self, options: dict[str, Any]) -> Task:
+        """The task `options["instance_id"]` names, else one drawn with the episode's seed."""
+        if "instance_id" not in options:
+            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        for task in self.tasks:
+            if task.instance_id == options["instance_id"]:
+                return task
+        known = ", ".join(t.instance_id for t in self.tasks[:5]) + (", ..." if len(self.tasks) > 5 else "")
+        raise ValueError(f"instance_id={options['instance_id']!r} is not a task of this env ({len(self.tasks)} tasks: {known})")
+
+    def task_image(self) -> str:
+        """The image of the episode's task (the agent may run in an image derived from it)."""
+        return image_for(self.episode_task, self.config.image_template)
+
+    def _grade_and_end(self) -> tuple[GradeReport, dict[str, Any]]:
+        """Freeze the episode's container, grade what changed in it in a fresh container from the task
+        image, then release it; the report and the info keys it fills (report, status, patch)."""
+        sandbox = self.episode_sandbox
+        try:
+            sandbox.client.api.pause(sandbox.id)  # nothing left running in it changes its files now
+        except Exception:  # already gone: grading reports what it can read
+            pass
+        try:
+            self.report, diff = grade_sandbox(self.client, self.episode_task, sandbox, image=self.task_image(),
+                                              timeout=self.config.grading_timeout_s, test_user=self.config.test_user,
+                                              limits=dataclasses.replace(self.limits, network=False),
+                                              episode_id=self._episode_id or "")
+        finally:
+            self._release()
+        return self.report, {"report": self.report.to_dict(), "status": self.report.status, "patch": diff}
+
+    def _release(self) -> None:
+        """Stop what runs in the episode's container and remove it (or hand it to be removed)."""
+        raise NotImplementedError
+
+    def _at_turn_limit(self, outcome: Outcome) -> Outcome:
+        """Grade at the turn limit: the episode is truncated, its reward is the grade."""
+        ended = self._end_at_turn_limit()
+        ended.observation = outcome.observation + "\n" + ended.observation
+        ended.info = {**outcome.info, **ended.info}
+        ended.terminated = False  # the turn limit truncates the episode; the reward is the grade
+        return ended
+
+    def _end_at_turn_limit(self) -> Outcome:
+        raise NotImplementedError
+
+    def _episode_state(self) -> dict[str, Any]:
+        return {
+            "instance_id": self.task.instance_id if self.task else None,
+            "container": self._sandbox.name if self._sandbox else None,
+            "status": self.report.status if self.report else None,
+        }

@@ -1,0 +1,353 @@
+"""Host-side grading, as SWE-bench resolves an instance, in a fresh container from the task image.
+
+1. A new container starts from the pristine task image: the agent's container, and anything it
+   left running or wrote there (a conftest.py, a reward file, a fake `git`), plays no part. Its
+   tools come from the image, and no code of the repository has run in it yet.
+2. The agent's changes reach it without any program of the agent's container: the files the engine
+   says changed are copied over (`grade_sandbox`), or a diff (`grade`) is applied by the image's git
+   with hooks disabled (GNU `patch` as a fallback). Then what actually changed on disk, as the
+   engine sees it, is checked: a write under `.git/` or outside the repository refuses the patch,
+   and protected files (tests, conftest.py, pytest configuration...) go back to `base_commit`.
+3. The files `test_patch` touches are reset to `base_commit`, `test_patch` is applied, and the tests
+   run as an unprivileged user, framed by markers that carry a nonce only root can read. Every
+   process the tests left behind is killed before the end marker is written.
+4. The log is parsed on the host. For pytest, every passing verdict in the log is checked against
+   a report a plugin wrote, test by test, to a root-only file: printed output cannot forge a pass.
+   The log is then judged as the SWE-bench harness judges it (`report`): the task is resolved only
+   if every FAIL_TO_PASS test passes and no PASS_TO_PASS test fails or goes missing; a log the
+   harness would reject is an error, not a failing agent. What is and is not defended is written
+   in docs/swe-security.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import shlex
+import tarfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gymenvs.swe.grading.changes import STAGING, TRUSTED_GIT, copy_changes, disk_changes, enforce_policy
+from gymenvs.swe.grading.logparsers import FAILED
+from gymenvs.swe.grading.patches import filter_diff
+from gymenvs.swe.grading.report import PASSING, RESOLVED_FULL, Verdict, invalid_log_reason
+from gymenvs.swe.grading.specs import spec_for
+from gymenvs.swe.sandbox.base import Limits, Sandbox, SandboxError
+from gymenvs.swe.sandbox.docker import DockerSandbox
+from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR
+from gymenvs.swe.sandbox.output import decode_output
+from gymenvs.swe.tasks.tasks import Task
+
+_LOG_LIMIT = 8 << 20
+_DIFF_LIMIT = 16 << 20
+#: Who runs the tests: "uid:gid" of an unprivileged user (nobody), or None for root (as SWE-bench does).
+TEST_USER = "65534:65534"
+#: Environment of the tests: no pytest plugin loads by itself (an installed package's entry point,
+#: an .egg-info the agent wrote); only grading's own report plugin. A test command that needs a
+#: plugin loads it by name (`pytest -p xdist ...`).
+TEST_ENVIRONMENT = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "GYMENVS_RESULTS_FD": "7"}
+_PLUGIN_DIR = "/run/gymenvs-python"
+_PLUGIN_SOURCE = Path(__file__).parent / "results_plugin.py"
+
+
+@dataclass
+class GradeReport:
+    """What grading found. `fail_to_pass` / `pass_to_pass` map every listed test to its status.
+
+    `status` is "resolved" or "unresolved" (the agent's result), "patch_failed" (its diff does not
+    apply), "timeout" (the tests ran out of time) or "error" (infrastructure or a broken task).
+    """
+
+    instance_id: str
+    status: str
+    fail_to_pass: dict[str, str] = field(default_factory=dict)
+    pass_to_pass: dict[str, str] = field(default_factory=dict)
+    #: Paths of the agent's diff that were not applied, with the reason.
+    ignored_files: dict[str, str] = field(default_factory=dict)
+    patch_is_empty: bool = True
+    test_exit_code: int | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    log_tail: str = ""
+
+    @property
+    def resolved(self) -> bool:
+        return self.status == "resolved"
+
+    @property
+    def reward(self) -> float:
+        return 1.0 if self.resolved else 0.0
+
+    def tests_status(self) -> dict[str, dict[str, list[str]]]:
+        """SWE-bench's report shape: each list split into success and failure."""
+        return Verdict(self.fail_to_pass, self.pass_to_pass).tests_status()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "resolved": self.resolved, "tests_status": self.tests_status()}
+
+    def summary(self) -> str:
+        counts = self.tests_status()
+        f2p, p2p = counts["FAIL_TO_PASS"], counts["PASS_TO_PASS"]
+        text = (f"Grading: {self.status}. FAIL_TO_PASS {len(f2p['success'])}/{len(self.fail_to_pass)} passed, "
+                f"PASS_TO_PASS {len(p2p['success'])}/{len(self.pass_to_pass)} passed.")
+        if self.ignored_files:
+            text += f" Not applied (protected): {', '.join(sorted(self.ignored_files))}."
+        return text + (f" {self.error}" if self.error else "")
+
+
+def grade(client: Any, task: Task, diff: str, *, image: str, timeout: float = 1800, limits: Limits = Limits(),
+          episode_id: str = "", test_user: str | None = TEST_USER) -> GradeReport:
+    """Grade `diff` (the agent's changes against `task.base_commit`) in a fresh container from `image`.
+
+    Infrastructure failures come back as a report with status "error", never as an exception.
+    """
+    kept, ignored = filter_diff(diff, frozenset(task.test_files))
+    report = GradeReport(task.instance_id, "error", ignored_files=ignored, patch_is_empty=not kept.strip())
+    return _grade(client, task, report, lambda box: _apply_diff(box, kept), image=image, timeout=timeout,
+                  limits=limits, episode_id=episode_id, test_user=test_user)[0]
+
+
+def grade_sandbox(client: Any, task: Task, agent: Sandbox, *, image: str, timeout: float = 1800,
+                  limits: Limits = Limits(), episode_id: str = "", test_user: str | None = TEST_USER) -> tuple[GradeReport, str]:
+    """Grade what the agent changed in `agent`'s repository, read by the engine (no program of the
+    agent's container runs); return the report and the graded changes as a git diff."""
+    report = GradeReport(task.instance_id, "error")
+
+    def apply(box: Sandbox) -> str | None:
+        copy_changes(agent, box, WORKDIR)
+        return None
+
+    return _grade(client, task, report, apply, image=image, timeout=timeout, limits=limits, episode_id=episode_id,
+                  test_user=test_user, take_diff=True)
+
+
+def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> str:
+    """What the agent changed in `sandbox`'s repository since `base_commit`, as a git diff taken by a
+    trusted git: the changed files, read by the engine, are copied into a fresh container from the
+    same image (`grade_sandbox` does this in the grading container and saves a container start)."""
+    fresh = DockerSandbox(sandbox.client, sandbox.image, role="diff", episode_id="extract-diff",
+                    limits=dataclasses.replace(sandbox.limits, network=False))
+    try:
+        fresh.put_archive("/", _staging_archive())
+        copy_changes(sandbox, fresh, WORKDIR)
+        return _staged_diff(fresh, base_commit, timeout)
+    finally:
+        fresh.remove()
+
+
+def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None], *, image: str,
+           timeout: float, limits: Limits, episode_id: str, test_user: str | None,
+           take_diff: bool = False) -> tuple[GradeReport, str]:
+    started = time.monotonic()
+    nonce = uuid.uuid4().hex
+    diff: str | None = ""
+    result = None
+    try:
+        sandbox = DockerSandbox(client, image, role="grading", episode_id=episode_id or task.instance_id, limits=limits)
+        try:
+            diff = _prepare(sandbox, task, report, apply, take_diff)
+            if diff is not None:
+                sandbox.put_files(_PLUGIN_DIR, {f"{plugin_module(nonce)}.py": _PLUGIN_SOURCE.read_bytes()})
+                sandbox.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
+                                            "results.jsonl": b""}, mode=0o600)
+                result = sandbox.run(f"bash {STAGING}/run-tests.sh", timeout=timeout, output_limit=_LOG_LIMIT)
+                runner = _runner_records(sandbox)
+        finally:
+            sandbox.remove()
+    except SandboxError as exc:
+        report.error = f"grading could not run: {exc}"
+    if result is not None:
+        log = decode_output(result.output.raw())
+        _read_log(report, task, log, nonce, timed_out=result.timed_out, timeout=timeout, runner=runner)
+    report.seconds = time.monotonic() - started
+    return report, diff or ""
+
+
+def _prepare(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None],
+             take_diff: bool) -> str | None:
+    """Apply the agent's changes and the test patch, checking what changed on disk; the agent's diff
+    (if `take_diff`, else ""), or None when the tests cannot run (`report` then says why)."""
+    sandbox.put_archive("/", _staging_archive())
+    before = set(sandbox.changed_paths("/"))
+    failure = apply(sandbox)
+    changes = disk_changes(sandbox, WORKDIR, before)
+    if changes.refused and not failure:
+        failure = "the patch writes " + ", ".join(f"{path} ({why})" for path, why in sorted(changes.refused.items())[:5])
+    if failure:
+        report.status, report.error = "patch_failed", failure
+        return None
+    diff = _staged_diff(sandbox, task.base_commit) if take_diff else ""
+    if take_diff:
+        report.patch_is_empty = not diff.strip()
+    report.ignored_files.update(enforce_policy(sandbox, WORKDIR, task.base_commit, changes.changed, frozenset(task.test_files)))
+    if not _apply_test_patch(sandbox, task):
+        report.error = "the task's test_patch does not apply: the task is broken"
+        return None
+    return diff
+
+
+def _staging_archive() -> bytes:
+    """Grading's own directories: a root-only one (scripts, nonce, results) and the report plugin's."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, mode in ((STAGING, 0o700), (_PLUGIN_DIR, 0o755)):
+            info = tarfile.TarInfo(name.lstrip("/"))
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, mode, int(time.time())
+            tar.addfile(info)
+    return archive.getvalue()
+
+
+def plugin_module(nonce: str) -> str:
+    """The report plugin's module name in one grading run: derived from the nonce (which it does not
+    reveal), so no module of the repository can be written in advance to stand in for it."""
+    return "gymenvs_results_" + hashlib.sha256(nonce.encode()).hexdigest()[:16]
+
+
+def _apply_diff(sandbox: Sandbox, diff: str) -> str | None:
+    """Apply `diff` with the image's git (hooks off), else GNU patch; None, or why it does not apply."""
+    if not diff.strip():
+        return None
+    sandbox.put_files(STAGING, {"agent.diff": diff.encode("utf-8", "surrogateescape")}, mode=0o600)
+    patch = f"{STAGING}/agent.diff"
+    result = sandbox.run(f"{ENV_SETUP}\n{TRUSTED_GIT} apply --verbose {patch} || patch --batch --fuzz=5 -p1 -i {patch}",
+                         timeout=300)
+    if result.exit_code != 0:
+        return "the agent's diff does not apply to the task's base commit"
+    return None
+
+
+def _staged_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> str:
+    """The repository's changes against `base_commit`, new files included, taken by the image's git."""
+    command = (f"{ENV_SETUP}\n{TRUSTED_GIT} add -A && "
+               f"{TRUSTED_GIT} diff --cached --binary --no-color --no-ext-diff --no-textconv {shlex.quote(base_commit)}")
+    result = sandbox.run(command, timeout=timeout, output_limit=_DIFF_LIMIT)
+    if result.timed_out or result.exit_code != 0 or result.output.elided:
+        raise SandboxError(f"could not take the agent's diff (exit {result.exit_code}): {result.output.text()[-500:]}")
+    return result.output.raw().decode("utf-8", "surrogateescape")
+
+
+def _apply_test_patch(sandbox: Sandbox, task: Task) -> bool:
+    """Reset the files `test_patch` touches to `base_commit` and apply it; False if it does not apply."""
+    base = shlex.quote(task.base_commit)
+    sandbox.put_files(STAGING, {"test.diff": task.test_patch.encode("utf-8", "surrogateescape")}, mode=0o600)
+    script = f"""{ENV_SETUP}
+for file in {" ".join(map(shlex.quote, task.test_files))}; do
+  if {TRUSTED_GIT} cat-file -e {base}:"$file" 2>/dev/null
+  then {TRUSTED_GIT} checkout -q {base} -- "$file"
+  else rm -rf -- "$file"
+  fi
+done
+{TRUSTED_GIT} apply --verbose {STAGING}/test.diff"""
+    return sandbox.run(script, timeout=300).exit_code == 0
+
+
+def _runner_records(sandbox: Sandbox) -> list[dict[str, Any]]:
+    """The report plugin's records, read by the engine from the root-only file."""
+    fetched = sandbox.fetch(f"{STAGING}/results.jsonl")
+    records = []
+    for line in (fetched[1] if fetched else b"").decode("utf-8", "replace").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            records.append({"event": "garbled"})
+    return records
+
+
+def eval_script(task: Task, nonce: str, test_user: str | None = TEST_USER) -> str:
+    """The root-only bash script that runs the tests: as `test_user` (the repository's directories
+    handed to it, so it can create files), framed by nonce markers; it kills whatever the tests left
+    running before it writes the exit code and the end marker."""
+    command = spec_for(task).command
+    environment = " ".join(f"{key}={value}" for key, value in TEST_ENVIRONMENT.items())
+    environment += f" PYTEST_PLUGINS={plugin_module(nonce)}"
+    environment += f' PYTHONPATH={_PLUGIN_DIR}"${{PYTHONPATH:+:$PYTHONPATH}}"'
+    if test_user is None:
+        as_user, prepare, kill_leftovers = "", "", ""
+    else:
+        uid, gid = test_user.split(":")
+        as_user = f"setpriv --reuid={uid} --regid={gid} --clear-groups --inh-caps=-all"
+        prepare = f"""find . -path ./.git -prune -o -type d -exec chown {test_user} {{}} +
+mkdir -p /tmp/gymenvs-home && chown {test_user} /tmp/gymenvs-home && export HOME=/tmp/gymenvs-home"""
+        kill_leftovers = f"{as_user} bash -c 'for ((i = 0; i < 50; i++)); do kill -9 -1 2>/dev/null || break; done'"
+    return f"""#!/bin/bash
+set -uo pipefail
+{ENV_SETUP}
+cd {WORKDIR}
+mark() {{ echo ">>>>> {nonce} $*"; }}
+{prepare}
+exec 7>>{STAGING}/results.jsonl
+mark "Start Test Output"
+{as_user} env {environment} bash -c {shlex.quote(command)}
+code=$?
+{kill_leftovers}
+exec 7>&-
+mark "Test Exit Code: $code"
+mark "End Test Output"
+"""
+
+
+def _read_log(report: GradeReport, task: Task, log: str, nonce: str, *, timed_out: bool, timeout: float,
+              runner: Sequence[dict[str, Any]] = ()) -> None:
+    marker = f">>>>> {nonce} "
+    report.log_tail = log[-4000:]
+    if timed_out:
+        report.status, report.error = "timeout", f"the tests did not finish in {timeout:g} s"
+        return
+    start, end = marker + "Start Test Output", marker + "End Test Output"
+    if start not in log or end not in log:
+        report.error = "the eval script stopped before the tests finished"
+        return
+    section = log.split(start, 1)[1].rsplit(end, 1)[0]
+    exit_line = section.rsplit(marker + "Test Exit Code: ", 1)
+    report.test_exit_code = int(exit_line[1].split()[0]) if len(exit_line) == 2 else None
+    spec = spec_for(task)
+    statuses = spec.parse(exit_line[0]) or spec.parse(log)  # the harness also reads the whole log
+    statuses, forged = check_against_runner(statuses, runner)
+    if forged is None:
+        report.error = "the tests' report was cut short (its file was closed or the run crashed): no verdict"
+        return
+    report.error = invalid_log_reason(statuses, report.test_exit_code)
+    if report.error:
+        return  # status stays "error": no verdict on a log the harness would reject
+    tests = Verdict.from_statuses(statuses, task.fail_to_pass, task.pass_to_pass)
+    report.fail_to_pass, report.pass_to_pass = tests.fail_to_pass, tests.pass_to_pass
+    report.status = "resolved" if tests.resolution() == RESOLVED_FULL else "unresolved"
+    if forged:
+        report.error = (f"the log claims {len(forged)} test(s) passed that the test runner saw fail or never ran "
+                        f"(counted as failed): {', '.join(forged[:5])}")
+
+
+def check_against_runner(statuses: dict[str, str], runner: Sequence[dict[str, Any]]) -> tuple[dict[str, str], list[str] | None]:
+    """The log's statuses with every pass the runner's report contradicts turned into FAILED, and those
+    tests; None instead of the list if the report started but never finished. Without a report (not
+    pytest, or its environment filtered out the plugin) the log stands alone."""
+    sessions = [r.get("event") for r in runner if "event" in r]
+    if not sessions:
+        return statuses, []
+    if sessions.count("start") != sessions.count("finish") or "garbled" in sessions:
+        return statuses, None
+    failed, passed = set(), set()
+    for record in runner:
+        if "nodeid" not in record:
+            continue
+        nodeid, outcome = record["nodeid"], record["outcome"]
+        if outcome == "failed":  # in any phase; a strict xfail that passed is reported failed too
+            failed.add(nodeid)
+        elif (outcome == "passed" and record["when"] == "call") or (outcome == "skipped" and record["xfail"]):
+            passed.add(nodeid)
+    seen = failed | passed | {r["nodeid"] for r in runner if "nodeid" in r}
+    stems = {nodeid.split("[", 1)[0] for nodeid in seen}
+    forged = []
+    for name, status in statuses.items():
+        if status not in PASSING or name in passed - failed:
+            continue
+        if name in seen or name.split("[", 1)[0] not in stems:  # a parser may rewrite parameters: match on the stem
+            forged.append(name)
+    return {**statuses, **dict.fromkeys(forged, FAILED)}, forged

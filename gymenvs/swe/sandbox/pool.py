@@ -1,0 +1,172 @@
+"""A warm pool: containers started ahead of time, so that `reset` does not wait for `docker run`.
+
+`WarmPool.for_image` gives the process's pool for one image (and one set of limits and shell
+settings): `size` containers, each already running its persistent shell, refilled in the
+background as episodes take them. A container serves one episode only and is then removed: every
+episode starts from the pristine image, and nothing passes from one episode to the next. Pool
+containers carry the same owner labels as every sandbox (plus `gymenvs.swe.pool`), so `close()`,
+`atexit`, SIGTERM and the orphan reaper remove them like the others. A pool closes when the last
+env using it closes.
+
+`discard` removes a finished episode's container in the background, so the next `reset` need not
+wait for the engine either.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from gymenvs.swe.sandbox.base import Limits, Sandbox, SandboxError
+from gymenvs.swe.sandbox.docker import DockerSandbox
+from gymenvs.swe.sandbox.images import ensure_image
+from gymenvs.swe.sandbox.shell import PersistentShell
+
+LABEL_POOL = "gymenvs.swe.pool"
+_removers: dict[int, ThreadPoolExecutor] = {}
+
+
+def discard(sandbox: Sandbox, *, wait: bool = True) -> Future | None:
+    """Remove `sandbox`, now or (`wait=False`) in the background; returns the background removal."""
+    if wait:
+        sandbox.remove()
+        return None
+    # Per process: a child forked from a process with threads cannot use its parent's executor.
+    remover = _removers.get(os.getpid()) or _removers.setdefault(
+        os.getpid(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="gymenvs-swe-remove"))
+    return remover.submit(sandbox.remove)
+
+
+def start_container(client: Any, image: str, *, episode_id: str, limits: Limits = Limits(), setup: str = "",
+                    environment: dict[str, str] | None = None, labels: dict[str, str] | None = None,
+                    ) -> tuple[Sandbox, PersistentShell]:
+    """A started container of `image` and its persistent shell, ready for an episode."""
+    sandbox = DockerSandbox(client, image, role="agent", episode_id=episode_id, limits=limits, labels=labels)
+    try:
+        return sandbox, PersistentShell(sandbox, setup=setup, environment=environment)
+    except BaseException:
+        sandbox.remove()
+        raise
+
+
+@dataclass(frozen=True)
+class _Key:
+    pid: int  # a forked child makes its own pools
+    image: str
+    limits: Limits
+    setup: str
+    environment: tuple[tuple[str, str], ...]
+
+
+class WarmPool:
+    """Up to `size` started containers of one image, each with its shell open, handed out once each."""
+
+    _pools: dict[_Key, WarmPool] = {}
+    _pools_lock = threading.Lock()
+
+    def __init__(self, client: Any, key: _Key, size: int):
+        self.client = client
+        self.key = key
+        self.size = size
+        self.users = 0
+        self._ready: deque[tuple[Sandbox, PersistentShell]] = deque()
+        self._starting = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        self._starter = ThreadPoolExecutor(max_workers=min(size, 4), thread_name_prefix="gymenvs-swe-pool")
+
+    @classmethod
+    def for_image(cls, client: Any, image: str, *, size: int, limits: Limits = Limits(), setup: str = "",
+                  environment: dict[str, str] | None = None, pull: bool = False) -> WarmPool:
+        """The process's pool for `image` with these settings (made, and filled, on first use)."""
+        key = _Key(os.getpid(), image, limits, setup, tuple(sorted((environment or {}).items())))
+        with cls._pools_lock:
+            pool = cls._pools.get(key)
+            if pool is None:
+                ensure_image(client, image, pull=pull)
+                pool = cls._pools[key] = WarmPool(client, key, size)
+            pool.size = max(pool.size, size)
+            pool._fill()
+            return pool
+
+    def take(self, *, episode_id: str) -> tuple[Sandbox, PersistentShell]:
+        """A started container and its shell, from the pool if one is ready (else started now)."""
+        try:
+            while True:
+                with self._lock:
+                    if not self._ready:
+                        break
+                    sandbox, shell = self._ready.popleft()
+                if shell.alive():  # a pooled container killed from outside is replaced
+                    return sandbox, shell
+                shell.close()
+                discard(sandbox, wait=False)
+            return self._start(episode_id)
+        finally:
+            self._fill()
+
+    def join(self) -> None:
+        """Count one more env using the pool (it closes when the last one leaves)."""
+        with self._lock:
+            self.users += 1
+
+    def leave(self) -> None:
+        with self._lock:
+            self.users -= 1
+            last = self.users <= 0
+        if last:
+            self.close()
+
+    def ready(self) -> int:
+        """How many started containers wait in the pool."""
+        return len(self._ready)
+
+    def close(self) -> None:
+        """Remove the waiting containers, and those still starting once they are up."""
+        with WarmPool._pools_lock:
+            if WarmPool._pools.get(self.key) is self:
+                del WarmPool._pools[self.key]
+        with self._lock:
+            self._closed = True
+        self._starter.shutdown(wait=True, cancel_futures=True)
+        with self._lock:
+            waiting, self._ready = list(self._ready), deque()
+        for _, shell in waiting:
+            shell.close()
+        for removal in [discard(sandbox, wait=False) for sandbox, _ in waiting]:
+            if removal is not None:
+                removal.result()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _fill(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            missing = self.size - len(self._ready) - self._starting
+            self._starting += max(missing, 0)
+        for _ in range(missing):
+            self._starter.submit(self._add)
+
+    def _add(self) -> None:
+        try:
+            started = self._start("warm-pool")
+        except SandboxError:
+            started = None  # a reset that finds the pool empty starts its own and reports the error
+        with self._lock:
+            self._starting -= 1
+            if started and not self._closed:
+                self._ready.append(started)
+                return
+        if started:
+            started[1].close()
+            started[0].remove()
+
+    def _start(self, episode_id: str) -> tuple[Sandbox, PersistentShell]:
+        key = self.key
+        return start_container(self.client, key.image, episode_id=episode_id, limits=key.limits, setup=key.setup,
+                               environment=dict(key.environment), labels={LABEL_POOL: "1"})

@@ -1,0 +1,65 @@
+"""The TRL bridge's layout: moved modules keep their old import paths for one release, and a rollout
+asks the env's class (`hosts_agent`), not a list of ids, whether it is an agent env."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import gymnasium as gym
+import pytest
+
+import gymenvs  # noqa: F401  (registers the envs)
+import wrappers.trl
+from gymenvs.envs.echo import EchoEnv
+from wrappers.trl.rollout.agent import AgentRollout
+from wrappers.trl.rollout.base import EnvRollout
+from wrappers.trl.rollout.env import rollout_class_for
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(wrappers.trl.MOVED_MODULES.items()))
+def test_an_old_module_path_warns_and_is_the_new_module(old: str, new: str) -> None:
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
+        module = importlib.import_module(old)
+    assert module is importlib.import_module(new)
+
+
+def test_the_rollout_package_still_exports_the_former_modules_names() -> None:
+    import wrappers.trl.rollout as rollout
+
+    assert rollout.EnvRollout is EnvRollout and rollout.make_rollout_func is wrappers.trl.make_rollout_func
+    assert {"env_reward", "Prompt", "RolloutEnv", "EnvSpec", "ENVIRONMENT_COLUMN", "evaluate"} <= set(dir(rollout))
+
+
+def test_the_generation_package_still_exports_every_backend() -> None:
+    import wrappers.trl.generation as generation
+
+    for name in ("Completion", "Sampling", "Generator", "TransformersGenerator", "VLLMGenerator", "VLLMServerGenerator",
+                 "VLLMClientGenerator", "MissingLogprobError", "generator_from_trainer"):
+        assert getattr(generation, name) is not None
+
+
+def test_every_public_name_resolves() -> None:
+    for name in wrappers.trl.__all__:
+        assert getattr(wrappers.trl, name) is not None
+
+
+def test_the_old_evaluate_name_warns() -> None:
+    with pytest.warns(DeprecationWarning, match="evaluate_rollouts"), pytest.raises(ValueError, match="not registered"):
+        wrappers.trl.evaluate("no/Such-v0", None, None, num_episodes=1)
+
+
+class HostedAgentEcho(EchoEnv):
+    hosts_agent = True
+
+
+def test_the_rollout_class_comes_from_the_env_class_not_its_id() -> None:
+    gym.register("test/HostedAgentEcho-v0", entry_point=HostedAgentEcho)
+    try:
+        assert rollout_class_for("test/HostedAgentEcho-v0") is AgentRollout
+    finally:
+        del gym.registry["test/HostedAgentEcho-v0"]
+    assert rollout_class_for("gymenvs/SWEAgent-v0") is AgentRollout
+    assert rollout_class_for("gymenvs/Echo-v0") is EnvRollout
+    assert rollout_class_for(["gymenvs/Echo-v0", "gymenvs/Wordle-v0"]) is EnvRollout

@@ -1,0 +1,24 @@
+"""Fixtures of the vector env tests: one local Ray for the session, and the backend parameter.
+
+Helpers that worker processes and Ray actors unpickle live in testing_utils.py, which imports no pytest.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from .testing_utils import BACKENDS, local_ray
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    with local_ray():
+        yield
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request) -> str:
+    """Each backend in turn; "ray" starts the session's local Ray first."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+    return request.param

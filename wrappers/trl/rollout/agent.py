@@ -1,0 +1,110 @@
+"""Rollouts of agent envs (gymenvs/SWEAgent-v0): the agent's intercepted LLM requests are the prompts.
+
+`make_rollout_func` returns an `AgentRollout` for an env whose class sets `hosts_agent = True`
+(`gymenvs/SWEAgent-v0`). Each episode's agent runs
+in its container; every request it sends becomes a generation request, batched with the other live
+episodes' requests by `EnvRollout`'s loop, and the sampled completion goes back to the agent as its
+reply.
+
+- The first request is rendered with the chat template (its messages and its tools): the prompt.
+- When the next request extends the previous one plus the reply (the usual case), only its new
+  messages are rendered and appended as tokens (`env_mask` 0): the sampled tokens are never
+  re-tokenised.
+- When the agent rewrote its history (truncated, summarised, reformatted it), the episode starts a
+  new sequence from the full request. The trainer gets the episode's last sequence; the earlier
+  ones stay on `AgentEpisode.sequences`, and the count is the `agent_history_rewrites` field (and
+  `AgentRollout.metrics`), never silent.
+
+The dataset's prompts only seed the episodes: the agent writes its own prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from wrappers.trl.rollout.base import EnvRollout, Prompt
+from wrappers.trl.rollout.transcript import ChatRenderer, Episode
+
+
+@dataclass
+class AgentEpisode(Episode):
+    """An `Episode` whose prompt is the agent's own request; `sequences` keeps earlier sequences when
+    the agent rewrote its history (`history_rewrites` of them)."""
+
+    history_rewrites: int = 0
+    requests: int = 1
+    sequences: list[dict[str, list]] = field(default_factory=list)
+    #: The messages of the request the model is answering.
+    request_messages: list[dict[str, Any]] = field(default_factory=list)
+
+    def add_env_turn(self, observation: str, reward: float, terminated: bool, truncated: bool,
+                     info: Mapping[str, Any], renderer: ChatRenderer, max_completion_length: int) -> None:
+        """Append the agent's next request to the episode (or start a new sequence from it), or end it."""
+        self.turns += 1
+        if terminated or truncated:
+            self.reward = float(reward)
+            self.error = info.get("error")
+            self.end("terminated" if terminated else "truncated")
+            return
+        request = info["request"]
+        self.requests += 1
+        if info.get("history_rewritten"):
+            self._restart(request_prompt_ids(renderer, request), request["messages"])
+            return
+        model_text = self.messages[-1]["content"]  # the model's turn, added by add_model_turn
+        new = request["messages"][len(self.request_messages) + 1 :]
+        self.messages.extend(new)
+        self.request_messages = request["messages"]
+        tokens = renderer.continuation_ids(new, model_text)
+        if len(self.completion_ids) + len(tokens) >= max_completion_length:  # no room left for the model to answer
+            self.end("max_completion_length")
+            return
+        self._append(tokens, [0.0] * len(tokens), model=False)
+
+    def _restart(self, prompt_ids: list[int], messages: list[dict[str, Any]]) -> None:
+        """Put the current sequence aside and start a new one from a rewritten request."""
+        self.sequences.append({"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids,
+                               "logprobs": self.logprobs, "env_mask": self.env_mask})
+        self.prompt_ids, self.completion_ids, self.logprobs, self.env_mask = prompt_ids, [], [], []
+        self.messages, self.request_messages = list(messages), messages
+        self.history_rewrites += 1
+
+
+class AgentRollout(EnvRollout):
+    """`make_rollout_func` for agent envs; the options are those of `EnvRollout`."""
+
+    def __init__(self, env_id: str, **options: Any):
+        super().__init__(env_id, **options)
+        self.metrics = {"episodes": 0, "requests": 0, "history_rewrites": 0}
+        self.last_episodes: list[AgentEpisode] = []
+
+    def __call__(self, prompts: list[Prompt], trainer: Any) -> dict[str, list]:
+        result = super().__call__(prompts, trainer)
+        result["agent_history_rewrites"] = [episode.history_rewrites for episode in self.last_episodes]
+        return result
+
+    def run(self, prompts: Sequence[Prompt], generator: Any, tokenizer: Any = None, **options: Any) -> list[Episode]:
+        """`EnvRollout.run`, whose episodes are `AgentEpisode`s here (`_start_episode` makes them)."""
+        episodes = cast(list[AgentEpisode], super().run(prompts, generator, tokenizer, **options))
+        self.last_episodes = episodes
+        self.metrics["episodes"] += len(episodes)
+        self.metrics["requests"] += sum(episode.requests for episode in episodes if episode.prompt_ids)
+        self.metrics["history_rewrites"] += sum(episode.history_rewrites for episode in episodes)
+        return list(episodes)
+
+    def _start_episode(self, prompt: Prompt, observation: str, seed: int, info: Mapping[str, Any],
+                       renderer: ChatRenderer) -> AgentEpisode:
+        if "request" not in info:  # the env failed to reset
+            episode = AgentEpisode(seed=seed, prompt_ids=[], messages=[])
+            episode.fail_at_start(str(info.get("error", "the env did not reset")), renderer)
+            return episode
+        messages = info["request"]["messages"]
+        return AgentEpisode(seed=seed, prompt_ids=request_prompt_ids(renderer, info["request"]),
+                            messages=list(messages), request_messages=messages)
+
+
+def request_prompt_ids(renderer: ChatRenderer, request: Mapping[str, Any]) -> list[int]:
+    """A request's messages and tools rendered with the chat template, ready for the assistant's turn."""
+    return ChatRenderer(renderer.tokenizer, request.get("tools") or None).prompt_ids(list(request["messages"]))

@@ -1,0 +1,133 @@
+"""`make_rollout_func`: the rollout for an env (an `EnvRollout`, or an `AgentRollout` for an env that
+hosts an agent), and `evaluate_rollouts`, which plays episodes with it without a trainer."""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
+
+from wrappers.trl.rollout.agent import AgentRollout
+from wrappers.trl.rollout.base import EnvRollout, EnvSpec, Prompt
+from wrappers.trl.rollout.transcript import Episode
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from wrappers.trl.generation.base import Generator
+
+
+def make_rollout_func(env_id: str | Mapping[str, EnvSpec] | Sequence[str], **options: Any) -> EnvRollout:
+    """A `rollout_func` for `GRPOTrainer(rollout_func=...)` that plays `env_id`; pair it with its
+    reward function: `GRPOTrainer(reward_funcs=rollout.reward_func, rollout_func=rollout, ...)`.
+
+    It returns `prompt_ids`, `completion_ids` (model turns and env replies, appended as tokens),
+    `logprobs` (the sampling policy's logprob of each sampled token, 0.0 on env tokens), `env_mask`
+    (0 on env tokens), and `env_reward`, `env_turns` and `env_seed` per episode (and `env_name`
+    with several envs). Generation uses the trainer's vLLM engine when `use_vllm` is on, else `generate` on the
+    model being trained. A dataset's `seed` and `options` columns set each episode's start; rows
+    without a seed get one start per GRPO group and a different one per group.
+
+    Args:
+        env_id: a registered env id (`import gymenvs` registers gymenvs' own); or several envs, as
+            `{name: env_id or (env_id, kwargs)}` or a list of ids (each named by its id), of which
+            each dataset row's `environment` column picks one, as TRL's dict `environment_factory` does.
+            Score them with `reward_func` (every env's reward) or `reward_func_for(name)` per env.
+        env_kwargs: keyword arguments for `gymnasium.make` (the env's constructor). Any keyword not
+            listed here is a `ValueError` naming it; one the env's constructor takes still goes to
+            the env for one release, with a `DeprecationWarning` (pass it in `env_kwargs`).
+        tokenizer, max_completion_length: when both are given, the length is checked now (else at
+            the first call); `max_completion_length` overrides the trainer's.
+        max_tokens_per_turn: cap on one model turn (default: the remaining completion budget). A turn
+            that reaches it is closed with the end-of-turn token and sent to the env as it is.
+        show_tools: render the env's tool schemas in the prompt.
+        chat_template_kwargs: extra chat template variables, over the trainer's own
+            `GRPOConfig(chat_template_kwargs=...)`, which are honoured too.
+        group_size: rollouts per group for seedless rows (default: the trainer's `num_generations`).
+        backend, max_workers, step_timeout_s: the `ConcurrentVectorEnv` the episodes run in. An env
+            that crashes or outlives `step_timeout_s` ends its own episode (reward 0, error recorded).
+        vector_kwargs: any other `ConcurrentVectorEnv` setting, such as the Ray backend's `address`,
+            `num_cpus` and `resources` (`{"docker": 1}`), or the thread backend's `pin_threads`.
+    """
+    rollout_options = set(inspect.signature(EnvRollout).parameters) - {"env_id"}
+    unknown = {key: value for key, value in options.items() if key not in rollout_options}
+    options = {key: value for key, value in options.items() if key in rollout_options}
+    if unknown:
+        options["env_kwargs"] = {**(options.get("env_kwargs") or {}), **_deprecated_env_kwargs(env_id, unknown, rollout_options)}
+    return rollout_class_for(env_id)(env_id, **options)
+
+
+def _deprecated_env_kwargs(env_id: Any, unknown: dict[str, Any], rollout_options: set[str]) -> dict[str, Any]:
+    """Unknown options the env's constructor takes, with a DeprecationWarning; any other is a ValueError."""
+    accepted = _constructor_takes(env_id) if isinstance(env_id, str) and env_id in gym.registry else (lambda name: False)
+    rejected = sorted(name for name in unknown if not accepted(name))
+    if rejected:
+        raise ValueError(
+            f"make_rollout_func got unknown option(s) {', '.join(map(repr, rejected))}; allowed: "
+            f"{', '.join(sorted(rollout_options))} (the env's own keywords go in env_kwargs={{...}})"
+        )
+    warnings.warn(
+        f"make_rollout_func({env_id!r}, {', '.join(f'{name}=...' for name in unknown)}): pass the env's keywords as "
+        f"env_kwargs={{...}}; as keywords of their own they stop working in the next release",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return unknown
+
+
+def _constructor_takes(env_id: str) -> Callable[[str], bool]:
+    try:
+        parameters = inspect.signature(_env_class(env_id)).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: let the env's own check decide
+        return lambda name: True
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters):
+        return lambda name: True
+    names = {parameter.name for parameter in parameters}
+    return names.__contains__
+
+
+def rollout_class_for(env_id: str | Mapping[str, EnvSpec] | Sequence[str]) -> type[EnvRollout]:
+    """`AgentRollout` for an env whose class says it `hosts_agent` (see `gymenvs.core.TextEnv`), else `EnvRollout`."""
+    if isinstance(env_id, str) and env_id in gym.registry and getattr(_env_class(env_id), "hosts_agent", False):
+        return AgentRollout
+    return EnvRollout
+
+
+def _env_class(env_id: str) -> Any:
+    """The class (or callable) `env_id` is registered with, loaded without building an env."""
+    entry_point = gym.spec(env_id).entry_point
+    return load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+
+
+def evaluate_rollouts(
+    env_id: str,
+    generator: Generator,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    num_episodes: int,
+    seed: int = 0,
+    prompt: Prompt = "",
+    max_completion_length: int = 1024,
+    **options: Any,
+) -> list[Episode]:
+    """Play `num_episodes` episodes of `env_id` (seeds `seed`, `seed + 1`, ...) with `generator` and
+    return them: `episode.messages` is the transcript, `episode.reward` the env's total reward.
+    `options` go to `make_rollout_func`."""
+    rollout = make_rollout_func(env_id, **options)
+    try:
+        seeds = list(range(seed, seed + num_episodes))
+        return rollout.run(
+            [prompt] * num_episodes, generator, tokenizer, seeds=seeds, max_completion_length=max_completion_length
+        )
+    finally:
+        rollout.close()
+
+
+def evaluate(*args: Any, **kwargs: Any) -> list[Episode]:
+    """Deprecated name of `evaluate_rollouts`; goes away in the next release."""
+    warnings.warn("wrappers.trl.evaluate is now evaluate_rollouts", DeprecationWarning, stacklevel=2)
+    return evaluate_rollouts(*args, **kwargs)

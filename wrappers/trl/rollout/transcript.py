@@ -1,0 +1,220 @@
+"""An episode as tokens: the prompt, then model turns and env replies appended one after another.
+
+The prompt of turn k+1 is exactly the tokens of turn k plus the env's reply rendered with the
+chat template: the transcript is never re-tokenised, so the tokens the trainer scores are the
+tokens the model sampled. Env tokens carry `env_mask` 0 and logprob 0.0, as in TRL's own tool loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from gymenvs.core import ActionError, parse_action
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from wrappers.trl.generation.base import Completion
+
+EndReason = Literal["terminated", "truncated", "max_completion_length", "env_error"]
+
+
+class ChatRenderer:
+    """Renders the pieces a rollout appends, as token ids, with the tokenizer's chat template.
+
+    Args:
+        tokenizer: a tokenizer with a chat template whose end-of-turn token is its `eos_token`.
+        tools: the env's tool schemas, shown to the model in the prompt (None: not shown).
+        chat_template_kwargs: extra template variables (`enable_thinking`, say), as TRL's
+            `GRPOConfig(chat_template_kwargs=...)` passes them.
+    """
+
+    def __init__(
+        self,
+        tokenizer: PreTrainedTokenizerBase,
+        tools: Sequence[dict] | None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+    ):
+        if tokenizer.chat_template is None:
+            raise ValueError("the tokenizer has no chat template; make_rollout_func renders conversations with it")
+        self.tokenizer = tokenizer
+        self.tools = list(tools) if tools else None
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.end_of_turn_id = tokenizer.eos_token_id
+
+    def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
+        return self._render(messages, add_generation_prompt=True, tools=self.tools)
+
+    def reply_ids(self, text: str, model_text: str) -> list[int]:
+        """The tokens after the model's end-of-turn token that carry the env's reply and open the next
+        assistant turn. A reply to a tool call is a tool result; a reply to plain text is a user message."""
+        tool_name = called_tool(model_text)
+        reply = {"role": "user", "content": text} if tool_name is None else {"role": "tool", "name": tool_name, "content": text}
+        return self.continuation_ids([reply], model_text)
+
+    def continuation_ids(self, messages: list[dict[str, Any]], model_text: str) -> list[int]:
+        """The tokens after the model's end-of-turn token that carry `messages` (what followed the model's
+        turn `model_text`) and open the next assistant turn."""
+        tool_name = called_tool(model_text)
+        previous: dict[str, Any]
+        if tool_name is None:
+            previous = {"role": "assistant", "content": "x"}
+        else:
+            previous = {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"type": "function", "function": {"name": tool_name, "arguments": {}}}],
+            }
+        head = [{"role": "user", "content": "x"}, previous]
+        # Tool schemas only change the system block, which the slicing below drops: leave them out.
+        prefix = self._render(head, add_generation_prompt=False, tools=None)
+        full = self._render([*head, *messages], add_generation_prompt=True, tools=None)
+        if self.end_of_turn_id in prefix:  # keep what a template writes after the end-of-turn token (a newline)
+            prefix = prefix[: len(prefix) - prefix[::-1].index(self.end_of_turn_id)]
+        if full[: len(prefix)] != prefix:
+            raise ValueError("the chat template is not prefix-preserving: an env reply cannot be appended as tokens")
+        return full[len(prefix) :]
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
+
+    def _render(
+        self, messages: list[dict[str, Any]], add_generation_prompt: bool, tools: list[dict] | None = None
+    ) -> list[int]:
+        rendered: Any = self.tokenizer.apply_chat_template(
+            messages,
+            tools=list(tools) if tools is not None else None,
+            add_generation_prompt=add_generation_prompt,
+            tokenize=True,
+            return_dict=True,
+            **self.chat_template_kwargs,
+        )
+        return list(rendered["input_ids"])
+
+
+def called_tool(text: str) -> str | None:
+    """The name of the tool a model turn calls, or None when it is not a well-formed tool call."""
+    if "<tool_call>" not in text:
+        return None
+    try:
+        return parse_action(text, _no_free_text).name
+    except ActionError:
+        return None
+
+
+def _no_free_text(text: str) -> Any:
+    raise ActionError("not a tool call")
+
+
+def first_message_with(prompt: list[dict[str, Any]] | str, observation: str) -> list[dict[str, Any]]:
+    """The prompt with the env's first observation appended to its last message, as TRL does for
+    `environment_factory` (separated by a blank line when that message has text)."""
+    if isinstance(prompt, str):
+        prompt = [{"role": "user", "content": prompt}]
+    if not prompt or not isinstance(prompt[-1], Mapping):
+        return [{"role": "user", "content": observation}]
+    last = dict(prompt[-1])
+    content = last.get("content") or ""
+    separator = "\n\n" if content and not content[-1].isspace() else ""
+    if last.get("role") != "user":
+        return [*prompt, {"role": "user", "content": observation}]
+    last["content"] = content + separator + observation
+    return [*prompt[:-1], last]
+
+
+@dataclass
+class Episode:
+    """One episode of a rollout: its tokens for the trainer and its messages for people.
+
+    `env_mask` is 1 on tokens the model sampled and 0 on tokens the env (or the template) wrote;
+    `logprobs` holds the sampling policy's logprob of each sampled token and 0.0 elsewhere.
+    """
+
+    seed: int
+    prompt_ids: list[int]
+    messages: list[dict[str, Any]]
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    reward: float = 0.0
+    turns: int = 0
+    end_reason: EndReason | None = None
+    error: str | None = None
+    env_name: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.end_reason is not None
+
+    @property
+    def input_ids(self) -> list[int]:
+        """What the model reads before its next turn."""
+        return self.prompt_ids + self.completion_ids
+
+    def add_model_turn(self, completion: Completion, renderer: ChatRenderer, max_completion_length: int) -> str | None:
+        """Append a sampled turn; return the action text for the env, or None if the episode ended here."""
+        self._append(completion.token_ids, completion.logprobs, model=True)
+        text = renderer.decode(completion.token_ids)
+        self.messages.append({"role": "assistant", "content": text})
+        if completion.finish_reason == "length":
+            if len(self.completion_ids) >= max_completion_length:
+                self.end("max_completion_length")
+                return None
+            # The turn hit its own cap: close it as the template would, with env-written tokens.
+            self._append([renderer.end_of_turn_id], [0.0], model=False)
+        return text
+
+    def add_env_turn(
+        self,
+        observation: str,
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+        info: Mapping[str, Any],
+        renderer: ChatRenderer,
+        max_completion_length: int,
+    ) -> None:
+        """Record the env's answer to the last model turn and append it as tokens if the episode goes on."""
+        self.turns += 1
+        if is_env_failure(truncated, info):
+            self.reward = 0.0
+            self.error = str(info["error"])
+            self.end("env_error")
+            return
+        model_text = self.messages[-1]["content"]
+        self.reward += float(reward)
+        self.messages.append({"role": "tool" if called_tool(model_text) else "user", "content": observation})
+        if terminated or truncated:
+            self.end("terminated" if terminated else "truncated")
+            return
+        reply = renderer.reply_ids(observation, model_text)
+        if len(self.completion_ids) + len(reply) >= max_completion_length:  # no room left for the model to answer
+            self.end("max_completion_length")
+            return
+        self._append(reply, [0.0] * len(reply), model=False)
+
+    def fail_at_start(self, error: str, renderer: ChatRenderer) -> None:
+        """End an episode whose env could not reset. Its completion is one end-of-turn token that the
+        env wrote (`env_mask` 0, so nothing is trained on it): trainers expect a non-empty completion."""
+        self._append([renderer.end_of_turn_id], [0.0], model=False)
+        self.error = error
+        self.end("env_error")
+
+    def end(self, reason: EndReason) -> None:
+        self.end_reason = reason
+
+    def _append(self, token_ids: Sequence[int], logprobs: Sequence[float], *, model: bool) -> None:
+        self.completion_ids.extend(token_ids)
+        self.logprobs.extend(logprobs)
+        self.env_mask.extend([int(model)] * len(token_ids))
+
+
+def is_env_failure(truncated: bool, info: Mapping[str, Any]) -> bool:
+    """A slot that crashed or timed out: the vector env truncates it and records `info["error"]`.
+
+    An invalid action also sets `info["error"]`, but the episode goes on (or ends at its turn
+    limit, which the env marks with `truncated_reason`).
+    """
+    return bool(truncated) and info.get("error") is not None and info.get("truncated_reason") != "turn_limit"
