@@ -304,7 +304,9 @@ def test_env_kwargs_are_taken_the_same_way_as_make_rollout_func_takes_them():
     as_keywords = environment_factory("gymenvs/Catch-v0", rows=2)
     as_mapping = environment_factory("gymenvs/Catch-v0", env_kwargs={"rows": 2})
     assert as_keywords.env_kwargs == as_mapping.env_kwargs == {"rows": 2}
-    rollout = make_rollout_func("gymenvs/Catch-v0", rows=2, max_tokens_per_turn=4)  # was a TypeError
+    with pytest.warns(DeprecationWarning, match="env_kwargs"):  # env keywords of their own: deprecated
+        rollout = make_rollout_func("gymenvs/Catch-v0", rows=2, max_tokens_per_turn=4)
     assert rollout.env_kwargs == {"rows": 2} and rollout.max_tokens_per_turn == 4
+    rollout.close()
     with pytest.raises(ValueError, match="group_size=0"):
         environment_factory("gymenvs/Catch-v0", group_size=0)

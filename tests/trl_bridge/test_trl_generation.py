@@ -89,6 +89,9 @@ def test_server_errors_are_reported_with_the_server_message(completions_server):
 def stand_in_vllm(model_and_tokenizer, monkeypatch):
     """`vllm` replaced by the stand-in (vLLM needs a GPU): its `SamplingParams` takes vLLM's keywords
     only and its `LLM` samples from the real tiny model with the parameters it is given."""
+    import trl.generation.vllm_client
+    import trl.generation.vllm_generation  # noqa: F401  (imported before the stand-in: they look for a real vllm)
+
     model, tokenizer = model_and_tokenizer
     module = types.ModuleType("vllm")
     module.SamplingParams = StandInSamplingParams
@@ -198,6 +201,65 @@ def test_in_server_mode_the_trainers_own_vllm_client_generates(model_and_tokeniz
     assert (request["temperature"], request["top_k"]) == (0.9, 5)
     assert [len(c.token_ids) for c in completions] == [4, 7, 2]
     assert_logprobs_match_the_model(model, prompts, completions, temperature=0.9, top_k=5)
+
+
+def vllm_trainer(model, tokenizer, tmp_path, **options):
+    """A real GRPOTrainer with `use_vllm=True`: TRL builds its vLLM engine or client itself."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset
+
+    config = GRPOConfig(
+        output_dir=str(tmp_path), **CPU_TRAINING_ARGS, per_device_train_batch_size=2, num_generations=2,
+        max_completion_length=8, max_steps=1, use_vllm=True, **options,
+    )
+    return GRPOTrainer(
+        model=model, processing_class=tokenizer, args=config, train_dataset=episode_dataset(2),
+        reward_funcs=lambda completions, **kwargs: [0.0] * len(completions),
+    )
+
+
+@pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
+def test_a_trainer_in_colocate_mode_generates_through_the_engine_trl_built(
+    model_and_tokenizer, stand_in_vllm, monkeypatch, tmp_path
+):
+    from trl.generation import vllm_generation
+
+    model, tokenizer = model_and_tokenizer
+    built = []
+    monkeypatch.setattr(vllm_generation, "is_vllm_available", lambda: True)
+    monkeypatch.setattr(vllm_generation, "LLM", lambda **kwargs: built.append(kwargs) or stand_in_vllm, raising=False)
+    trainer = vllm_trainer(model, tokenizer, tmp_path, vllm_mode="colocate", temperature=0.6, top_k=4)
+    generator = generator_from_trainer(trainer)
+    assert isinstance(generator, VLLMGenerator) and generator.llm is stand_in_vllm and len(built) == 1
+    prompts = prompts_for(tokenizer)
+    completions = generator.generate(prompts, [3, 5, 2])
+    assert [len(c.token_ids) for c in completions] == [3, 5, 2]
+    assert_logprobs_match_the_model(trainer.model, prompts, completions, temperature=0.6, top_k=4)
+
+
+@pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
+def test_a_trainer_in_server_mode_generates_through_the_client_trl_built(
+    model_and_tokenizer, completions_server, monkeypatch, tmp_path
+):
+    from trl.generation import vllm_client, vllm_generation
+
+    model, tokenizer = model_and_tokenizer
+    monkeypatch.setattr(vllm_client, "is_vllm_available", lambda: True)
+    monkeypatch.setattr(vllm_generation, "is_vllm_available", lambda: True)
+    communicators = []  # NCCL weight sync needs a GPU: its set-up is recorded, not run
+    monkeypatch.setattr(vllm_client.VLLMClient, "init_communicator", lambda self, device=0: communicators.append(self))
+    completions_server.reverse_choices = False  # VLLMClient reads choices in order, as vLLM sends them
+    trainer = vllm_trainer(
+        model, tokenizer, tmp_path, vllm_mode="server", vllm_server_base_url=completions_server.base_url,
+        temperature=0.6, top_k=4,
+    )
+    generator = generator_from_trainer(trainer)
+    assert isinstance(generator, VLLMClientGenerator) and generator.client is communicators[0]  # the synced client
+    prompts = prompts_for(tokenizer)
+    completions = generator.generate(prompts, [4, 6, 2])
+    assert [len(c.token_ids) for c in completions] == [4, 6, 2]
+    assert_logprobs_match_the_model(trainer.model, prompts, completions, temperature=0.6, top_k=4)
 
 
 def test_the_trainer_backend_follows_use_vllm_and_vllm_mode(trl_vllm_client):
