@@ -13,7 +13,8 @@ json_values = st.recursive(
 
 
 #: Argument names of the gymenvs tools, so that fuzzed calls often reach argument validation.
-ARGUMENT_NAMES = ["word", "row", "col", "digit", "direction", "message", "answer", "command", "path", "old_text", "new_text", "content", "start_line"]
+ARGUMENT_NAMES = ["word", "row", "col", "digit", "direction", "message", "answer", "command", "path", "old_text", "new_text",
+                  "content", "start_line"]
 
 
 @st.composite

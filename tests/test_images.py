@@ -12,12 +12,10 @@ os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TRL_EXPERIMENTAL
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import PIL.Image as PIL
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 from gymenvs.core import Outcome, TextEnv, content_blocks, text_image_space, text_view, tool  # noqa: E402
-
-import PIL.Image as PIL
 
 COLORS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}
 

@@ -14,7 +14,8 @@ import json
 import os
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 
@@ -26,7 +27,8 @@ def echo_action(env) -> Any:
 
 
 def wordle_action(env) -> Any:
-    return {"name": "guess", "arguments": {"word": ["crane", "slate", "pious", "mound", "light", "dwarf"][env.state()["step_count"] % 6]}}
+    words = ["crane", "slate", "pious", "mound", "light", "dwarf"]
+    return {"name": "guess", "arguments": {"word": words[env.state()["step_count"] % 6]}}
 
 
 def sudoku_action(env) -> Any:
@@ -106,7 +108,8 @@ def main() -> None:
             print(f"{env_id:<26} skipped: {exc}")
             continue
         p90 = statistics.quantiles(step_us, n=10)[-1]
-        print(f"{env_id:<26} {statistics.median(step_us):>15.1f} {p90:>12.1f} {statistics.median(reset_us):>16.1f} {len(step_us):>7}")
+        step, reset = statistics.median(step_us), statistics.median(reset_us)
+        print(f"{env_id:<26} {step:>15.1f} {p90:>12.1f} {reset:>16.1f} {len(step_us):>7}")
     print()
     forms = measure_echo_forms(rounds=max(5, args.steps // 200))
     print(f"{'Echo action form':<26} {'median step µs':>15} {'vs dict':>8}")

@@ -11,6 +11,7 @@ on the machine disturbs the figures: run it twice.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import statistics
 import time
@@ -94,7 +95,8 @@ def main() -> None:
     rows.append(("reset to first observation", "mini-swe-agent DockerEnvironment() (start + remove)", mini_start))
 
     for fixture in tasks:
-        seconds = median_ms(lambda: grade(client, fixture, fixture.patch, image=image_for(fixture)), args.gradings, warmup=0)
+        grade_gold = functools.partial(grade, client, fixture, fixture.patch, image=image_for(fixture))
+        seconds = median_ms(grade_gold, args.gradings, warmup=0)
         rows.append(("grading (gold patch, fresh container)", fixture.instance_id, seconds))
 
     width = max(len(what) for what, _, _ in rows)

@@ -4,8 +4,9 @@ Both sides play the same Tower of Hanoi solution (7 moves, then a reset) on the 
 direct side calls textarena's own `reset` / `step` / `get_observation` on a raw game; the adapter
 side calls `step` on `gymnasium.make("gymenvs/TextArena-v0", game=...)`, unwrapped (the env's own
 cost) and wrapped as `gymnasium.make` returns it. A third side calls textarena directly but with the
-adapter's swap of Python's global `random` state around each call, to show what that part costs. Rounds alternate between the sides, so a change
-in machine load hits all of them alike. Run:  python examples/benchmarks/textarena_overhead.py
+adapter's swap of Python's global `random` state around each call, to show what that part costs.
+Rounds alternate between the sides, so a change in machine load hits all of them alike.
+Run:  python examples/benchmarks/textarena_overhead.py
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def main() -> None:
         for name, side in sides.items():
             samples[name].append(side())
     base = statistics.median(samples["textarena, direct"])
-    print(f"{GAME}, {args.rounds} rounds x {args.episodes} episodes x {len(SOLUTION)} steps; load average {os.getloadavg()[0]:.2f}")
+    load = os.getloadavg()[0]
+    print(f"{GAME}, {args.rounds} rounds x {args.episodes} episodes x {len(SOLUTION)} steps; load average {load:.2f}")
     print(f"{'path':<48} {'us/step (median)':>17} {'overhead us':>12}")
     for name, values in samples.items():
         median = statistics.median(values)

@@ -38,8 +38,10 @@ class TinyChatServer(LocalJSONServer):
             completion = self.generator.generate([prompt], [body.get("max_tokens") or 24])[0]
         text = self.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
         response = {
-            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()), "model": self.model_name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": completion.finish_reason}],
+            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "model": self.model_name,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                         "finish_reason": completion.finish_reason}],
             "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(completion.token_ids),
                       "total_tokens": len(prompt) + len(completion.token_ids)},
         }

@@ -105,7 +105,7 @@ def build_derived_image(client: Any, spec: AgentSpec, image: str, *, python: str
     (wheelhouse / dockerfile).write_text(_DOCKERFILE.format(image=image, python=python, venv=spec.venv, pip_wheel=pip_wheel,
                                                             requirement=shlex.join(spec.requirements), name=spec.name))
     tag = derived_image(image, spec)
-    log = []
+    log: list[str] = []
     try:
         for chunk in client.api.build(path=str(wheelhouse), dockerfile=dockerfile, tag=tag, network_mode="none",
                                       rm=True, forcerm=True, decode=True):
