@@ -17,14 +17,17 @@ import statistics
 import tempfile
 import time
 
-import gymnasium as gym
-from grpo_cpu import LetterCatch, RewardPrinter  # the toy env and the printer of the synchronous demo
-from transformers import PrinterCallback
-from transformers.utils import logging as transformers_logging
-from trl.experimental.async_grpo import AsyncGRPOConfig
+from wrappers.trl.extras.offline import run_offline_and_quietly
 
-from wrappers.trl import CPU_TRAINING_ARGS, CPUAsyncGRPOTrainer, EnvRolloutWorker, HTTPWeightTransfer, Sampling, tiny_model
-from wrappers.trl.serve.inference_server import ServerProcess
+run_offline_and_quietly()
+
+import gymnasium as gym  # noqa: E402
+from grpo_cpu import LetterCatch, RewardPrinter  # noqa: E402  (the toy env and the printer of the synchronous demo)
+from transformers import PrinterCallback  # noqa: E402
+from trl.experimental.async_grpo import AsyncGRPOConfig  # noqa: E402
+
+from wrappers.trl import CPU_TRAINING_ARGS, CPUAsyncGRPOTrainer, EnvRolloutWorker, HTTPWeightTransfer, Sampling, tiny_model  # noqa: E402
+from wrappers.trl.serve.inference_server import ServerProcess  # noqa: E402
 
 GROUP = 8
 BATCH = 128
@@ -35,7 +38,6 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     options = parser.parse_args()
-    transformers_logging.set_verbosity_error()
     gym.register("example/LetterCatch-v0", entry_point=LetterCatch)
 
     model, tokenizer = tiny_model(seed=options.seed, hidden_size=64, intermediate_size=128)

@@ -16,20 +16,17 @@ token-level logprobs). Prints the mean reward of every step, then the first and 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
-import warnings
 from typing import Any
 
-os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
-# trl 1.16 still calls transformers' gradient_checkpointing* names, which transformers 5.23 deprecates.
-warnings.filterwarnings("ignore", message=".*is deprecated and will be removed in v6", category=FutureWarning)
+from wrappers.trl.extras.offline import run_offline_and_quietly
+
+run_offline_and_quietly()
 
 import gymnasium as gym  # noqa: E402
 from transformers import PrinterCallback, TrainerCallback  # noqa: E402
-from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from gymenvs.core import Outcome, TextEnv, ToolCall, tool  # noqa: E402
@@ -77,7 +74,6 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     options = parser.parse_args()
-    transformers_logging.set_verbosity_error()
     gym.register("example/LetterCatch-v0", entry_point=LetterCatch)
 
     model, tokenizer = tiny_model(seed=options.seed, hidden_size=64, intermediate_size=128)

@@ -16,22 +16,18 @@ Prints TRL's tool-call frequency and mean reward every 10 steps, then the first 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import tempfile
 import time
-import warnings
 
-os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
-# trl 1.16 still calls transformers' gradient_checkpointing* names, which transformers 5.23 deprecates.
-warnings.filterwarnings("ignore", message=".*is deprecated and will be removed in v6", category=FutureWarning)
 # No dataset: TRL's placeholder rows are all alike, and the bridge says how it tells groups apart.
-warnings.filterwarnings("ignore", message=".*nothing in them tells episodes apart", category=UserWarning)
+from wrappers.trl.extras.offline import run_offline_and_quietly
+
+run_offline_and_quietly(seedless_rows=True)
 
 import gymnasium as gym  # noqa: E402
 from grpo_cpu import COLUMNS, LetterCatch  # noqa: E402  (the same toy env; here only its tool is used)
 from transformers import PrinterCallback, TrainerCallback  # noqa: E402
-from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, teach_tool_calls, tiny_model, tool_call_text  # noqa: E402
@@ -59,7 +55,6 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--seed", type=int, default=0)
     options = parser.parse_args()
-    transformers_logging.set_verbosity_error()
     gym.register("example/LetterCatch-v0", entry_point=LetterCatch)
     start = time.perf_counter()
 

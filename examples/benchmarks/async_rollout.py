@@ -28,14 +28,13 @@ import os
 import statistics
 import tempfile
 import time
-import warnings
 
-os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
-warnings.filterwarnings("ignore", message=".*is deprecated and will be removed in v6", category=FutureWarning)
+from wrappers.trl.extras.offline import run_offline_and_quietly
+
+run_offline_and_quietly()
 
 import httpx  # noqa: E402
 from transformers import PrinterCallback, TrainerCallback  # noqa: E402
-from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from trl.experimental.async_grpo import AsyncGRPOConfig  # noqa: E402
 
@@ -197,7 +196,6 @@ def main() -> None:
     parser.add_argument("--step-sleep", type=float, default=0.05, help="I/O-bound env: seconds each step sleeps")
     parser.add_argument("--cpu-work", type=int, default=50_000, help="CPU-bound env: SHA-256 rounds per step")
     options = parser.parse_args()
-    transformers_logging.set_verbosity_error()
     model, tokenizer = tiny_model(seed=0)
     envs = [
         (f"Echo, {options.step_sleep * 1000:.0f} ms sleep per step", {"step_sleep_s": options.step_sleep}, "thread"),

@@ -18,18 +18,15 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import statistics
 import tempfile
 import time
-import warnings
 
-os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
-# trl 1.16 still calls transformers' gradient_checkpointing* names, which transformers 5.23 deprecates.
-warnings.filterwarnings("ignore", message=".*is deprecated and will be removed in v6", category=FutureWarning)
+from wrappers.trl.extras.offline import run_offline_and_quietly
+
+run_offline_and_quietly()
 
 from transformers import PrinterCallback, TrainerCallback  # noqa: E402
-from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, episode_dataset, make_rollout_func, tiny_model  # noqa: E402
@@ -136,7 +133,6 @@ def main() -> None:
     parser.add_argument("--step-sleep", type=float, default=0.05, help="seconds each env step sleeps")
     parser.add_argument("--turn-tokens", type=int, default=48, help="cap on the tokens of one model turn (both paths)")
     options = parser.parse_args()
-    transformers_logging.set_verbosity_error()
 
     env_kwargs = {"step_sleep_s": options.step_sleep, "max_turns": options.turns}
     rollout = make_rollout_func(ENV_ID, env_kwargs=env_kwargs, max_tokens_per_turn=options.turn_tokens)

@@ -10,18 +10,18 @@ per 16 rollouts, every group sharing one.
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 import warnings
 
-os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
+from wrappers.trl.extras.offline import run_offline_and_quietly
+
+run_offline_and_quietly()
 warnings.filterwarnings("ignore", category=FutureWarning)
 
 import gymnasium as gym  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from transformers import PrinterCallback  # noqa: E402
-from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from gymenvs.envs.catch import CatchEnv  # noqa: E402
@@ -83,7 +83,6 @@ def measure(label: str, **trainer_kwargs) -> None:
 
 
 def main() -> None:
-    transformers_logging.set_verbosity_error()
     gym.register("bench/Wordle-v0", entry_point=RecordedWordle)
     gym.register("bench/Catch-v0", entry_point=RecordedCatch)
     rows = ROLLOUTS // GROUP

@@ -9,17 +9,14 @@ not learning: two GRPO steps of a random 2-layer model.
 from __future__ import annotations
 
 import inspect
-import os
 import tempfile
-import warnings
 
-os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
-warnings.filterwarnings("ignore", message=".*is deprecated and will be removed in v6", category=FutureWarning)
-# TRL's example datasets repeat their prompts and have no seed column; the bridge warns how it tells groups apart.
-warnings.filterwarnings("ignore", message=".*nothing in them tells episodes apart", category=UserWarning)
+# TRL's example datasets repeat their prompts and have no seed column; the bridge says how it tells groups apart.
+from wrappers.trl.extras.offline import run_offline_and_quietly
+
+run_offline_and_quietly(seedless_rows=True)
 
 from transformers import PrinterCallback  # noqa: E402
-from transformers.utils import logging as transformers_logging  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from wrappers.trl import CPU_TRAINING_ARGS, teach_tool_calls, tiny_model, tool_call_text  # noqa: E402
@@ -27,7 +24,6 @@ from wrappers.trl import CPU_TRAINING_ARGS, teach_tool_calls, tiny_model, tool_c
 
 def train(environment_factory, *, calls: list[tuple[str, dict]], steps: int = 2, **trainer_kwargs) -> GRPOTrainer:
     """Two GRPO steps of the tiny model, first taught to write the given tool calls, on CPU."""
-    transformers_logging.set_verbosity_error()
     model, tokenizer = tiny_model(seed=0)
     factories = environment_factory if isinstance(environment_factory, dict) else {None: environment_factory}
     for factory in factories.values():
