@@ -10,7 +10,6 @@ import pytest
 import gymenvs  # noqa: F401  (registers the envs)
 
 
-
 def make(game, **kwargs):
     return gym.make("gymenvs/TextArena-v0", game=game, **kwargs)
 
@@ -92,7 +91,8 @@ def test_sudoku_win_and_loss():
     observation, _ = env.reset(seed=1)
     game = env.unwrapped._game
     board = [row[:] for row in game.state.game_state["board"]]
-    moves = [call("place", row=r + 1, col=c + 1, number=game.full_grid[r][c]) for r in range(9) for c in range(9) if not board[r][c]]
+    empty = [(r, c) for r in range(9) for c in range(9) if not board[r][c]]
+    moves = [call("place", row=r + 1, col=c + 1, number=game.full_grid[r][c]) for r, c in empty]
     _, reward, terminated, _, _ = play(env, moves)
     assert (reward, terminated) == (1.0, True)
 
