@@ -20,7 +20,8 @@ def test_list_shows_every_env_with_a_description():
 
 def test_play_a_game_of_catch_to_the_end():
     moves = "up\n" + "stay\n" * 3
-    result = gymenvs_cli("play", "gymenvs/Catch-v0", "--seed", "0", "-k", "rows=4", "-k", "columns=2", stdin=moves)  # ball above the paddle
+    # ball above the paddle
+    result = gymenvs_cli("play", "gymenvs/Catch-v0", "--seed", "0", "-k", "rows=4", "-k", "columns=2", stdin=moves)
     assert result.returncode == 0, result.stderr
     assert "tool move(direction)" in result.stdout
     assert "Invalid action: expected one of left, stay, right; got 'up'" in result.stdout

@@ -5,12 +5,12 @@ import json
 
 import gymnasium as gym
 import pytest
+from action_strategies import actions, play_arbitrary_actions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gymenvs
 from gymenvs.core import check_env
-from action_strategies import actions, play_arbitrary_actions
 
 # SWE-v0 drives Docker containers: tests/swe/test_swe_properties.py runs these properties on it.
 # SWEAgent-v0 drives Docker containers: tests/swe/test_swe_agent_env.py runs gymnasium's checker on it.
@@ -65,7 +65,7 @@ def test_same_seed_same_episode(env, seed, data):
     assert transcript() == transcript()
 
 
-@pytest.mark.parametrize("env_id", [env_id for env_id in IN_PROCESS_ENVS if env_id != "gymenvs/Echo-v0"])  # Echo has no randomness
+@pytest.mark.parametrize("env_id", [env_id for env_id in IN_PROCESS_ENVS if env_id != "gymenvs/Echo-v0"])  # Echo: no randomness
 def test_different_seeds_give_different_episodes(env_id):
     env = make(env_id)
 

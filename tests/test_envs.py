@@ -194,7 +194,9 @@ def test_reasoning_gym_win_and_loss(reasoning_env, form):
         reasoning_env.reset(seed=seed)
         answer = correct_answer(reasoning_env) if right else "not a number"
         text = f"Let me think... <answer>{answer}</answer>"
-        reward, terminated, _, info = play(reasoning_env, lambda e: act(form, "answer", {"answer": answer}, text))
+        reward, terminated, _, info = play(
+            reasoning_env, lambda e, answer=answer, text=text: act(form, "answer", {"answer": answer}, text)
+        )
         assert (reward, terminated) == ((1.0, True) if right else (0.0, True))
         assert info["correct_answer"] == correct_answer(reasoning_env)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +40,6 @@ class OpenAIPolicy:
         timeout_s: float = 120.0,
         max_retries: int = 2,
     ):
-        import os
-
         import openai
 
         self.model = model

@@ -61,15 +61,15 @@ def chat(messages):
                 return json.loads(response.read().decode("utf-8"))
         except urllib.error.HTTPError as exc:
             detail = exc.read().decode("utf-8", "replace")[:2000]
-            fail("the endpoint refused the request (HTTP %d): %s" % (exc.code, detail))
+            fail(f"the endpoint refused the request (HTTP {exc.code}): {detail}")
         except (urllib.error.URLError, OSError) as exc:
             error = exc
             time.sleep(0.2 * (attempt + 1))
-    fail("cannot reach the model endpoint %s: %s" % (url, error))
+    fail(f"cannot reach the model endpoint {url}: {error}")
 
 
 def fail(message):
-    sys.stderr.write("reference agent: %s\n" % message)
+    sys.stderr.write(f"reference agent: {message}\n")
     sys.exit(3)
 
 
@@ -79,15 +79,15 @@ def run_bash(command):
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         output, _ = process.communicate(timeout=timeout)
-        status = "[exit code: %d]" % process.returncode
+        status = f"[exit code: {process.returncode}]"
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         output, _ = process.communicate()
-        status = "[timed out after %g s: the command was stopped]" % timeout
+        status = f"[timed out after {timeout:g} s: the command was stopped]"
     text = output.decode("utf-8", "replace")
     limit = int(setting("GYMENVS_OUTPUT_LIMIT", "10000"))
     if len(text) > limit:
-        text = text[: limit // 2] + "\n[... %d characters cut ...]\n" % (len(text) - limit) + text[-limit // 2:]
+        text = text[: limit // 2] + f"\n[... {len(text) - limit} characters cut ...]\n" + text[-limit // 2:]
     return (text or "(no output)\n") + ("" if text.endswith("\n") else "\n") + status
 
 
@@ -100,9 +100,9 @@ def act(call):
     try:
         arguments = json.loads(function.get("arguments") or "{}")
     except ValueError as exc:
-        return "Invalid arguments (not JSON: %s). Call bash with {\"command\": \"...\"}." % exc
+        return f'Invalid arguments (not JSON: {exc}). Call bash with {{"command": "..."}}.'
     if name != "bash":
-        return "Unknown tool %r: the tools are bash(command) and submit()." % name
+        return f"Unknown tool {name!r}: the tools are bash(command) and submit()."
     if not isinstance(arguments, dict) or not isinstance(arguments.get("command"), str) or not arguments["command"].strip():
         return "bash needs a non-empty \"command\" string."
     return run_bash(arguments["command"])
@@ -114,7 +114,7 @@ def main():
         task = task_file.read()
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT.format(workdir=workdir, timeout=setting("GYMENVS_COMMAND_TIMEOUT", "60"))},
-        {"role": "user", "content": "Resolve this issue:\n\n<issue>\n%s\n</issue>" % task.strip()},
+        {"role": "user", "content": f"Resolve this issue:\n\n<issue>\n{task.strip()}\n</issue>"},
     ]
     while True:
         reply = chat(messages)["choices"][0]["message"]
@@ -125,7 +125,8 @@ def main():
         messages.append(assistant)
         if not calls:
             fenced = FENCED_BASH.search(reply.get("content") or "")
-            output = run_bash(fenced.group(1)) if fenced else "No tool call found. Call `bash` with a command, or `submit` when done."
+            no_call = "No tool call found. Call `bash` with a command, or `submit` when done."
+            output = run_bash(fenced.group(1)) if fenced else no_call
             messages.append({"role": "user", "content": output})
             continue
         for call in calls:
