@@ -6,7 +6,7 @@ import threading
 import time
 import uuid
 
-from local_json_server import LocalJSONServer
+from tests.local_json_server import LocalJSONServer
 
 
 class TinyChatServer(LocalJSONServer):

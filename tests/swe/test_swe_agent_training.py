@@ -10,7 +10,7 @@ import pytest
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
 import torch
 
-from tests.trl_bridge.bridge_support import teacher_forced_logprobs  # noqa: E402
+from tests.trl.bridge_support import teacher_forced_logprobs  # noqa: E402
 
 from .conftest import FIXTURE_IDS  # noqa: E402
 

@@ -2,9 +2,10 @@
 arbitrary actions never crash it or leave the observation space, and the same seed gives the same task."""
 
 import pytest
-from action_strategies import play_arbitrary_actions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.action_strategies import play_arbitrary_actions
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

@@ -3,7 +3,7 @@
 TRL gives `rollout_func(prompts, trainer)` the prompts but not the dataset rows (their `seed`,
 `options` and `environment` columns), and gives `environment_factory` instances no group id.
 These helpers recover both from the trainer that is generating, and reach the trainer's private
-generation helpers. `tests/trl_bridge/test_trl_internals.py` checks each against the installed TRL,
+generation helpers. `tests/trl/test_trl_internals.py` checks each against the installed TRL,
 so a TRL release that moves one fails there, loudly, instead of silently changing training data.
 """
 

@@ -31,7 +31,7 @@ is cut in the middle. When the issue is resolved, call `submit`: your changes to
 (its git diff) are then graded by tests you do not see. Make one tool call per reply."""
 
 # Written out (the agent runs on the stdlib alone): what `@tool` makes for bash(command: str) and submit();
-# tests/test_tool_schema_paths.py checks that they stay so.
+# tests/trl/test_tool_schema_paths.py checks that they stay so.
 TOOLS = [
     {"type": "function", "function": {
         "name": "bash",

@@ -5,12 +5,12 @@ import json
 
 import gymnasium as gym
 import pytest
-from action_strategies import actions, play_arbitrary_actions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gymenvs
 from gymenvs.core import check_env
+from tests.action_strategies import actions, play_arbitrary_actions
 
 # SWE-v0 drives Docker containers: tests/swe/test_swe_properties.py runs these properties on it.
 # SWEAgent-v0 drives Docker containers: tests/swe/test_swe_agent_env.py runs gymnasium's checker on it.
