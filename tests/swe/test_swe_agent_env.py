@@ -87,13 +87,15 @@ def test_text_replies_and_json_tool_calls_reach_the_agent(make_agent_env):
 def test_the_agent_cannot_read_the_grading_data(make_agent_env):
     task = TASKS[FIXTURE_IDS[0]]
     env, _, _ = start(make_agent_env, task.instance_id)
-    secrets = [*task.fail_to_pass, *(line[1:].strip() for line in task.test_patch.splitlines() if line.startswith("+") and len(line) > 20),
+    secrets = [*task.fail_to_pass,
+               *(line[1:].strip() for line in task.test_patch.splitlines() if line.startswith("+") and len(line) > 20),
                *(line[1:].strip() for line in task.patch.splitlines() if line.startswith("+ ") and len(line) > 20)]
     assert len(secrets) > 4
     # base64 on the command line, so that the search command itself does not hold the secrets
     encoded = base64.b64encode("\n".join(sorted(set(secrets))).encode()).decode()
     search = (f"echo {encoded} | base64 -d > /tmp/patterns; "
-              "grep -rFl -f /tmp/patterns / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null | grep -v '^/tmp/patterns$'; "
+              "grep -rFl -f /tmp/patterns / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null "
+              "| grep -v '^/tmp/patterns$'; "
               "cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -F -f /tmp/patterns; echo searched")
     observation, *_ = env.step(bash(search))
     assert observation.startswith("[tool]\nsearched\n"), observation
@@ -198,7 +200,8 @@ def test_nothing_is_left_after_close_or_a_failed_reset(make_agent_env, docker_cl
     with pytest.raises(RuntimeError, match="(?s)made no LLM request.*exited with code 7.*starting"):
         broken.reset()
     assert not own_containers(docker_client) and not agent_threads()
-    assert not [p for p in Path(tempfile.gettempdir()).glob("gymenvs-agent-*") if str(p).split("-")[2] == str(__import__("os").getpid())]
+    pid = str(__import__("os").getpid())
+    assert not [p for p in Path(tempfile.gettempdir()).glob("gymenvs-agent-*") if str(p).split("-")[2] == pid]
 
 
 NEXT_PROCESS = ("import gymnasium as gym, gymenvs, json\n"

@@ -87,7 +87,8 @@ def test_a_rewritten_history_starts_a_new_sequence_and_is_counted(swe_images, ti
         rollout.close()
     assert episode.end_reason == "terminated" and episode.turns == 4
     assert episode.history_rewrites == 1 and rollout.metrics["history_rewrites"] == 1 and len(episode.sequences) == 1
-    rewritten = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Summary so far: two replies. Say more."}]
+    rewritten = [{"role": "system", "content": "You are terse."},
+                 {"role": "user", "content": "Summary so far: two replies. Say more."}]
     assert episode.prompt_ids == request_prompt_ids(ChatRenderer(tokenizer, None), {"messages": rewritten})
     first = episode.sequences[0]
     assert sum(first["env_mask"]) > 0 and "More." in tokenizer.decode(first["completion_ids"])

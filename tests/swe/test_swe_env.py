@@ -122,11 +122,13 @@ def test_file_tools_view_edit_and_create(make_env):
     env = start(make_env, "gymenvs-fixtures__intervals-1")
     view = env.step({"name": "view_file", "arguments": {"path": "intervals/ops.py", "start_line": 11, "end_line": 12}})[0]
     assert view == "    11\t            merged[-1] = (merged[-1][0], end)\n    12\t        else:"
-    edit = {"path": "intervals/ops.py", "old_text": "(merged[-1][0], end)", "new_text": "(merged[-1][0], max(merged[-1][1], end))"}
+    edit = {"path": "intervals/ops.py", "old_text": "(merged[-1][0], end)",
+            "new_text": "(merged[-1][0], max(merged[-1][1], end))"}
     assert env.step({"name": "edit_file", "arguments": edit})[0] == "Edited /testbed/intervals/ops.py."
     again = env.step({"name": "edit_file", "arguments": edit})
     assert "old_text does not occur" in again[0] and "error" in again[4]
-    assert env.step({"name": "create_file", "arguments": {"path": "notes/deep/todo.txt", "content": "é\n"}})[0].startswith("Wrote")
+    created = env.step({"name": "create_file", "arguments": {"path": "notes/deep/todo.txt", "content": "é\n"}})
+    assert created[0].startswith("Wrote")
     assert env.step(bash("cat notes/deep/todo.txt; git status --short"))[0] == "é\n M intervals/ops.py\n?? notes/\n[exit code: 0]"
     missing = env.step({"name": "view_file", "arguments": {"path": "nope.py"}})
     assert missing[0] == "Invalid action: /testbed/nope.py does not exist"
