@@ -77,12 +77,15 @@ class FaultyEcho(TextEnv):
         if command == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
         if command == "sleep":
+            started = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process on the machine
             time.sleep(float(argument))
+            self.last_sleep = (started, time.monotonic())
             return Outcome(f"slept {argument}", reward=1.0)
         return Outcome(message, reward=1.0)
 
     def whoami(self) -> dict[str, Any]:
-        return {"instance_id": self.instance_id, "pid": os.getpid(), "label": self.label}
+        return {"instance_id": self.instance_id, "pid": os.getpid(), "label": self.label,
+                "last_sleep": getattr(self, "last_sleep", None)}
 
     def _episode_state(self) -> dict[str, Any]:
         return {"instance_id": self.instance_id}
