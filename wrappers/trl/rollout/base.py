@@ -117,11 +117,7 @@ class EnvRollout:
             chat_template_kwargs=dict(chat_template_kwargs or {}),
             group_size=group_size,
         )
-        self.envs = _rollout_envs(env_id, dict(env_kwargs or {}))
-        self.multi_env = not isinstance(env_id, str)
-        first = next(iter(self.envs.values()))
-        self.env_id, self.env_kwargs = first.env_id, first.env_kwargs  # the single env's (the first one's)
-        self.tools, self.accepts_free_text = first.tools, first.accepts_free_text
+        self._set_envs(env_id, env_kwargs)
         self.tokenizer = tokenizer
         self.max_completion_length = self.options.max_completion_length
         self.max_tokens_per_turn = self.options.max_tokens_per_turn
@@ -135,6 +131,14 @@ class EnvRollout:
         self._told_about_images = False
         if tokenizer is not None and max_completion_length is not None:
             self._check_budget(tokenizer, max_completion_length)
+
+    def _set_envs(self, env_id: str | Mapping[str, EnvSpec] | Sequence[str], env_kwargs: Mapping[str, Any] | None) -> None:
+        """The envs this rollout plays; the first one's id, kwargs and tools stand for the single env's."""
+        self.envs = _rollout_envs(env_id, dict(env_kwargs or {}))
+        self.multi_env = not isinstance(env_id, str)
+        first = next(iter(self.envs.values()))
+        self.env_id, self.env_kwargs = first.env_id, first.env_kwargs
+        self.tools, self.accepts_free_text = first.tools, first.accepts_free_text
 
     # -- the TRL rollout_func -----------------------------------------------------------
 
