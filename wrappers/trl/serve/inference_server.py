@@ -204,7 +204,7 @@ class _Routes:
         future = self.engine.submit(prompts, [body.max_tokens] * len(prompts), sampling)
         results = await asyncio.wrap_future(future)
         choices = [
-            await self._choice(index, prompt, completion, body)
+            await self._choice_with_prompt_logprobs(index, prompt, completion, body)
             for index, (prompt, completion) in enumerate(zip(prompts, results))
         ]
         return {
@@ -216,7 +216,9 @@ class _Routes:
             "usage": _usage(prompts, results),
         }
 
-    async def _choice(self, index: int, prompt: list[int], completion: Completion, body: CompletionRequest) -> dict[str, Any]:
+    async def _choice_with_prompt_logprobs(
+        self, index: int, prompt: list[int], completion: Completion, body: CompletionRequest
+    ) -> dict[str, Any]:
         choice = _choice(index, prompt, completion, body, self.tokenizer)
         if body.prompt_logprobs is not None:
             logprobs = await run_in_threadpool(self.engine.prompt_logprobs, prompt, body.temperature)
