@@ -12,21 +12,17 @@ first and last five.
 
 from __future__ import annotations
 
-import argparse
-import statistics
 import tempfile
-import time
 
 from wrappers.trl.extras.offline import run_offline_and_quietly
 
 run_offline_and_quietly()
 
-import gymnasium as gym  # noqa: E402
-from grpo_cpu import LetterCatch, RewardPrinter  # noqa: E402  (the toy env and the printer of the synchronous demo)
+from grpo_cpu import RewardPrinter, demo_setup  # noqa: E402  (the synchronous demo's toy env, model and printer)
 from transformers import PrinterCallback  # noqa: E402
 from trl.experimental.async_grpo import AsyncGRPOConfig  # noqa: E402
 
-from wrappers.trl import CPU_TRAINING_ARGS, CPUAsyncGRPOTrainer, EnvRolloutWorker, HTTPWeightTransfer, Sampling, tiny_model  # noqa: E402
+from wrappers.trl import CPU_TRAINING_ARGS, CPUAsyncGRPOTrainer, EnvRolloutWorker, HTTPWeightTransfer, Sampling  # noqa: E402
 from wrappers.trl.serve.inference_server import ServerProcess  # noqa: E402
 
 GROUP = 8
@@ -34,15 +30,8 @@ BATCH = 128
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    options = parser.parse_args()
-    gym.register("example/LetterCatch-v0", entry_point=LetterCatch)
-
-    model, tokenizer = tiny_model(seed=options.seed, hidden_size=64, intermediate_size=128)
+    options, model, tokenizer = demo_setup(__doc__.split("\n\n")[0])
     printer = RewardPrinter()
-    start = time.perf_counter()
     with tempfile.TemporaryDirectory() as model_dir:
         model.save_pretrained(model_dir)
         tokenizer.save_pretrained(model_dir)
@@ -85,11 +74,7 @@ def main() -> None:
             )
             trainer.remove_callback(PrinterCallback)
             trainer.train()
-    first, last = statistics.mean(printer.rewards[:5]), statistics.mean(printer.rewards[-5:])
-    print(
-        f"\nmean reward, first 5 steps: {first:.3f}; last 5 steps: {last:.3f}; "
-        f"{time.perf_counter() - start:.0f} s on CPU"
-    )
+    printer.print_summary()
 
 
 if __name__ == "__main__":

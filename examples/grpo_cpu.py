@@ -60,27 +60,41 @@ class LetterCatch(TextEnv):
 
 
 class RewardPrinter(TrainerCallback):
+    """Prints each step's mean reward, and at the end the first and last five steps' and the time taken."""
+
     def __init__(self) -> None:
         self.rewards: list[float] = []
+        self.started = time.perf_counter()
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "reward" in logs:
             self.rewards.append(logs["reward"])
             print(f"step {state.global_step:4d}  mean reward {logs['reward']:.3f}", flush=True)
 
+    def print_summary(self) -> None:
+        first, last = statistics.mean(self.rewards[:5]), statistics.mean(self.rewards[-5:])
+        print(
+            f"\nmean reward, first 5 steps: {first:.3f}; last 5 steps: {last:.3f}; "
+            f"{time.perf_counter() - self.started:.0f} s on CPU"
+        )
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+
+def demo_setup(description: str) -> tuple[argparse.Namespace, Any, Any]:
+    """The demos' command line (`--steps`, `--seed`), the toy env registered, and the tiny model and tokenizer."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     options = parser.parse_args()
     gym.register("example/LetterCatch-v0", entry_point=LetterCatch)
-
     model, tokenizer = tiny_model(seed=options.seed, hidden_size=64, intermediate_size=128)
+    return options, model, tokenizer
+
+
+def main() -> None:
+    options, model, tokenizer = demo_setup(__doc__.split("\n\n")[0])
     # One token answers: the turn is closed with the end-of-turn token after it.
     rollout = make_rollout_func("example/LetterCatch-v0", show_tools=False, max_tokens_per_turn=1)
     printer = RewardPrinter()
-    start = time.perf_counter()
     with tempfile.TemporaryDirectory() as output_dir:
         config = GRPOConfig(
             output_dir=output_dir,
@@ -105,11 +119,7 @@ def main() -> None:
         trainer.remove_callback(PrinterCallback)
         trainer.train()
     rollout.close()
-    first, last = statistics.mean(printer.rewards[:5]), statistics.mean(printer.rewards[-5:])
-    print(
-        f"\nmean reward, first 5 steps: {first:.3f}; last 5 steps: {last:.3f}; "
-        f"{time.perf_counter() - start:.0f} s on CPU"
-    )
+    printer.print_summary()
 
 
 if __name__ == "__main__":

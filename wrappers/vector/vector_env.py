@@ -30,6 +30,16 @@ Seeds = int | Sequence[int | None] | None
 StepResult = tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
 
 
+def _checked_factories(env_fns: Sequence[Callable[[], gym.Env]]) -> list[Callable[[], gym.Env]]:
+    factories = list(env_fns)
+    if not factories:
+        raise ValueError("env_fns=[]: give at least one env factory")
+    for index, factory in enumerate(factories):
+        if not callable(factory):
+            raise ValueError(f"env_fns[{index}]={factory!r}: expected a zero-argument callable that builds an env")
+    return factories
+
+
 class ConcurrentVectorEnv(VectorEnv):
     """Runs `len(env_fns)` env instances ("slots") concurrently, in threads, subprocesses or Ray actors.
 
@@ -100,12 +110,7 @@ class ConcurrentVectorEnv(VectorEnv):
             restart_on_error=restart_on_error,
             **backend_settings,
         )
-        factories = list(env_fns)
-        if not factories:
-            raise ValueError("env_fns=[]: give at least one env factory")
-        for index, factory in enumerate(factories):
-            if not callable(factory):
-                raise ValueError(f"env_fns[{index}]={factory!r}: expected a zero-argument callable that builds an env")
+        factories = _checked_factories(env_fns)
         self.num_envs = len(factories)
         self.autoreset_mode = self.config.autoreset_mode
         self._step_timeout_s = self.config.step_timeout_s
@@ -115,7 +120,10 @@ class ConcurrentVectorEnv(VectorEnv):
         self._was_reset = False
         #: Slots whose last request was cut short by an exception in the caller (Ctrl-C), with why.
         self._interrupted: dict[int, str] = {}
+        self._start(factories)
 
+    def _start(self, factories: list[Callable[[], gym.Env]]) -> None:
+        """Start the backend's workers, build every slot in them, and take the spaces from the slots."""
         self._backend = self.config.backend_class.start(
             factories,
             max_workers=self.config.workers_for(self.num_envs),

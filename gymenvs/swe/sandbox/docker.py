@@ -195,6 +195,27 @@ class _NoPid(Exception):
     """The killer could not start: a fork bomb holds every process id."""
 
 
+def _container_options(role: str, episode_id: str, limits: Limits, workdir: str,
+                       read_only_binds: dict[str, str] | None, labels: dict[str, str] | None) -> dict[str, Any]:
+    """The `containers.create` keywords of a sandbox: its limits, its labels and its read-only binds."""
+    return dict(
+        command=["sleep", str(limits.lifetime_seconds)],
+        name=f"gymenvs-swe-{role}-{uuid.uuid4().hex[:12]}",
+        labels={**(labels or {}), LABEL: "1", LABEL_ROLE: role, LABEL_EPISODE: episode_id, **owner_labels()},
+        working_dir=workdir,
+        init=True,
+        network_mode="none" if not limits.network else None,
+        mem_limit=limits.mem_limit,
+        memswap_limit=limits.mem_limit,
+        nano_cpus=int(limits.cpus * 1e9),
+        pids_limit=limits.pids_limit,
+        cap_drop=["ALL"],
+        cap_add=list(KEPT_CAPABILITIES),
+        security_opt=list(SECURITY_OPTIONS),
+        volumes={host: {"bind": inside, "mode": "ro"} for host, inside in (read_only_binds or {}).items()},
+    )
+
+
 class DockerSandbox:
     """The Docker `Sandbox`: one running container from `image`, labelled with its owner and removed when no longer needed."""
 
@@ -203,46 +224,39 @@ class DockerSandbox:
                  labels: dict[str, str] | None = None):
         """`read_only_binds` maps host directories to where the container sees them, read-only;
         `labels` are added to the ownership labels."""
-        import docker
-
         install_sigterm_cleanup()
         self.client = client
         self.image = image
         self.workdir = workdir
         self.limits = limits
-        labels = {**(labels or {}), LABEL: "1", LABEL_ROLE: role, LABEL_EPISODE: episode_id, **owner_labels()}
-        options = dict(
-            command=["sleep", str(limits.lifetime_seconds)],
-            name=f"gymenvs-swe-{role}-{uuid.uuid4().hex[:12]}",
-            labels=labels,
-            working_dir=workdir,
-            init=True,
-            network_mode="none" if not limits.network else None,
-            mem_limit=limits.mem_limit,
-            memswap_limit=limits.mem_limit,
-            nano_cpus=int(limits.cpus * 1e9),
-            pids_limit=limits.pids_limit,
-            cap_drop=["ALL"],
-            cap_add=list(KEPT_CAPABILITIES),
-            security_opt=list(SECURITY_OPTIONS),
-            volumes={host: {"bind": inside, "mode": "ro"} for host, inside in (read_only_binds or {}).items()},
-        )
-        try:
-            container = self._create(image, options)
-        except docker.errors.ImageNotFound:
-            raise SandboxError(f"image {image!r} is not present locally") from None
-        except docker.errors.APIError as exc:
-            raise SandboxError(f"could not create a container from {image!r}: {exc.explanation or exc}") from None
+        container = self._create_explained(image, _container_options(role, episode_id, limits, workdir, read_only_binds, labels))
         self.id: str = container.id
         self.name: str = container.name
         self._finalizer = weakref.finalize(self, _remove_container, client.api, self.id)
         self._next_disk_check = 0.0
         self._disk_exceeded = ""
+        self._start(container)
+
+    def _create_explained(self, image: str, options: dict[str, Any]) -> Any:
+        """`_create`, with the engine's errors as `SandboxError`s that say what went wrong."""
+        import docker
+
+        try:
+            return self._create(image, options)
+        except docker.errors.ImageNotFound:
+            raise SandboxError(f"image {image!r} is not present locally") from None
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"could not create a container from {image!r}: {exc.explanation or exc}") from None
+
+    def _start(self, container: Any) -> None:
+        """Start the created container; one that cannot start is removed."""
+        import docker
+
         try:
             container.start()
         except docker.errors.APIError as exc:
             self.remove()
-            raise SandboxError(f"could not start a container from {image!r}: {exc.explanation or exc}") from None
+            raise SandboxError(f"could not start a container from {self.image!r}: {exc.explanation or exc}") from None
 
     def _create(self, image: str, options: dict[str, Any]) -> Any:
         """Create the container, with the engine capping its writable layer when the storage driver can."""

@@ -27,6 +27,7 @@ import logging
 import queue
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
@@ -71,6 +72,10 @@ class WorkerOptions(Options):
     seed: NonNegativeInt
     queue_maxsize: Annotated[StrictInt, Field(ge=0, description="an integer >= 0 (0: unbounded)")]
     request_timeout_s: PositiveSeconds
+
+
+#: Options that were attributes of the worker itself before `WorkerOptions` held them (kept for one release).
+_MOVED_TO_OPTIONS = frozenset({"num_generations", "seed", "max_staleness", "request_timeout_s"})
 
 
 class _Abandoned(Exception):
@@ -143,7 +148,7 @@ class EnvRolloutWorker:
         request_timeout_s: float = 600.0,
         model: str | None = None,
     ):
-        WorkerOptions(
+        self.options = WorkerOptions(
             num_generations=num_generations,
             groups_in_flight=groups_in_flight,
             max_staleness=max_staleness,
@@ -151,34 +156,28 @@ class EnvRolloutWorker:
             queue_maxsize=queue_maxsize,
             request_timeout_s=request_timeout_s,
         )
-        self.server_url = server_url
-        self.tokenizer = tokenizer
-        self.num_generations = num_generations
-        self.prompt = prompt
-        self.seed = seed
-        self.sampling = sampling
-        self.max_staleness = max_staleness
-        self.request_timeout_s = request_timeout_s
-        self.model = model
+        self.server_url, self.tokenizer, self.model = server_url, tokenizer, model
+        self.prompt, self.sampling = prompt, sampling
         self.rollout_buffer: queue.Queue[RolloutSample] = queue.Queue(maxsize=queue_maxsize)
         self.metrics_queue: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=4096)
         # One EnvRollout per group thread; building them checks the env id, kwargs and token budget now.
-        self._rollouts = [
-            make_rollout_func(  # an EnvRollout, or an AgentRollout for a containerized-agent env
-                env_id,
-                env_kwargs=env_kwargs,
-                tokenizer=tokenizer,
-                max_completion_length=max_completion_length,
-                max_tokens_per_turn=max_tokens_per_turn,
-                show_tools=show_tools,
-                backend=backend,
-                max_workers=max_workers,
-                step_timeout_s=step_timeout_s,
-                vector_kwargs=vector_kwargs,
-            )
-            for _ in range(groups_in_flight)
-        ]
+        rollout_options = dict(
+            env_kwargs=env_kwargs,
+            tokenizer=tokenizer,
+            max_completion_length=max_completion_length,
+            max_tokens_per_turn=max_tokens_per_turn,
+            show_tools=show_tools,
+            backend=backend,
+            max_workers=max_workers,
+            step_timeout_s=step_timeout_s,
+            vector_kwargs=vector_kwargs,
+        )
+        self._rollouts = [make_rollout_func(env_id, **rollout_options) for _ in range(groups_in_flight)]
         self._prompt_messages = len(first_message_with(prompt, ""))
+        self._init_bookkeeping()
+
+    def _init_bookkeeping(self) -> None:
+        """The threads' shared state: what runs, which model version it plays, and how it is failing."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -191,6 +190,13 @@ class EnvRolloutWorker:
         self._failure: BaseException | None = None
         #: Seconds from each weight sync to the first queued sample of that version (or newer).
         self.version_lags: list[float] = []
+
+    def __getattr__(self, name: str) -> Any:
+        options = self.__dict__.get("options")
+        if options is None or name not in _MOVED_TO_OPTIONS:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        warnings.warn(f"EnvRolloutWorker.{name} is deprecated: read worker.options.{name}", DeprecationWarning, stacklevel=2)
+        return getattr(options, name)
 
     # -- RolloutWorkerProtocol ------------------------------------------------------------
 
@@ -252,7 +258,7 @@ class EnvRolloutWorker:
                 model=self.model,
                 sampling=self.sampling,
                 stop_token_ids=[self.tokenizer.eos_token_id],
-                timeout_s=self.request_timeout_s,
+                timeout_s=self.options.request_timeout_s,
             )
             while self._room_for_a_group():
                 self._play_group(rollout, generator)
@@ -277,9 +283,9 @@ class EnvRolloutWorker:
         group = self._next_group()
         try:
             episodes = rollout.run(
-                [self.prompt] * self.num_generations,
+                [self.prompt] * self.options.num_generations,
                 _GroupGenerator(self, group, generator),
-                seeds=[group.seed] * self.num_generations,
+                seeds=[group.seed] * self.options.num_generations,
             )
         except _Abandoned:
             return
@@ -292,7 +298,7 @@ class EnvRolloutWorker:
     def _next_group(self) -> _Group:
         with self._lock:
             group_id = next(self._group_ids)
-            return _Group(group_id, self.seed + group_id, self._model_version)
+            return _Group(group_id, self.options.seed + group_id, self._model_version)
 
     def _check_alive(self, group: _Group) -> None:
         if self._stopping.is_set():
@@ -302,7 +308,7 @@ class EnvRolloutWorker:
             raise _Abandoned("the group is too stale to train on")
 
     def _is_stale(self, group: _Group) -> bool:
-        return self._model_version - group.model_version > self.max_staleness
+        return self._model_version - group.model_version > self.options.max_staleness
 
     def _beat(self) -> None:
         self._last_progress = time.monotonic()

@@ -134,6 +134,27 @@ def imitate(
     """
     import torch
 
+    batch = _imitation_batch(tokenizer, prompts, completions)
+    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
+    model.train()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for _ in range(steps):
+            loss = model(**batch).loss
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    model.eval()
+    return model
+
+
+def _imitation_batch(
+    tokenizer: PreTrainedTokenizerFast, prompts: Sequence[Sequence[int]], completions: Sequence[str]
+) -> dict[str, Any]:
+    """Every prompt followed by every completion and the end-of-turn token, right-padded; the labels
+    cover the completion tokens only."""
+    import torch
+
     pairs = [
         (list(prompt), tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])
         for prompt in prompts
@@ -148,17 +169,7 @@ def imitate(
         input_ids[row, :end] = torch.tensor(prompt + answer)
         labels[row, len(prompt) : end] = torch.tensor(answer)
         attention_mask[row, :end] = 1
-    optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
-    model.train()
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        for _ in range(steps):
-            loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    model.eval()
-    return model
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 
 def tool_call_text(name: str, arguments: Mapping[str, Any] | None = None) -> str:

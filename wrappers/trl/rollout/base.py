@@ -63,6 +63,19 @@ class RolloutOptions(Options):
     group_size: OptionalPositiveInt = None
 
 
+def _vector_options(
+    backend: str, max_workers: int | None, step_timeout_s: float | None, vector_kwargs: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The `ConcurrentVectorEnv` settings of a rollout, checked now rather than at its first call."""
+    options: dict[str, Any] = {"backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s}
+    repeated = sorted(set(vector_kwargs or {}) & set(options))
+    if repeated:
+        raise ValueError(f"vector_kwargs={vector_kwargs!r}: give {', '.join(repeated)} as keyword(s) of their own")
+    options.update(vector_kwargs or {})
+    make_config(**options)  # a bad or unknown setting is a ValueError
+    return options
+
+
 @dataclass
 class RolloutEnv:
     """One env a rollout plays: its id and kwargs, its tools, and where its episodes' seeds come from."""
@@ -104,22 +117,13 @@ class EnvRollout:
             chat_template_kwargs=dict(chat_template_kwargs or {}),
             group_size=group_size,
         )
-        self.envs = _rollout_envs(env_id, dict(env_kwargs or {}))
-        self.multi_env = not isinstance(env_id, str)
-        first = next(iter(self.envs.values()))
-        self.env_id, self.env_kwargs = first.env_id, first.env_kwargs  # the single env's (the first one's)
-        self.tools, self.accepts_free_text = first.tools, first.accepts_free_text
+        self._set_envs(env_id, env_kwargs)
         self.tokenizer = tokenizer
         self.max_completion_length = self.options.max_completion_length
         self.max_tokens_per_turn = self.options.max_tokens_per_turn
         self.group_size = self.options.group_size
         self.chat_template_kwargs = dict(self.options.chat_template_kwargs)
-        self.vector_options: dict[str, Any] = {"backend": backend, "max_workers": max_workers, "step_timeout_s": step_timeout_s}
-        repeated = sorted(set(vector_kwargs or {}) & set(self.vector_options))
-        if repeated:
-            raise ValueError(f"vector_kwargs={vector_kwargs!r}: give {', '.join(repeated)} as keyword(s) of their own")
-        self.vector_options.update(vector_kwargs or {})
-        make_config(**self.vector_options)  # a bad or unknown setting is a ValueError now, not at the first call
+        self.vector_options = _vector_options(backend, max_workers, step_timeout_s, vector_kwargs)
         self.show_tools = self.options.show_tools
         self._vector_envs: dict[str, ConcurrentVectorEnv] = {}
         self._finalizer = weakref.finalize(self, _close_all_quietly, self._vector_envs)
@@ -127,6 +131,14 @@ class EnvRollout:
         self._told_about_images = False
         if tokenizer is not None and max_completion_length is not None:
             self._check_budget(tokenizer, max_completion_length)
+
+    def _set_envs(self, env_id: str | Mapping[str, EnvSpec] | Sequence[str], env_kwargs: Mapping[str, Any] | None) -> None:
+        """The envs this rollout plays; the first one's id, kwargs and tools stand for the single env's."""
+        self.envs = _rollout_envs(env_id, dict(env_kwargs or {}))
+        self.multi_env = not isinstance(env_id, str)
+        first = next(iter(self.envs.values()))
+        self.env_id, self.env_kwargs = first.env_id, first.env_kwargs
+        self.tools, self.accepts_free_text = first.tools, first.accepts_free_text
 
     # -- the TRL rollout_func -----------------------------------------------------------
 
@@ -211,26 +223,37 @@ class EnvRollout:
         max_completion_length = max_completion_length or self.max_completion_length
         if tokenizer is None or max_completion_length is None:
             raise ValueError("run() needs a tokenizer and a max_completion_length (here or in the constructor)")
+        self._check_budget(tokenizer, max_completion_length)
+        starts = self._episode_starts(prompts, seeds, rows, group_size or self.group_size)
+        renderers = self._renderers(tokenizer, {**self.chat_template_kwargs, **(chat_template_kwargs or {})})
+        return self._play(starts, generator, renderers, max_completion_length)
+
+    def _episode_starts(
+        self,
+        prompts: Sequence[Prompt],
+        seeds: Sequence[int] | None,
+        rows: Sequence[Mapping[str, Any]] | None,
+        group_size: int | None,
+    ) -> list[EpisodeStart]:
+        """Each prompt's env, seed and reset options, from its row (see `run`)."""
         if seeds is not None and len(seeds) != len(prompts):
             raise ValueError(f"{len(seeds)} seeds for {len(prompts)} prompts")
         if rows is not None and len(rows) != len(prompts):
             raise ValueError(f"{len(rows)} rows for {len(prompts)} prompts")
-        self._check_budget(tokenizer, max_completion_length)
         rows = list(rows) if rows is not None else [{"prompt": prompt} for prompt in prompts]
         names = [self._env_name_of(row) for row in rows]
-        group_size = group_size or self.group_size
         if seeds is None:
             seeds = [self.envs[name].seeds.next(row, group_size) for name, row in zip(names, rows)]
-        starts = [
-            EpisodeStart(prompt, name, seed, reset_options(row))
-            for prompt, name, seed, row in zip(prompts, names, seeds, rows)
+        return [
+            EpisodeStart(prompt, name, seed, reset_options(row)) for prompt, name, seed, row in zip(prompts, names, seeds, rows)
         ]
-        template_kwargs = {**self.chat_template_kwargs, **(chat_template_kwargs or {})}
-        renderers = {
+
+    def _renderers(self, tokenizer: PreTrainedTokenizerBase, template_kwargs: dict[str, Any]) -> dict[str, ChatRenderer]:
+        """One chat renderer per env, with its tools when `show_tools` is on."""
+        return {
             name: ChatRenderer(tokenizer, env.tools if self.show_tools else None, template_kwargs)
             for name, env in self.envs.items()
         }
-        return self._play(starts, generator, renderers, max_completion_length)
 
     def _env_name_of(self, row: Mapping[str, Any]) -> str:
         if not self.multi_env:

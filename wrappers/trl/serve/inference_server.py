@@ -29,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -89,128 +90,162 @@ class BadRequest(Exception):
         self.status = status
 
 
-def create_app(
-    engine: InferenceEngine, tokenizer: PreTrainedTokenizerBase, model_name: str, max_model_len: int
-) -> FastAPI:
+def create_app(engine: InferenceEngine, tokenizer: PreTrainedTokenizerBase, model_name: str, max_model_len: int) -> FastAPI:
     """The FastAPI app serving `engine` under `model_name`."""
     app = FastAPI(title="gymenvs CPU inference server")
+    app.add_exception_handler(RequestValidationError, _invalid_request)  # type: ignore[arg-type]
+    app.add_exception_handler(BadRequest, _bad_request)  # type: ignore[arg-type]
+    routes = _Routes(engine, tokenizer, model_name, max_model_len)
+    for method, path, endpoint in routes.table():
+        app.add_api_route(path, endpoint, methods=[method])
+    return app
 
-    def error(status: int, message: str) -> JSONResponse:
-        kind = {404: "NotFoundError", 409: "ConflictError"}.get(status, "BadRequestError")
-        return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
 
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error(400, str(exc.errors()))
+def _error(status: int, message: str) -> JSONResponse:
+    kind = {404: "NotFoundError", 409: "ConflictError"}.get(status, "BadRequestError")
+    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
 
-    @app.exception_handler(BadRequest)
-    async def bad_request(request: Request, exc: BadRequest) -> JSONResponse:
-        return error(exc.status, str(exc))
 
-    @app.get("/health")
-    async def health() -> Response:
+async def _invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    return _error(400, str(exc.errors()))
+
+
+async def _bad_request(request: Request, exc: BadRequest) -> JSONResponse:
+    return _error(exc.status, str(exc))
+
+
+class _Routes:
+    """The server's endpoints, one method each, over one engine and its model's name and limits."""
+
+    def __init__(self, engine: InferenceEngine, tokenizer: PreTrainedTokenizerBase, model_name: str, max_model_len: int):
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.model_name = model_name
+        self.max_model_len = max_model_len
+
+    def table(self) -> list[tuple[str, str, Callable[..., Any]]]:
+        """(method, path, endpoint) for every route."""
+        return [
+            ("GET", "/health", self.health),
+            ("GET", "/v1/models", self.models),
+            ("GET", "/server_info", self.server_info),
+            ("GET", "/get_world_size", self.world_size),
+            ("GET", "/stats", self.stats),
+            ("POST", "/pause", self.pause),
+            ("POST", "/resume", self.resume),
+            ("GET", "/is_paused", self.is_paused),
+            ("POST", "/start_weight_update", self.start_weight_update),
+            ("POST", "/update_weights", self.update_weights),
+            ("POST", "/finish_weight_update", self.finish_weight_update),
+            ("POST", "/v1/completions", self.completions),
+        ]
+
+    # -- model and server information --
+
+    async def health(self) -> Response:
         return Response(status_code=200)
 
-    @app.get("/v1/models")
-    async def models() -> dict:
-        card = {"id": model_name, "object": "model", "owned_by": "gymenvs", "max_model_len": max_model_len}
+    async def models(self) -> dict:
+        card = {"id": self.model_name, "object": "model", "owned_by": "gymenvs", "max_model_len": self.max_model_len}
         return {"object": "list", "data": [card]}
 
-    @app.get("/server_info")
-    async def server_info(config_format: str = "json") -> dict:
-        dtype = str(next(engine.model.parameters()).dtype)
-        return {
-            "vllm_config": {
-                "model_config": {"model": model_name, "dtype": dtype, "max_model_len": max_model_len},
-                "parallel_config": {"data_parallel_size": 1, "tensor_parallel_size": 1, "pipeline_parallel_size": 1},
-                "lora_config": None,
-            }
-        }
+    async def server_info(self, config_format: str = "json") -> dict:
+        dtype = str(next(self.engine.model.parameters()).dtype)
+        model_config = {"model": self.model_name, "dtype": dtype, "max_model_len": self.max_model_len}
+        parallel_config = {"data_parallel_size": 1, "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+        return {"vllm_config": {"model_config": model_config, "parallel_config": parallel_config, "lora_config": None}}
 
-    @app.get("/get_world_size")
-    async def world_size() -> dict:
+    async def world_size(self) -> dict:
         return {"world_size": 1}
 
-    @app.get("/stats")
-    async def stats() -> dict:
-        return {**engine.stats.as_dict(), "paused": engine.paused}
+    async def stats(self) -> dict:
+        return {**self.engine.stats.as_dict(), "paused": self.engine.paused}
 
-    @app.post("/pause")
-    async def pause(mode: Literal["keep", "wait"] = "keep") -> dict:
-        await run_in_threadpool(engine.pause)
+    # -- pausing generation --
+
+    async def pause(self, mode: Literal["keep", "wait"] = "keep") -> dict:
+        await run_in_threadpool(self.engine.pause)
         return {"status": "paused"}
 
-    @app.post("/resume")
-    async def resume() -> dict:
-        engine.resume()
+    async def resume(self) -> dict:
+        self.engine.resume()
         return {"status": "resumed"}
 
-    @app.get("/is_paused")
-    async def is_paused() -> dict:
-        return {"is_paused": engine.paused}
+    async def is_paused(self) -> dict:
+        return {"is_paused": self.engine.paused}
 
-    @app.post("/start_weight_update")
-    async def start_weight_update() -> dict:
-        _conflict_on_runtime_error(engine.start_weight_update)
+    # -- weight sync --
+
+    async def start_weight_update(self) -> dict:
+        _conflict_on_runtime_error(self.engine.start_weight_update)
         return {"status": "ok"}
 
-    @app.post("/update_weights")
-    async def update_weights(request: Request) -> dict:
-        from safetensors.torch import load
-
-        body = await request.body()
+    async def update_weights(self, request: Request) -> dict:
+        tensors = _safetensors(await request.body())
         try:
-            tensors = load(body)
-        except Exception as exc:
-            raise BadRequest(f"the body is not a safetensors file: {exc}") from exc
-        try:
-            count = await run_in_threadpool(engine.load_weights, tensors)
+            count = await run_in_threadpool(self.engine.load_weights, tensors)
         except RuntimeError as exc:
             raise BadRequest(str(exc), 409) from exc
         except (KeyError, ValueError) as exc:
             raise BadRequest(str(exc)) from exc
         return {"status": "ok", "tensors": count}
 
-    @app.post("/finish_weight_update")
-    async def finish_weight_update() -> dict:
-        _conflict_on_runtime_error(engine.finish_weight_update)
-        return {"status": "ok", "weight_version": engine.stats.weight_version}
+    async def finish_weight_update(self) -> dict:
+        _conflict_on_runtime_error(self.engine.finish_weight_update)
+        return {"status": "ok", "weight_version": self.engine.stats.weight_version}
 
-    @app.post("/v1/completions")
-    async def completions(body: CompletionRequest) -> dict:
-        if body.model != model_name:
+    # -- generation --
+
+    async def completions(self, body: CompletionRequest) -> dict:
+        if body.model != self.model_name:
             raise BadRequest(f"The model `{body.model}` does not exist.", 404)
-        prompts = _token_prompts(body.prompt, tokenizer)
-        sampling = _check_request(body, prompts, max_model_len)
-        future = engine.submit(prompts, [body.max_tokens] * len(prompts), sampling)
+        prompts = _token_prompts(body.prompt, self.tokenizer)
+        sampling = _check_request(body, prompts, self.max_model_len)
+        future = self.engine.submit(prompts, [body.max_tokens] * len(prompts), sampling)
         results = await asyncio.wrap_future(future)
-        choices = []
-        for index, (prompt, completion) in enumerate(zip(prompts, results)):
-            choice = _choice(index, prompt, completion, body, tokenizer)
-            if body.prompt_logprobs is not None:
-                logprobs = await run_in_threadpool(engine.prompt_logprobs, prompt, body.temperature)
-                choice["prompt_logprobs"] = [
-                    None if value is None else {str(token): _logprob_entry(value, token, tokenizer)}
-                    for token, value in zip(prompt, logprobs)
-                ]
-            choices.append(choice)
-        prompt_tokens = sum(len(p) for p in prompts)
-        completion_tokens = sum(len(c.token_ids) for c in results)
-        usage = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        }
+        choices = [
+            await self._choice_with_prompt_logprobs(index, prompt, completion, body)
+            for index, (prompt, completion) in enumerate(zip(prompts, results))
+        ]
         return {
             "id": f"cmpl-{time.monotonic_ns()}",
             "object": "text_completion",
             "created": int(time.time()),
-            "model": model_name,
+            "model": self.model_name,
             "choices": choices,
-            "usage": usage,
+            "usage": _usage(prompts, results),
         }
 
-    return app
+    async def _choice_with_prompt_logprobs(
+        self, index: int, prompt: list[int], completion: Completion, body: CompletionRequest
+    ) -> dict[str, Any]:
+        choice = _choice(index, prompt, completion, body, self.tokenizer)
+        if body.prompt_logprobs is not None:
+            logprobs = await run_in_threadpool(self.engine.prompt_logprobs, prompt, body.temperature)
+            choice["prompt_logprobs"] = [
+                None if value is None else {str(token): _logprob_entry(value, token, self.tokenizer)}
+                for token, value in zip(prompt, logprobs)
+            ]
+        return choice
+
+
+def _safetensors(body: bytes) -> dict[str, Any]:
+    from safetensors.torch import load
+
+    try:
+        return load(body)
+    except Exception as exc:
+        raise BadRequest(f"the body is not a safetensors file: {exc}") from exc
+
+
+def _usage(prompts: list[list[int]], results: list[Completion]) -> dict[str, int]:
+    prompt_tokens = sum(len(p) for p in prompts)
+    completion_tokens = sum(len(c.token_ids) for c in results)
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
 def _conflict_on_runtime_error(action: Any) -> None:
