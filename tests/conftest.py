@@ -60,3 +60,14 @@ def pytest_runtest_makereport(item, call):
 def pytest_make_collect_report(collector):
     outcome = yield
     _fail_skips_in_ci(outcome.get_result())
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test leaves `os.environ` as it found it: TRL's vLLM colocate set-up writes RANK, WORLD_SIZE and
+    MASTER_PORT there, and a training subprocess of a later test would then try to join that rendezvous."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)

@@ -18,7 +18,8 @@ def bash(command: str) -> dict:
 
 def apply_patch(patch: str) -> dict:
     """A bash call that writes `patch` outside the repository with a heredoc and applies it."""
-    return bash(f"cat > /tmp/gold.patch <<'GYMENVS_PATCH_END'\n{patch}GYMENVS_PATCH_END\ngit apply /tmp/gold.patch && git status --short")
+    write = f"cat > /tmp/gold.patch <<'GYMENVS_PATCH_END'\n{patch}GYMENVS_PATCH_END\n"
+    return bash(write + "git apply /tmp/gold.patch && git status --short")
 
 
 def own_containers(client) -> list:

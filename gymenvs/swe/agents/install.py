@@ -93,7 +93,8 @@ def download_wheels(requirements: tuple[str, ...], python_version: str, cache: P
                "--python-version", python_version, *(arg for tag in _PLATFORMS for arg in ("--platform", tag))]
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
-        raise ImageBuildError(f"pip could not download {' '.join(requirements)} for Python {python_version}:\n{result.stderr[-2000:]}")
+        wanted = " ".join(requirements)
+        raise ImageBuildError(f"pip could not download {wanted} for Python {python_version}:\n{result.stderr[-2000:]}")
     done.touch()
     return wheelhouse
 
