@@ -9,6 +9,7 @@ from gymenvs.swe.tasks.tasks import (
     load_tasks,
     parse_test_list,
     task_from_row,
+    task_to_row,
 )
 
-__all__ = ["FIXTURES", "REQUIRED_FIELDS", "Task", "fixtures_path", "load_tasks", "parse_test_list", "task_from_row"]
+__all__ = ["FIXTURES", "REQUIRED_FIELDS", "Task", "fixtures_path", "load_tasks", "parse_test_list", "task_from_row", "task_to_row"]
