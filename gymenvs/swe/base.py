@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, f
 
 from gymenvs.core import Outcome, TextEnv
 from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
-from gymenvs.swe.sandbox.images import check_template, image_for
 from gymenvs.swe.sandbox import SIZE_PATTERN, Limits, Sandbox, parse_size, reap_orphans_once, shared_client
+from gymenvs.swe.sandbox.images import check_template, image_for
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
 from gymenvs.swe.tasks.validate import invalid_tasks
 
