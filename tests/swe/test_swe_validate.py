@@ -14,11 +14,10 @@ import pytest
 from gymenvs.swe.grading import GradeReport, grade
 from gymenvs.swe.sandbox.images import image_for
 from gymenvs.swe.tasks import fixtures_path, load_tasks
-from gymenvs.swe.tasks.validate import read_report, validate_tasks
+from gymenvs.swe.tasks.validate import judge, read_report, validate_tasks
 
 from .conftest import FIXTURE_IDS, FIXTURE_TASKS
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN = Path(__file__).parent / "data" / "validate" / "broken_tasks.jsonl"
 GOLD_FIXES_NOTHING = "gymenvs-broken__gold-does-not-resolve"
@@ -49,6 +48,8 @@ def rules(verdict) -> dict[str, set[str]]:
     return {broken.rule: set(broken.tests) for broken in verdict.broken}
 
 
+@pytest.mark.docker
+@pytest.mark.slow
 def test_the_fixture_tasks_are_valid_and_make_the_filtered_dataset(run):
     folder, report, _ = run
     for instance_id in FIXTURE_IDS:
@@ -58,6 +59,8 @@ def test_the_fixture_tasks_are_valid_and_make_the_filtered_dataset(run):
     assert load_tasks(str(folder / "valid.jsonl")) == FIXTURE_TASKS  # the broken tasks are left out
 
 
+@pytest.mark.docker
+@pytest.mark.slow
 def test_a_gold_patch_that_does_not_resolve_is_caught(run):
     verdict = run[1][GOLD_FIXES_NOTHING]
     assert (verdict.status, verdict.rule) == ("invalid", "gold_does_not_resolve")
@@ -65,6 +68,8 @@ def test_a_gold_patch_that_does_not_resolve_is_caught(run):
     assert rules(verdict) == {"gold_does_not_resolve": fail_to_pass, "fail_to_pass_fails_after": fail_to_pass}
 
 
+@pytest.mark.docker
+@pytest.mark.slow
 def test_a_flaky_test_is_caught_with_runs_2(run):
     verdict = run[1][FLAKY]
     assert (verdict.status, verdict.rule) == ("invalid", "flaky")
@@ -73,6 +78,8 @@ def test_a_flaky_test_is_caught_with_runs_2(run):
     assert set().union(*found.values()) <= COIN_FLIPS  # no other test of the task is blamed
 
 
+@pytest.mark.docker
+@pytest.mark.slow
 def test_an_empty_patch_that_resolves_is_caught(run):
     verdict = run[1][EMPTY_RESOLVES]
     assert (verdict.status, verdict.rule) == ("invalid", "empty_patch_resolves")
@@ -80,12 +87,16 @@ def test_an_empty_patch_that_resolves_is_caught(run):
     assert rules(verdict) == {"empty_patch_resolves": set(), "fail_to_pass_passes_before": already_passing}
 
 
+@pytest.mark.docker
+@pytest.mark.slow
 def test_the_command_prints_each_verdict(run):
     lines = dict(line.split("\t", 1) for line in run[2].splitlines() if "\t" in line)
     assert lines[TEXTKIT].startswith("valid\t") and lines[EMPTY_RESOLVES].startswith("invalid: empty_patch_resolves;")
     assert "valid 4/7, invalid 3, errors 0" in run[2]
 
 
+@pytest.mark.docker
+@pytest.mark.slow
 def test_a_rerun_grades_only_the_tasks_the_report_has_not_judged(run, docker_client, tmp_path):
     folder, report, _ = run
     tasks = load_tasks(str(folder / "tasks.jsonl"))
@@ -109,6 +120,8 @@ def test_a_rerun_grades_only_the_tasks_the_report_has_not_judged(run, docker_cli
     assert len((tmp_path / "report.jsonl").read_text().splitlines()) == len(tasks)  # rewritten, one line per task
 
 
+@pytest.mark.docker
+@pytest.mark.slow
 def test_the_env_refuses_a_task_marked_invalid(run, make_env):
     folder = run[0]
     env = make_env(dataset=str(folder / "tasks.jsonl"), validation_report=str(folder / "report.jsonl"))
@@ -117,3 +130,18 @@ def test_the_env_refuses_a_task_marked_invalid(run, make_env):
         env.reset(options={"instance_id": EMPTY_RESOLVES})
     env.reset(options={"instance_id": TEXTKIT})
     assert env.unwrapped.episode_task.instance_id == TEXTKIT
+
+
+def test_a_run_that_could_not_grade_is_no_verdict():
+    task = FIXTURE_TASKS[0]
+    graded = GradeReport(task.instance_id, "resolved", dict.fromkeys(task.fail_to_pass, "PASSED"),
+                         dict.fromkeys(task.pass_to_pass, "PASSED"))
+    verdict = judge(task, [GradeReport(task.instance_id, "error", error="grading could not run: engine gone")], [graded])
+    assert (verdict.status, verdict.broken, verdict.error) == ("error", [], "error: grading could not run: engine gone")
+
+
+def test_a_report_line_cut_short_is_ignored(tmp_path):
+    task = FIXTURE_TASKS[0]
+    line = json.dumps({"instance_id": task.instance_id, "status": "valid", "runs": 1})
+    (tmp_path / "report.jsonl").write_text(line + "\n" + line[:20])
+    assert list(read_report(tmp_path / "report.jsonl")) == [task.instance_id]
