@@ -4,6 +4,7 @@ rule they break; a rerun skips what the report already judged; an env refuses a 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -23,7 +24,7 @@ BROKEN = Path(__file__).parent / "data" / "validate" / "broken_tasks.jsonl"
 GOLD_FIXES_NOTHING = "gymenvs-broken__gold-does-not-resolve"
 FLAKY = "gymenvs-broken__flaky-test"
 EMPTY_RESOLVES = "gymenvs-broken__empty-patch-resolves"
-TEXTKIT = "gymenvs-fixtures__textkit-1"
+TEXTKIT, ROMANS = "gymenvs-fixtures__textkit-1", "gymenvs-fixtures__romans-1"
 COIN_FLIPS = {f"tests/test_flaky.py::test_passes_on_a_coin_flip[{i}]" for i in range(8)}
 
 
@@ -99,7 +100,8 @@ def test_the_command_prints_each_verdict(run):
 @pytest.mark.slow
 def test_a_rerun_grades_only_the_tasks_the_report_has_not_judged(run, docker_client, tmp_path):
     folder, report, _ = run
-    tasks = load_tasks(str(folder / "tasks.jsonl"))
+    tasks = [dataclasses.replace(t, pass_to_pass=t.pass_to_pass[1:]) if t.instance_id == ROMANS else t  # its row changed
+             for t in load_tasks(str(folder / "tasks.jsonl"))]
     lines = (folder / "report.jsonl").read_text().splitlines()
     kept = [line for line in lines if json.loads(line)["instance_id"] != TEXTKIT]
     errored = {**json.loads(next(line for line in lines if FLAKY in line)), "status": "error", "error": "engine gone"}
@@ -111,12 +113,13 @@ def test_a_rerun_grades_only_the_tasks_the_report_has_not_judged(run, docker_cli
         return grade(docker_client, task, patch, image=image_for(task), timeout=300)
 
     verdicts = validate_tasks(tasks, grade_one, report=tmp_path / "report.jsonl", runs=2, progress=False)
-    assert sorted(graded) == sorted([TEXTKIT] * 4 + [FLAKY] * 4)  # the missing task and the errored one, 2 runs each
+    assert sorted(graded) == sorted([TEXTKIT, FLAKY, ROMANS] * 4)  # missing, errored, changed: 2 runs x 2 patches each
     assert [v.instance_id for v in verdicts] == [t.instance_id for t in tasks]
     again = read_report(tmp_path / "report.jsonl")
-    assert again[TEXTKIT].status == "valid" and again[FLAKY].rule == "flaky"
-    assert {i: v.to_dict() for i, v in again.items() if i not in (TEXTKIT, FLAKY)} == \
-        {i: v.to_dict() for i, v in report.items() if i not in (TEXTKIT, FLAKY)}
+    assert again[TEXTKIT].status == again[ROMANS].status == "valid" and again[FLAKY].rule == "flaky"
+    redone = (TEXTKIT, FLAKY, ROMANS)
+    untouched = {i: v.to_dict() for i, v in again.items() if i not in redone}
+    assert untouched == {i: v.to_dict() for i, v in report.items() if i not in redone}
     assert len((tmp_path / "report.jsonl").read_text().splitlines()) == len(tasks)  # rewritten, one line per task
 
 

@@ -21,6 +21,7 @@ task's status is `error`, and a rerun tries it again. The report is JSONL, one l
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -73,6 +74,8 @@ class TaskValidation:
     gold_runs: list[str] = field(default_factory=list)
     error: str | None = None
     seconds: float = 0.0
+    #: `fingerprint(task)` of the task as validated: a rerun validates a task again if its row changed.
+    fingerprint: str = ""
 
     @property
     def rule(self) -> str | None:
@@ -92,7 +95,8 @@ class TaskValidation:
     def from_dict(cls, data: Mapping[str, Any]) -> TaskValidation:
         broken = [BrokenRule(b["rule"], tuple(b.get("tests", ())), b.get("detail", "")) for b in data.get("broken", ())]
         return cls(data["instance_id"], data["status"], broken, int(data.get("runs", 1)), list(data.get("empty_runs", ())),
-                   list(data.get("gold_runs", ())), data.get("error"), float(data.get("seconds", 0.0)))
+                   list(data.get("gold_runs", ())), data.get("error"), float(data.get("seconds", 0.0)),
+                   str(data.get("fingerprint", "")))
 
     def summary(self) -> str:
         if self.status == VALID:
@@ -104,16 +108,28 @@ class TaskValidation:
         return f"{INVALID}: " + "; ".join(parts)
 
 
+def fingerprint(task: Task) -> str:
+    """A digest of what decides a task's verdict: its repository, commit, patches, test lists, image and test command."""
+    fields = (task.repo, task.base_commit, task.patch, task.test_patch, task.fail_to_pass, task.pass_to_pass, task.image,
+              task.version, task.test_cmd, task.log_parser)
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
+
+
 def validate_task(task: Task, grade_one: Grader, runs: int = 1) -> TaskValidation:
-    """Grade `task` `runs` times with the empty patch and with its gold patch, and judge the reports."""
+    """Grade `task` `runs` times with the empty patch and with its gold patch, and judge the reports.
+    An exception of `grade_one` is an `error` verdict: one task does not stop the others."""
     started = time.monotonic()
     empty: list[GradeReport] = []
     gold: list[GradeReport] = []
-    for _ in range(runs):
-        empty.append(grade_one(task, ""))
-        gold.append(grade_one(task, task.patch))
-    verdict = judge(task, empty, gold)
-    verdict.seconds = time.monotonic() - started
+    try:
+        for _ in range(runs):
+            empty.append(grade_one(task, ""))
+            gold.append(grade_one(task, task.patch))
+    except Exception as exc:
+        verdict = TaskValidation(task.instance_id, ERROR, runs=runs, error=f"grading raised {type(exc).__name__}: {exc}")
+    else:
+        verdict = judge(task, empty, gold)
+    verdict.seconds, verdict.fingerprint = time.monotonic() - started, fingerprint(task)
     return verdict
 
 
@@ -210,15 +226,17 @@ def invalid_tasks(path: str | Path) -> dict[str, str]:
 def validate_tasks(tasks: Sequence[Task], grade_one: Grader, *, report: str | Path, runs: int = 1, workers: int = 1,
                    progress: bool = True) -> list[TaskValidation]:
     """Validate every task, `workers` at a time, appending each verdict to `report` as it comes; the
-    tasks `report` already judged with at least `runs` runs are skipped. The verdicts, in task order."""
+    tasks `report` already judged, with at least `runs` runs and unchanged since, are skipped. The verdicts, in task order."""
     from tqdm import tqdm
 
     if runs < 1 or workers < 1:
         raise ValueError(f"runs={runs}, workers={workers}: each must be 1 or more")
     report = Path(report)
-    done = {i: v for i, v in read_report(report).items() if v.judged and v.runs >= runs}
+    earlier = read_report(report)
+    done = {t.instance_id: earlier[t.instance_id] for t in tasks if t.instance_id in earlier
+            and _still_holds(earlier[t.instance_id], t, runs)}
     todo = [task for task in tasks if task.instance_id not in done]
-    verdicts = {task.instance_id: done[task.instance_id] for task in tasks if task.instance_id in done}
+    verdicts = dict(done)
     report.parent.mkdir(parents=True, exist_ok=True)
     with (report.open("a") as out, tqdm(total=len(tasks), initial=len(verdicts), desc="validating", unit="task",
                                         disable=not progress) as bar, ThreadPoolExecutor(workers) as pool):
@@ -231,14 +249,21 @@ def validate_tasks(tasks: Sequence[Task], grade_one: Grader, *, report: str | Pa
             bar.set_postfix(invalid=sum(v.status == INVALID for v in verdicts.values()), refresh=False)
             bar.update()
     ordered = [verdicts[task.instance_id] for task in tasks]
-    _rewrite(report, ordered, keep=set(read_report(report)) - {task.instance_id for task in tasks})
+    _rewrite(report, ordered)
     return ordered
 
 
-def _rewrite(report: Path, verdicts: Sequence[TaskValidation], keep: set[str]) -> None:
-    """Rewrite the report with one line per task (tasks of other runs kept), whole or not at all."""
-    earlier = read_report(report)
-    lines = [json.dumps(earlier[i].to_dict()) for i in sorted(keep)] + [json.dumps(v.to_dict()) for v in verdicts]
+def _still_holds(verdict: TaskValidation, task: Task, runs: int) -> bool:
+    """Whether a verdict of an earlier run stands: reached, with enough runs, on the task as it is now."""
+    return verdict.judged and verdict.runs >= runs and verdict.fingerprint == fingerprint(task)
+
+
+def _rewrite(report: Path, verdicts: Sequence[TaskValidation]) -> None:
+    """Rewrite the report with one line per task, whole or not at all; the verdicts it holds on other
+    tasks (from a run over another selection of the dataset) are kept, first."""
+    ours = {v.instance_id for v in verdicts}
+    others = [v for i, v in read_report(report).items() if i not in ours]
+    lines = [json.dumps(v.to_dict()) for v in (*others, *verdicts)]
     partial = report.with_name(report.name + ".partial")
     partial.write_text("".join(line + "\n" for line in lines))
     partial.replace(report)
