@@ -196,7 +196,8 @@ def _validate(args: argparse.Namespace) -> int:
     verdicts = validate_tasks(tasks, grade_one, report=args.report, runs=args.runs, workers=args.workers,
                               progress=not args.quiet)
     for verdict in verdicts:
-        print(f"{verdict.instance_id}\t{verdict.summary()}\t{verdict.seconds:.1f}s")
+        note = " (from the report)" if verdict.resumed else f"\t{verdict.seconds:.1f}s"
+        print(f"{verdict.instance_id}\t{verdict.summary()}{note}")
     kept = write_valid_tasks(tasks, verdicts, args.valid_tasks)
     counts = {status: sum(v.status == status for v in verdicts) for status in (VALID, INVALID, "error")}
     print(f"valid {counts[VALID]}/{len(verdicts)}, invalid {counts[INVALID]}, errors {counts['error']}; "

@@ -118,6 +118,7 @@ def test_a_rerun_grades_only_the_tasks_the_report_has_not_judged(run, docker_cli
     again = read_report(tmp_path / "report.jsonl")
     assert again[TEXTKIT].status == again[ROMANS].status == "valid" and again[FLAKY].rule == "flaky"
     redone = (TEXTKIT, FLAKY, ROMANS)
+    assert {v.instance_id for v in verdicts if not v.resumed} == set(redone)
     untouched = {i: v.to_dict() for i, v in again.items() if i not in redone}
     assert untouched == {i: v.to_dict() for i, v in report.items() if i not in redone}
     assert len((tmp_path / "report.jsonl").read_text().splitlines()) == len(tasks)  # rewritten, one line per task

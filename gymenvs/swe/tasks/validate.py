@@ -21,6 +21,7 @@ task's status is `error`, and a rerun tries it again. The report is JSONL, one l
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -76,6 +77,8 @@ class TaskValidation:
     seconds: float = 0.0
     #: `fingerprint(task)` of the task as validated: a rerun validates a task again if its row changed.
     fingerprint: str = ""
+    #: Read back from the report of an earlier run, not validated now (not written to the report).
+    resumed: bool = field(default=False, compare=False)
 
     @property
     def rule(self) -> str | None:
@@ -88,6 +91,7 @@ class TaskValidation:
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
+        del data["resumed"]
         data["broken"] = [{**asdict(b), "tests": list(b.tests)} for b in self.broken]
         return {"instance_id": self.instance_id, "status": self.status, "rule": self.rule, **data}
 
@@ -236,7 +240,7 @@ def validate_tasks(tasks: Sequence[Task], grade_one: Grader, *, report: str | Pa
     done = {t.instance_id: earlier[t.instance_id] for t in tasks if t.instance_id in earlier
             and _still_holds(earlier[t.instance_id], t, runs)}
     todo = [task for task in tasks if task.instance_id not in done]
-    verdicts = dict(done)
+    verdicts = {i: dataclasses.replace(v, resumed=True) for i, v in done.items()}
     report.parent.mkdir(parents=True, exist_ok=True)
     with (report.open("a") as out, tqdm(total=len(tasks), initial=len(verdicts), desc="validating", unit="task",
                                         disable=not progress) as bar, ThreadPoolExecutor(workers) as pool):
