@@ -149,3 +149,24 @@ def test_a_report_line_cut_short_is_ignored(tmp_path):
     line = json.dumps({"instance_id": task.instance_id, "status": "valid", "runs": 1})
     (tmp_path / "report.jsonl").write_text(line + "\n" + line[:20])
     assert list(read_report(tmp_path / "report.jsonl")) == [task.instance_id]
+
+
+@pytest.mark.parametrize("env_id", ["gymenvs/SWE-v0", "gymenvs/SWEAgent-v0"])
+def test_both_envs_take_a_validation_report(env_id, tmp_path):
+    import gymnasium as gym
+
+    import gymenvs  # noqa: F401
+
+    romans = "gymenvs-fixtures__romans-1"
+    flaky = {"rule": "flaky", "tests": ["tests/test_numerals.py::test_roundtrip"], "detail": ""}
+    report = tmp_path / "report.jsonl"
+    report.write_text(json.dumps({"instance_id": romans, "status": "invalid", "broken": [flaky], "runs": 2}) + "\n" +
+                      json.dumps({"instance_id": TEXTKIT, "status": "error", "error": "engine gone"}) + "\n")
+    env = gym.make(env_id, validation_report=str(report))  # constructing touches no engine
+    assert [t.instance_id for t in env.unwrapped.tasks] == [i for i in FIXTURE_IDS if i != romans]  # an error is no verdict
+    with pytest.raises(ValueError, match=r"romans-1' is marked invalid .*flaky \(tests/test_numerals.py::test_roundtrip\)"):
+        env.unwrapped.pick_task({"instance_id": romans})
+    with pytest.raises(ValueError, match="marks every task of this env invalid"):
+        gym.make(env_id, validation_report=str(report), instance_ids=[romans])
+    with pytest.raises(ValueError, match="does not exist: write one with `gymenvs swe validate`"):
+        gym.make(env_id, validation_report=str(tmp_path / "absent.jsonl"))
