@@ -146,8 +146,9 @@ def judge(task: Task, empty: Sequence[GradeReport], gold: Sequence[GradeReport])
         verdict.status, verdict.error = ERROR, f"{failed[0].status}: {failed[0].error}"
         return verdict
     broken: dict[str, BrokenRule] = {}
-    if any(r.status == "patch_failed" for r in gold):
-        broken["gold_patch_does_not_apply"] = BrokenRule("gold_patch_does_not_apply", detail=gold[0].error or "")
+    refused = [r for r in gold if r.status == "patch_failed"]
+    if refused:
+        broken["gold_patch_does_not_apply"] = BrokenRule("gold_patch_does_not_apply", detail=refused[0].error or "")
     else:
         broken.update(_test_rules(task, empty, gold))
         if not all(r.resolved for r in gold):
@@ -164,7 +165,8 @@ def judge(task: Task, empty: Sequence[GradeReport], gold: Sequence[GradeReport])
 def _test_rules(task: Task, empty: Sequence[GradeReport], gold: Sequence[GradeReport]) -> dict[str, BrokenRule]:
     """The flaky rule and the four per-test rules, from each listed test's statuses over the runs."""
     rules: dict[str, BrokenRule] = {}
-    flaky = _flaky(empty, "empty patch") | _flaky(gold, "gold patch")
+    before, after = _flaky(empty, "empty patch"), _flaky(gold, "gold patch")
+    flaky = {name: "; ".join(filter(None, (before.get(name), after.get(name)))) for name in {*before, *after}}
     if flaky:
         rules["flaky"] = BrokenRule("flaky", tuple(sorted(flaky)), "; ".join(flaky[name] for name in sorted(flaky)))
     checks = (("fail_to_pass_passes_before", task.fail_to_pass, empty, False),
