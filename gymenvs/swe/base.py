@@ -24,6 +24,7 @@ from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
 from gymenvs.swe.sandbox import SIZE_PATTERN, Limits, Sandbox, parse_size, reap_orphans_once, shared_client
 from gymenvs.swe.sandbox.images import check_template, image_for
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
+from gymenvs.swe.tasks.validate import invalid_tasks
 
 #: Docker's size syntax, for every size option: a number of bytes with an optional unit ("512m", "10g").
 Size = Annotated[str, Field(pattern=SIZE_PATTERN)]
@@ -53,6 +54,9 @@ class SWEConfig(BaseModel):
     image_template: str | None = None
     """Image name for rows without an `image`, with the fields {instance_id}, {swebench_id}, {swegym_id},
     {repo}, {version} (default: the SWE-Gym / SWE-bench convention)."""
+    validation_report: str | None = None
+    """A `gymenvs swe validate` report (JSONL): the tasks it marks invalid are never drawn, and naming
+    one in `reset(options={"instance_id": ...})` is a ValueError saying which rule it broke."""
     pull: bool = False
     """Pull a missing image from its registry (default: no; a missing image fails at reset, saying how to
     build or pull it)."""
@@ -150,6 +154,16 @@ def select_tasks(tasks: tuple[Task, ...], instance_ids: Sequence[str] | None) ->
     return tuple(by_id[i] for i in instance_ids)
 
 
+def refused_tasks(tasks: tuple[Task, ...], validation_report: str | None) -> dict[str, str]:
+    """{instance_id: why} of the tasks `validation_report` marks invalid; ValueError if that leaves none."""
+    if validation_report is None:
+        return {}
+    refused = {i: why for i, why in invalid_tasks(validation_report).items() if i in {t.instance_id for t in tasks}}
+    if len(refused) == len(tasks):
+        raise ValueError(f"validation_report={validation_report!r} marks every task of this env invalid: {refused}")
+    return refused
+
+
 class SWEBaseEnv(TextEnv):
     """The part of SWE-v0 and SWEAgent-v0 that is the same: the config, the task of the episode, the
     container it runs in (`_sandbox`), and grading that container's changes to end the episode.
@@ -168,6 +182,8 @@ class SWEBaseEnv(TextEnv):
             raise ValueError(f"config={config!r}: allowed is a gymenvs.swe.base.SWEConfig or None")
         self.config = self.config_class.from_kwargs(config, **options)
         self.tasks = select_tasks(load_tasks(self.config.dataset, split=self.config.split), self.config.instance_ids)
+        self.refused = refused_tasks(self.tasks, self.config.validation_report)
+        self.tasks = tuple(task for task in self.tasks if task.instance_id not in self.refused)
         self.limits = self.config.limits
         self.task: Task | None = None
         self.report: GradeReport | None = None
@@ -204,6 +220,9 @@ class SWEBaseEnv(TextEnv):
         for task in self.tasks:
             if task.instance_id == options["instance_id"]:
                 return task
+        if options["instance_id"] in self.refused:
+            raise ValueError(f"instance_id={options['instance_id']!r} is marked invalid by validation_report="
+                             f"{self.config.validation_report!r}: {self.refused[options['instance_id']]}")
         known = ", ".join(t.instance_id for t in self.tasks[:5]) + (", ..." if len(self.tasks) > 5 else "")
         raise ValueError(f"instance_id={options['instance_id']!r} is not a task of this env ({len(self.tasks)} tasks: {known})")
 

@@ -1,5 +1,5 @@
 """SWE tasks: dataset rows as `Task`s (`tasks`), fixture tasks built from real releases (`upstream`),
-and the shipped fixtures (`fixtures/`)."""
+the shipped fixtures (`fixtures/`), and checking a dataset's tasks before training on them (`validate`)."""
 
 from gymenvs.swe.tasks.tasks import (
     FIXTURES,
@@ -9,6 +9,9 @@ from gymenvs.swe.tasks.tasks import (
     load_tasks,
     parse_test_list,
     task_from_row,
+    task_to_row,
 )
 
-__all__ = ["FIXTURES", "REQUIRED_FIELDS", "Task", "fixtures_path", "load_tasks", "parse_test_list", "task_from_row"]
+__all__ = [
+    "FIXTURES", "REQUIRED_FIELDS", "Task", "fixtures_path", "load_tasks", "parse_test_list", "task_from_row", "task_to_row",
+]

@@ -72,6 +72,14 @@ def task_from_row(row: Mapping[str, Any], where: str = "row") -> Task:
     )
 
 
+def task_to_row(task: Task) -> dict[str, Any]:
+    """The dataset row of `task` (test lists as real lists, the row's other fields kept): `task_from_row`
+    reads it back as the same task."""
+    row = {name: getattr(task, name) for name in Task.__dataclass_fields__
+           if name not in ("fail_to_pass", "pass_to_pass", "extra") and getattr(task, name) is not None}
+    return {**row, "FAIL_TO_PASS": list(task.fail_to_pass), "PASS_TO_PASS": list(task.pass_to_pass), **task.extra}
+
+
 
 def parse_test_list(value: Any, name: str = "tests", where: str = "row") -> tuple[str, ...]:
     """A test list as SWE-bench (a JSON string), SWE-Gym (a list) or a null cell gives it."""
