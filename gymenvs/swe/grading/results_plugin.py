@@ -29,6 +29,8 @@ import json
 import os
 import sys
 
+import pytest
+
 #: pytest's machinery that runs a test and turns its result into a report, by module and attribute.
 WATCHED = (
     ("_pytest.runner", "runtestprotocol"), ("_pytest.runner", "call_and_report"),
@@ -101,8 +103,11 @@ def _fingerprint(value):
 def _machinery():
     found = {f"{module}.{name}": _fingerprint(_resolve(module, name)) for module, name in WATCHED}
     rewrite_hook = _resolve("_pytest.assertion.rewrite", "AssertionRewritingHook")
-    found["sys.meta_path"] = tuple(id(finder) for finder in sys.meta_path if type(finder) is not rewrite_hook)
-    found["sys.path_hooks"] = tuple(map(id, sys.path_hooks))
+    # Libraries append finders (six does): only what comes before the baseline's last finder counts,
+    # as a finder appended after it sees no module an earlier one finds.
+    finders = tuple(id(finder) for finder in sys.meta_path if type(finder) is not rewrite_hook)
+    found["sys.meta_path"] = finders[: _state.get("finders", len(finders))]
+    found["sys.path_hooks"] = tuple(map(id, sys.path_hooks))[: _state.get("path_hooks", len(sys.path_hooks))]
     found["sys.gettrace()"] = id(sys.gettrace())
     found["sys.getprofile()"] = id(sys.getprofile())
     found["sys.excepthook"] = id(sys.excepthook)
@@ -110,6 +115,8 @@ def _machinery():
         found[f"sys.modules[{name!r}]"] = id(sys.modules.get(name))
     for name, function in _OWN.items():
         found[f"results plugin {name}"] = _fingerprint(function)
+        found[f"results plugin global {name}"] = id(globals().get(name))
+    found["results plugin channel"] = (id(type(_channel)), tuple(sorted(vars(_channel))))
     return found
 
 
@@ -149,49 +156,62 @@ class _Channel:
 
 _channel = _Channel()
 _channel.open()
+_write = _Channel.write  # called as a function: an attribute set on the channel object changes nothing
 _state: dict = {"config": None, "baseline": None, "plugins": None, "hooks": None, "terminal": None, "reported": set()}
 
 
-def pytest_configure(config):
+@pytest.hookimpl(trylast=True)  # after the terminal reporter exists
+def pytest_configure(config, _state=_state, _channel=_channel, _write=_write):
     _state["config"] = config
     if hasattr(config, "workerinput"):  # an xdist worker: its controller reports
         _channel.fd = None
         return
-    _channel.write({"event": "start"})
-
-
-def pytest_collection_finish(session):
-    """Everything pytest loads by itself is loaded: from here on, nothing may join or leave."""
-    manager = session.config.pluginmanager
+    _write(_channel, {"event": "start"})
+    manager = config.pluginmanager
     _state["plugins"] = {id(plugin): manager.get_name(plugin) for plugin in manager.get_plugins()}
     _state["hooks"] = _hook_impls(manager)
     terminal = manager.get_plugin("terminalreporter")
     _state["terminal"] = (id(terminal), _instance_callables(terminal))
-    _check("after collection")
 
 
-def pytest_runtest_logreport(report):
+def pytest_collection_finish(session, _state=_state):
+    """Collection (which imports the package under test) is over: what pytest itself added since
+    configure (conftest modules, its own objects) joins the baseline, anything else is a change."""
+    manager = session.config.pluginmanager
+    plugins = {id(plugin): plugin for plugin in manager.get_plugins()}
+    strangers = [manager.get_name(plugin) for key, plugin in plugins.items()
+                 if key not in _state["plugins"] and not _pytest_own(plugin)]
+    hooks = _hook_impls(manager)
+    lost = [name for name, impls in _state["hooks"].items() if not set(impls) <= set(hooks.get(name, ()))]
+    _state["plugins"] = {key: manager.get_name(plugin) for key, plugin in plugins.items()
+                         if manager.get_name(plugin) not in strangers}
+    _state["hooks"] = {name: tuple(i for i in impls if i[0] not in strangers) for name, impls in hooks.items()}
+    _state["check"]("after collection", [f"plugin registered: {name}" for name in strangers]
+                    + [f"hook implementations of {name}" for name in lost])
+
+
+def pytest_runtest_logreport(report, _state=_state, _channel=_channel, _write=_write):
     config = _state["config"]
     if config is None:
         return
     nodeid = config.cwd_relative_nodeid(report.nodeid)  # as the -rA summary names it
-    _channel.write({"nodeid": nodeid, "when": report.when, "outcome": report.outcome, "xfail": hasattr(report, "wasxfail")})
+    _write(_channel, {"nodeid": nodeid, "when": report.when, "outcome": report.outcome, "xfail": hasattr(report, "wasxfail")})
     if report.when == "teardown":
-        _check(nodeid)
+        _state["check"](nodeid)
 
 
-def pytest_sessionfinish(session, exitstatus):
-    _check("end of session")
-    _channel.write({"event": "finish", "exitstatus": int(exitstatus)})
+def pytest_sessionfinish(session, exitstatus, _state=_state, _channel=_channel, _write=_write):
+    _state["check"]("end of session")
+    _write(_channel, {"event": "finish", "exitstatus": int(exitstatus)})
 
 
-def pytest_unconfigure(config):
-    _check("unconfigure")
+def pytest_unconfigure(config, _state=_state):
+    _state["check"]("unconfigure")
 
 
-def _check(when):
-    """Write a tampered record for each change since the baseline not reported yet."""
-    changes = [name for name, value in _machinery().items() if _BASELINE.get(name) != value]
+def _check(when, found=(), _state=_state, _channel=_channel, _write=_write):
+    """Write a tampered record for each change since the baseline (and each of `found`) not reported yet."""
+    changes = list(found) + [name for name, value in _state["machinery"]().items() if _state["baseline"].get(name) != value]
     config = _state["config"]
     if config is not None and _state["plugins"] is not None:
         manager = config.pluginmanager
@@ -206,7 +226,14 @@ def _check(when):
     new = [change for change in changes if change not in _state["reported"]]
     if new:
         _state["reported"].update(new)
-        _channel.write({"event": "tampered", "when": when, "changes": new})
+        _write(_channel, {"event": "tampered", "when": when, "changes": new})
+
+
+def _pytest_own(plugin):
+    """A conftest module, or one of pytest's own objects, that pytest registers during collection."""
+    name = getattr(plugin, "__file__", None) or ""
+    module = getattr(plugin, "__name__", None) if hasattr(plugin, "__file__") else type(plugin).__module__
+    return os.path.basename(name) == "conftest.py" or (module or "").split(".")[0] in ("_pytest", "pytest")
 
 
 def _hook_impls(manager):
@@ -225,6 +252,8 @@ def _instance_callables(obj):
 
 _OWN = {function.__name__: function for function in (
     pytest_configure, pytest_collection_finish, pytest_runtest_logreport, pytest_sessionfinish, pytest_unconfigure,
-    _check, _machinery, _hook_impls, _instance_callables, _fingerprint, _resolve, _Channel.write)}
-_BASELINE = _machinery()
+    _check, _machinery, _hook_impls, _pytest_own, _instance_callables, _fingerprint, _resolve, _Channel.write)}
+_state.update(check=_check, machinery=_machinery)
+_state["baseline"] = _machinery()
+_state.update(finders=len(_state["baseline"]["sys.meta_path"]), path_hooks=len(_state["baseline"]["sys.path_hooks"]))
 _ = builtins  # the import keeps `builtins` loaded for the watch list
