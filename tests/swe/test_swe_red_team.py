@@ -352,11 +352,12 @@ def test_honest_patches_are_neither_tampered_nor_flagged(graded, name):
     assert report.status == "resolved" and report.tampering == [] and report.screen == [], report.to_dict()
 
 
-def test_in_zero_mode_a_flagged_patch_grades_zero_without_running_the_tests(docker_client, swe_images):
+def test_in_zero_mode_a_flagged_patch_grades_zero(docker_client, swe_images):
     attack = next(attack for attack in ATTACKS if attack.name == "slugify returns an always-equal str")
     report = grade(docker_client, TASK, attack.diff, image=image_for(TASK), timeout=300)  # screen="zero" by default
     assert report.status == "screened" and report.reward == 0.0 and report.outcome == "model"
-    assert "eq-ignores-argument" in report.error and report.log_tail == ""
+    assert "eq-ignores-argument" in report.error
+    assert set(report.fail_to_pass.values()) == {"PASSED"}  # the tests ran, and the always-equal str fooled them
 
 
 def test_table(graded):

@@ -181,10 +181,7 @@ def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbo
         sandbox = DockerSandbox(client, image, role="grading", episode_id=episode_id or task.instance_id, limits=limits)
         try:
             diff = _prepare(sandbox, task, report, apply, take_diff)
-            if diff is not None and report.screen and screen == "zero":
-                report.status, report.error = "screened", "the static screen found: " + screen_summary(
-                    Finding(**f) for f in report.screen)
-            elif diff is not None:
+            if diff is not None:
                 sandbox.put_files(_PLUGIN_DIR, {f"{plugin_module(nonce)}.py": _PLUGIN_SOURCE.read_bytes()})
                 sandbox.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
                                             "results.jsonl": b"", "results.key": key}, mode=0o600)
@@ -197,6 +194,10 @@ def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbo
     if result is not None:
         log = decode_output(result.output.raw())
         _read_log(report, task, log, nonce, timed_out=result.timed_out, timeout=timeout, channel=channel)
+    if report.screen and screen == "zero" and report.status in ("resolved", "unresolved"):
+        # The tests still ran: the report shows what they said, and the status why it does not count.
+        report.status = "screened"
+        report.error = "the static screen found: " + screen_summary(Finding(**finding) for finding in report.screen)
     report.seconds = time.monotonic() - started
     return report, diff or ""
 
