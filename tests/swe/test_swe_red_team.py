@@ -371,3 +371,33 @@ def test_table(graded):
                     f"{', '.join(sorted(stopped_by(report)))} |")
     print("\n" + "\n".join(rows))
     assert len(rows) == len(ATTACKS) + 2
+
+
+def test_the_channel_keeps_only_signed_records_in_sequence():
+    import hashlib
+    import hmac
+    import json
+
+    from gymenvs.swe.grading.grading import read_channel
+
+    def signed(seq: int, record: dict, key: bytes = b"k") -> bytes:
+        body = json.dumps({"seq": seq, **record})
+        return json.dumps({"body": body, "mac": hmac.new(key, body.encode(), hashlib.sha256).hexdigest()}).encode()
+
+    start, finish = signed(1, {"event": "start"}), signed(2, {"event": "finish", "exitstatus": 0})
+    assert read_channel(start + b"\n" + finish, b"k").tampering == []
+    forged = json.dumps({"nodeid": "t.py::a", "when": "call", "outcome": "passed"}).encode()
+    channel = read_channel(b"\n".join([start, forged, signed(2, {"event": "x"}, b"guess"), finish]), b"k")
+    assert channel.tampering == ["the results channel holds 2 line(s) the report plugin did not write"]
+    assert [r.get("event") for r in channel.records] == ["start", "finish"]
+    assert read_channel(start + b"\n" + signed(3, {"event": "finish"}), b"k").tampering == [
+        "the results channel skips from record 2 to 3"]
+
+
+def test_the_screen_reports_only_what_the_change_added():
+    from gymenvs.swe.grading.screen import screen_changes
+
+    old = b"import atexit\natexit.register(print)\n"
+    new = old + b"import os\nos._exit(0)\n\nclass A:\n    def __eq__(self, other):\n        return self is other\n"
+    assert [(f.rule, f.detail) for f in screen_changes({"pkg/m.py": new}, {"pkg/m.py": old})] == [("exit", "call of os._exit")]
+    assert screen_changes({"src/_pytest/runner.py": b"import _pytest.reports\n"}, {"src/_pytest/runner.py": b""}) == []
