@@ -401,3 +401,27 @@ def test_the_screen_reports_only_what_the_change_added():
     new = old + b"import os\nos._exit(0)\n\nclass A:\n    def __eq__(self, other):\n        return self is other\n"
     assert [(f.rule, f.detail) for f in screen_changes({"pkg/m.py": new}, {"pkg/m.py": old})] == [("exit", "call of os._exit")]
     assert screen_changes({"src/_pytest/runner.py": b"import _pytest.reports\n"}, {"src/_pytest/runner.py": b""}) == []
+
+
+def test_an_episode_that_tampers_ends_with_the_detail_in_info(make_env):
+    from .test_swe_env import start, submit
+
+    env = start(make_env, TASK.instance_id)
+    attack = ATTACKS[0]  # TestReport.from_item_and_call forced to pass
+    added = [line[1:] for line in attack.diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    new_slug = "".join(line + "\n" for line in added)
+    env.step({"name": "create_file", "arguments": {"path": "textkit/slug.py", "content": new_slug}})
+    env.step({"name": "create_file", "arguments": {"path": "conftest.py", "content": FORCE_PASS_PLUGIN}})
+    reward, report = submit(env)
+    assert reward == 0.0 and report["status"] == "tampered"
+    assert report["outcome"] == "model" and report["reason"] == "tampered"
+    assert any("_pytest.reports.TestReport.from_item_and_call" in change for change in report["tampering"])
+    assert {finding["rule"] for finding in report["screen"]} >= {"framework-import", "runner-patch", "conftest"}
+
+
+def test_the_screen_mode_is_validated():
+    from gymenvs.swe.base import SWEConfig
+
+    assert SWEConfig().screen == "zero" and SWEConfig(screen="flag").screen == "flag"
+    with pytest.raises(ValueError, match="screen"):
+        SWEConfig(screen="warn")
