@@ -26,7 +26,6 @@ from .conftest import FIXTURE_TASKS
 
 pytestmark = pytest.mark.docker
 TASK = next(task for task in FIXTURE_TASKS if task.instance_id == "gymenvs-fixtures__textkit-1")
-UPSTREAM = next(task for task in FIXTURE_TASKS if task.instance_id == "gymenvs-upstream__itsdangerous-2.1.1")
 REPO = fixtures_path() / "repos" / "textkit"
 FAILING = list(TASK.fail_to_pass)
 ALL_TESTS = FAILING + list(TASK.pass_to_pass)
@@ -297,7 +296,8 @@ for _module in list(_sys.modules.values()):
         _channel.write = _passing
 """)),
 ]
-CONTROLS = {"gold patch (textkit)": (TASK, TASK.patch), "gold patch (itsdangerous, upstream tests)": (UPSTREAM, UPSTREAM.patch)}
+#: Honest patches: the gold patch of every fixture task (itsdangerous's runs its upstream suite, with freezegun and six).
+CONTROLS = {f"gold patch ({task.instance_id})": (task, task.patch) for task in FIXTURE_TASKS}
 
 
 def stopped_by(report: GradeReport) -> set[str]:

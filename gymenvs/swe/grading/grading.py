@@ -61,6 +61,7 @@ _PLUGIN_DIR = "/run/gymenvs-python"
 _PLUGIN_SOURCE = Path(__file__).parent / "results_plugin.py"
 _SCREEN_FILE_LIMIT = 200
 #: Statuses that are a verdict on the agent's changes; the others ("timeout", "error") are not.
+BROKEN_TASK = "the task's test_patch does not apply: the task is broken"
 MODEL_STATUSES = frozenset({"resolved", "unresolved", "patch_failed", "tampered", "screened"})
 
 
@@ -102,8 +103,11 @@ class GradeReport:
     @property
     def outcome(self) -> str:
         """Whose result this is: "model" (a verdict on the agent's changes, `tampered` and `screened`
-        included) or "infra" (grading timed out or could not run; a broken task is also "error")."""
-        return "model" if self.status in MODEL_STATUSES else "infra"
+        included), "invalid" (the task's test_patch does not apply) or "infra" (grading timed out or
+        could not run)."""
+        if self.status in MODEL_STATUSES:
+            return "model"
+        return "invalid" if self.error == BROKEN_TASK else "infra"
 
     @property
     def reason(self) -> str:
@@ -221,7 +225,7 @@ def _prepare(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[
     report.screen = [finding.to_dict() for finding in _screen(sandbox, task, changes.changed)]
     report.ignored_files.update(enforce_policy(sandbox, WORKDIR, task.base_commit, changes.changed, frozenset(task.test_files)))
     if not _apply_test_patch(sandbox, task):
-        report.error = "the task's test_patch does not apply: the task is broken"
+        report.error = BROKEN_TASK
         return None
     return diff
 
