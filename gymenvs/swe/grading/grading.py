@@ -15,8 +15,12 @@
    a report a plugin wrote, test by test, to a root-only file: printed output cannot forge a pass.
    The log is then judged as the SWE-bench harness judges it (`report`): the task is resolved only
    if every FAIL_TO_PASS test passes and no PASS_TO_PASS test fails or goes missing; a log the
-   harness would reject is an error, not a failing agent. What is and is not defended is written
-   in docs/swe-security.md.
+   harness would reject is an error, not a failing agent.
+5. Against the code under test, which runs inside pytest: the plugin's records are signed (a key
+   only the plugin reads), it checks that pytest's machinery, the registered plugins and itself
+   stay as they were (a change makes the grading "tampered", reward 0), and a static screen of the
+   agent's changes (`screen`) zeroes or flags code that targets the test run. What is and is not
+   defended is written in docs/swe-security.md.
 """
 
 from __future__ import annotations

@@ -162,6 +162,9 @@ _state: dict = {"config": None, "baseline": None, "plugins": None, "hooks": None
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter exists
 def pytest_configure(config, _state=_state, _channel=_channel, _write=_write):
+    if _state["config"] is not None:  # a session inside the tests (pytester): not the one graded
+        config.pluginmanager.unregister(sys.modules[__name__])
+        return
     _state["config"] = config
     if hasattr(config, "workerinput"):  # an xdist worker: its controller reports
         _channel.fd = None
