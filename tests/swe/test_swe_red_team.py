@@ -306,8 +306,8 @@ INNER_SESSION_TEST = """def test_an_inner_session(pytester):
 """
 #: A test that runs a pytest session of its own (as pytest plugins' suites do): no tampering.
 CONTROLS["a pytester session inside a test"] = (
-    dataclasses.replace(TASK, test_patch=new_file("tests/test_nested.py", INNER_SESSION_TEST), pass_to_pass=[],
-                        fail_to_pass=["tests/test_nested.py::test_an_inner_session"],
+    dataclasses.replace(TASK, test_patch=new_file("tests/test_nested.py", INNER_SESSION_TEST), pass_to_pass=(),
+                        fail_to_pass=("tests/test_nested.py::test_an_inner_session",),
                         test_cmd="pytest -rA -p pytester tests/test_nested.py"), "")
 
 
