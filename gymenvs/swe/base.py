@@ -15,7 +15,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
 
@@ -86,6 +86,9 @@ class SWEConfig(BaseModel):
     grade_as_root: bool = False
     """Run the tests as root when grading (as SWE-bench does) instead of an unprivileged user; for
     repositories whose tests need root."""
+    screen: Literal["flag", "zero"] = "zero"
+    """What grading's static screen does with code in the agent's changes that targets the test run
+    (docs/swe-security.md): "zero" (reward 0, status "screened") or "flag" (only `info["report"]["screen"]`)."""
 
     @field_validator("instance_ids", mode="before")
     @classmethod
@@ -241,6 +244,7 @@ class SWEBaseEnv(TextEnv):
         try:
             self.report, diff = grade_sandbox(self.client, self.episode_task, sandbox, image=self.task_image(),
                                               timeout=self.config.grading_timeout_s, test_user=self.config.test_user,
+                                              screen=self.config.screen,
                                               limits=dataclasses.replace(self.limits, network=False),
                                               episode_id=self._episode_id or "")
         finally:

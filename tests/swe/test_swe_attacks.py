@@ -3,7 +3,9 @@ hooks through the `patch` fallback, a fake `git` in the agent's container, forge
 (printed at exit and from a detached process), and a look at what the tests' user can reach.
 
 Each attack graded 1.0 before the fix (see docs/swe-security.md); each test shows it now grades 0
-or refuses the patch."""
+or refuses the patch. They grade with `screen="flag"`, so that the layer each is about is what stops
+it (the static screen, on by default, would zero most of them before the tests run); the red team
+of tests/swe/test_swe_red_team.py covers the screen and the runtime integrity check."""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ def new_file(path: str, content: str, *, mode: str = "100644", git_header: bool 
 def test_a_conftest_hidden_after_another_files_hunks_is_undone(docker_client, swe_images):
     attack = new_file("NOTES.txt", "harmless\n") + new_file("conftest.py", FORCE_PASS_CONFTEST, git_header=False)
     assert filter_diff(attack)[1] == {}  # the header-only filter does not see the second file
-    report = grade(docker_client, TASK, attack, image=image_for(TASK), timeout=120)
+    report = grade(docker_client, TASK, attack, image=image_for(TASK), timeout=120, screen="flag")
     assert report.status == "unresolved" and report.reward == 0.0
     assert report.ignored_files == {"conftest.py": "pytest configuration"}  # found on disk, and undone
     assert set(report.fail_to_pass.values()) == {"FAILED"}
@@ -60,7 +62,7 @@ def test_pytest_toml_and_package_metadata_are_protected():
 
 
 def test_a_fake_git_and_a_gitignored_conftest_in_the_agents_container_change_nothing(make_env):
-    env = start(make_env, TASK.instance_id)
+    env = start(make_env, TASK.instance_id, screen="flag")
     env.step({"name": "create_file", "arguments": {"path": "conftest.py", "content": FORCE_PASS_CONFTEST}})
     fake_git = ("printf '#!/bin/sh\\necho \"diff --git a/README.md b/README.md\"\\n' > /usr/local/bin/git"
                 " && chmod +x /usr/local/bin/git")
@@ -101,7 +103,7 @@ atexit.register(_forge)
 
 def test_forged_test_output_and_a_detached_forger_grade_zero(docker_client, swe_images):
     attack = _module_diff("textkit/slug.py", TASK, FORGERY)
-    report = grade(docker_client, TASK, attack, image=image_for(TASK), timeout=120)
+    report = grade(docker_client, TASK, attack, image=image_for(TASK), timeout=120, screen="flag")
     assert report.reward == 0.0 and report.status == "unresolved"
     assert "the log claims 2 test(s) passed that the test runner saw fail" in report.error
     assert set(report.fail_to_pass.values()) == {"FAILED"}

@@ -78,7 +78,7 @@ def instance_dir(prediction: Prediction, run_id: str, log_dir: Path = LOG_DIR) -
 
 def harness_report(prediction: Prediction, graded: GradeReport) -> dict[str, Any]:
     """The harness's report.json for one instance (our full report rides along under "gymenvs")."""
-    ran = graded.status in ("resolved", "unresolved")
+    ran = graded.status in ("resolved", "unresolved", "tampered", "screened")  # the tests ran (and did not count)
     entry: dict[str, Any] = {
         "patch_is_None": prediction.model_patch is None,
         "patch_exists": prediction.model_patch is not None,

@@ -15,16 +15,22 @@
    a report a plugin wrote, test by test, to a root-only file: printed output cannot forge a pass.
    The log is then judged as the SWE-bench harness judges it (`report`): the task is resolved only
    if every FAIL_TO_PASS test passes and no PASS_TO_PASS test fails or goes missing; a log the
-   harness would reject is an error, not a failing agent. What is and is not defended is written
-   in docs/swe-security.md.
+   harness would reject is an error, not a failing agent.
+5. Against the code under test, which runs inside pytest: the plugin's records are signed (a key
+   only the plugin reads), it checks that pytest's machinery, the registered plugins and itself
+   stay as they were (a change makes the grading "tampered", reward 0), and a static screen of the
+   agent's changes (`screen`) zeroes or flags code that targets the test run. What is and is not
+   defended is written in docs/swe-security.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import io
 import json
+import secrets
 import shlex
 import tarfile
 import time
@@ -38,6 +44,8 @@ from gymenvs.swe.grading.changes import STAGING, TRUSTED_GIT, copy_changes, disk
 from gymenvs.swe.grading.logparsers import FAILED
 from gymenvs.swe.grading.patches import filter_diff
 from gymenvs.swe.grading.report import PASSING, RESOLVED_FULL, Verdict, invalid_log_reason
+from gymenvs.swe.grading.screen import Finding, ScreenMode, screen_changes, screened_paths
+from gymenvs.swe.grading.screen import summary as screen_summary
 from gymenvs.swe.grading.specs import spec_for
 from gymenvs.swe.sandbox.base import Limits, Sandbox, SandboxError
 from gymenvs.swe.sandbox.docker import DockerSandbox
@@ -52,9 +60,13 @@ TEST_USER = "65534:65534"
 #: Environment of the tests: no pytest plugin loads by itself (an installed package's entry point,
 #: an .egg-info the agent wrote); only grading's own report plugin. A test command that needs a
 #: plugin loads it by name (`pytest -p xdist ...`).
-TEST_ENVIRONMENT = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "GYMENVS_RESULTS_FD": "7"}
+TEST_ENVIRONMENT = {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "GYMENVS_RESULTS_FD": "7", "GYMENVS_RESULTS_KEY_FD": "8"}
 _PLUGIN_DIR = "/run/gymenvs-python"
 _PLUGIN_SOURCE = Path(__file__).parent / "results_plugin.py"
+_SCREEN_FILE_LIMIT = 200
+#: Statuses that are a verdict on the agent's changes; the others ("timeout", "error") are not.
+BROKEN_TASK = "the task's test_patch does not apply: the task is broken"
+MODEL_STATUSES = frozenset({"resolved", "unresolved", "patch_failed", "tampered", "screened"})
 
 
 @dataclass
@@ -62,7 +74,10 @@ class GradeReport:
     """What grading found. `fail_to_pass` / `pass_to_pass` map every listed test to its status.
 
     `status` is "resolved" or "unresolved" (the agent's result), "patch_failed" (its diff does not
-    apply), "timeout" (the tests ran out of time) or "error" (infrastructure or a broken task).
+    apply), "tampered" (the code under test changed how pytest runs or reports the tests, or wrote
+    to the results channel: `tampering` says what), "screened" (the static screen found code that
+    targets the test run, with `screen="zero"`: `screen` says what), "timeout" (the tests ran out of
+    time) or "error" (infrastructure or a broken task).
     """
 
     instance_id: str
@@ -76,6 +91,10 @@ class GradeReport:
     error: str | None = None
     seconds: float = 0.0
     log_tail: str = ""
+    #: What the runtime integrity check and the results channel saw change (status "tampered").
+    tampering: list[str] = field(default_factory=list)
+    #: The static screen's findings in the agent's changes outside the tests (`screen.Finding` dicts).
+    screen: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def resolved(self) -> bool:
@@ -85,12 +104,26 @@ class GradeReport:
     def reward(self) -> float:
         return 1.0 if self.resolved else 0.0
 
+    @property
+    def outcome(self) -> str:
+        """Whose result this is: "model" (a verdict on the agent's changes, `tampered` and `screened`
+        included), "invalid" (the task's test_patch does not apply) or "infra" (grading timed out or
+        could not run)."""
+        if self.status in MODEL_STATUSES:
+            return "model"
+        return "invalid" if self.error == BROKEN_TASK else "infra"
+
+    @property
+    def reason(self) -> str:
+        return self.status
+
     def tests_status(self) -> dict[str, dict[str, list[str]]]:
         """SWE-bench's report shape: each list split into success and failure."""
         return Verdict(self.fail_to_pass, self.pass_to_pass).tests_status()
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "resolved": self.resolved, "tests_status": self.tests_status()}
+        return {**asdict(self), "resolved": self.resolved, "outcome": self.outcome, "reason": self.reason,
+                "tests_status": self.tests_status()}
 
     def summary(self) -> str:
         counts = self.tests_status()
@@ -103,21 +136,24 @@ class GradeReport:
 
 
 def grade(client: Any, task: Task, diff: str, *, image: str, timeout: float = 1800, limits: Limits = Limits(),
-          episode_id: str = "", test_user: str | None = TEST_USER) -> GradeReport:
+          episode_id: str = "", test_user: str | None = TEST_USER, screen: ScreenMode = "zero") -> GradeReport:
     """Grade `diff` (the agent's changes against `task.base_commit`) in a fresh container from `image`.
 
     Infrastructure failures come back as a report with status "error", never as an exception.
+    `screen`: what the static screen's findings do, "zero" (status "screened", reward 0) or "flag"
+    (recorded in `report.screen` only).
     """
     kept, ignored = filter_diff(diff, frozenset(task.test_files))
     report = GradeReport(task.instance_id, "error", ignored_files=ignored, patch_is_empty=not kept.strip())
     return _grade(client, task, report, lambda box: _apply_diff(box, kept), image=image, timeout=timeout,
-                  limits=limits, episode_id=episode_id, test_user=test_user)[0]
+                  limits=limits, episode_id=episode_id, test_user=test_user, screen=screen)[0]
 
 
 def grade_sandbox(client: Any, task: Task, agent: Sandbox, *, image: str, timeout: float = 1800,
-                  limits: Limits = Limits(), episode_id: str = "", test_user: str | None = TEST_USER) -> tuple[GradeReport, str]:
+                  limits: Limits = Limits(), episode_id: str = "", test_user: str | None = TEST_USER,
+                  screen: ScreenMode = "zero") -> tuple[GradeReport, str]:
     """Grade what the agent changed in `agent`'s repository, read by the engine (no program of the
-    agent's container runs); return the report and the graded changes as a git diff."""
+    agent's container runs); return the report and the graded changes as a git diff. `screen` as in `grade`."""
     report = GradeReport(task.instance_id, "error")
 
     def apply(box: Sandbox) -> str | None:
@@ -125,7 +161,7 @@ def grade_sandbox(client: Any, task: Task, agent: Sandbox, *, image: str, timeou
         return None
 
     return _grade(client, task, report, apply, image=image, timeout=timeout, limits=limits, episode_id=episode_id,
-                  test_user=test_user, take_diff=True)
+                  test_user=test_user, take_diff=True, screen=screen)
 
 
 def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> str:
@@ -144,11 +180,11 @@ def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> st
 
 def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None], *, image: str,
            timeout: float, limits: Limits, episode_id: str, test_user: str | None,
-           take_diff: bool = False) -> tuple[GradeReport, str]:
+           take_diff: bool = False, screen: ScreenMode = "zero") -> tuple[GradeReport, str]:
     started = time.monotonic()
-    nonce = uuid.uuid4().hex
+    nonce, key = uuid.uuid4().hex, secrets.token_bytes(32)
     diff: str | None = ""
-    result = None
+    result, channel = None, Channel()
     try:
         sandbox = DockerSandbox(client, image, role="grading", episode_id=episode_id or task.instance_id, limits=limits)
         try:
@@ -156,16 +192,20 @@ def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbo
             if diff is not None:
                 sandbox.put_files(_PLUGIN_DIR, {f"{plugin_module(nonce)}.py": _PLUGIN_SOURCE.read_bytes()})
                 sandbox.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
-                                            "results.jsonl": b""}, mode=0o600)
+                                            "results.jsonl": b"", "results.key": key}, mode=0o600)
                 result = sandbox.run(f"bash {STAGING}/run-tests.sh", timeout=timeout, output_limit=_LOG_LIMIT)
-                runner = _runner_records(sandbox)
+                channel = read_channel(_fetch_channel(sandbox), key)
         finally:
             sandbox.remove()
     except SandboxError as exc:
         report.error = f"grading could not run: {exc}"
     if result is not None:
         log = decode_output(result.output.raw())
-        _read_log(report, task, log, nonce, timed_out=result.timed_out, timeout=timeout, runner=runner)
+        _read_log(report, task, log, nonce, timed_out=result.timed_out, timeout=timeout, channel=channel)
+    if report.screen and screen == "zero" and report.status in ("resolved", "unresolved"):
+        # The tests still ran: the report shows what they said, and the status why it does not count.
+        report.status = "screened"
+        report.error = "the static screen found: " + screen_summary(Finding(**finding) for finding in report.screen)
     report.seconds = time.monotonic() - started
     return report, diff or ""
 
@@ -186,9 +226,10 @@ def _prepare(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[
     diff = _staged_diff(sandbox, task.base_commit) if take_diff else ""
     if take_diff:
         report.patch_is_empty = not diff.strip()
+    report.screen = [finding.to_dict() for finding in _screen(sandbox, task, changes.changed)]
     report.ignored_files.update(enforce_policy(sandbox, WORKDIR, task.base_commit, changes.changed, frozenset(task.test_files)))
     if not _apply_test_patch(sandbox, task):
-        report.error = "the task's test_patch does not apply: the task is broken"
+        report.error = BROKEN_TASK
         return None
     return diff
 
@@ -248,16 +289,85 @@ done
     return sandbox.run(script, timeout=300).exit_code == 0
 
 
-def _runner_records(sandbox: Sandbox) -> list[dict[str, Any]]:
+def _fetch_channel(sandbox: Sandbox) -> bytes:
     """The report plugin's records, read by the engine from the root-only file."""
     fetched = sandbox.fetch(f"{STAGING}/results.jsonl")
-    records = []
-    for line in (fetched[1] if fetched else b"").decode("utf-8", "replace").splitlines():
+    return fetched[1] if fetched else b""
+
+
+@dataclass
+class Channel:
+    """What the report plugin wrote: its verified records, and what in the file it did not write."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    #: Lines that are not the plugin's (unsigned, out of sequence, not JSON), and its tampered records.
+    tampering: list[str] = field(default_factory=list)
+
+
+def read_channel(raw: bytes, key: bytes) -> Channel:
+    """The records of the results file whose HMAC under `key` verifies, in sequence; anything else, and
+    every change the plugin's integrity check reported, goes to `tampering`."""
+    channel, expected, foreign = Channel(), 1, 0
+    for line in raw.splitlines():
         try:
-            records.append(json.loads(line))
-        except ValueError:
-            records.append({"event": "garbled"})
-    return records
+            envelope = json.loads(line)
+            body, mac = envelope["body"], envelope["mac"]
+            signed = hmac.compare_digest(mac, hmac.new(key, body.encode(), hashlib.sha256).hexdigest())
+            record = json.loads(body) if signed else None
+        except (ValueError, KeyError, TypeError, AttributeError):
+            record = None
+        if not isinstance(record, dict):
+            foreign += 1
+            continue
+        sequence = record.pop("seq", None)
+        if sequence == 1 and record.get("event") == "start":
+            expected = 1  # each pytest of the command counts from 1
+        if sequence != expected:
+            channel.tampering.append(f"the results channel skips from record {expected} to {sequence}")
+        expected = (sequence if isinstance(sequence, int) else expected) + 1
+        if record.get("event") == "tampered":
+            channel.tampering += [f"{change} (seen {record.get('when')})" for change in record.get("changes", [])]
+        channel.records.append(record)
+    if foreign:
+        channel.tampering.insert(0, f"the results channel holds {foreign} line(s) the report plugin did not write")
+    return channel
+
+
+def _screen(sandbox: Sandbox, task: Task, changed: dict[str, str]) -> list[Any]:
+    """The static screen over the changed files outside the tests, read from the grading container,
+    each compared with its content at `base_commit`."""
+    paths = screened_paths(changed, frozenset(task.test_files))[:_SCREEN_FILE_LIMIT]
+    new = {}
+    for path in paths:
+        fetched = sandbox.fetch(f"{WORKDIR}/{path}")
+        if fetched is not None and fetched[0].isfile():
+            new[path] = fetched[1]
+    return screen_changes(new, _base_contents(sandbox, task.base_commit, [p for p in new if "\n" not in p]))
+
+
+def _base_contents(sandbox: Sandbox, base_commit: str, paths: list[str]) -> dict[str, bytes | None]:
+    """Each path's content at `base_commit` (None where it did not exist), by one `git cat-file --batch`."""
+    if not paths:
+        return {}
+    batch = "".join(f"{base_commit}:{path}\n" for path in paths).encode("utf-8", "surrogateescape")
+    sandbox.put_files(STAGING, {"screen-paths": batch}, mode=0o600)
+    result = sandbox.run(f"{ENV_SETUP}\n{TRUSTED_GIT} cat-file --batch < {STAGING}/screen-paths", timeout=300,
+                         output_limit=_DIFF_LIMIT)
+    data, at = result.output.raw(), 0
+    contents: dict[str, bytes | None] = {}
+    for path in paths:
+        end = data.find(b"\n", at)
+        if end < 0:
+            break
+        header = data[at:end].split()
+        if len(header) == 3 and header[1] == b"blob":
+            size = int(header[2])
+            contents[path] = data[end + 1 : end + 1 + size]
+            at = end + 1 + size + 1
+        else:
+            contents[path] = None
+            at = end + 1
+    return contents
 
 
 def eval_script(task: Task, nonce: str, test_user: str | None = TEST_USER) -> str:
@@ -282,21 +392,22 @@ set -uo pipefail
 cd {WORKDIR}
 mark() {{ echo ">>>>> {nonce} $*"; }}
 {prepare}
-exec 7>>{STAGING}/results.jsonl
+exec 7>>{STAGING}/results.jsonl 8<{STAGING}/results.key
 mark "Start Test Output"
 {as_user} env {environment} bash -c {shlex.quote(command)}
 code=$?
 {kill_leftovers}
-exec 7>&-
+exec 7>&- 8<&-
 mark "Test Exit Code: $code"
 mark "End Test Output"
 """
 
 
 def _read_log(report: GradeReport, task: Task, log: str, nonce: str, *, timed_out: bool, timeout: float,
-              runner: Sequence[dict[str, Any]] = ()) -> None:
+              channel: Channel | None = None) -> None:
     marker = f">>>>> {nonce} "
     report.log_tail = log[-4000:]
+    channel = channel or Channel()
     if timed_out:
         report.status, report.error = "timeout", f"the tests did not finish in {timeout:g} s"
         return
@@ -309,9 +420,14 @@ def _read_log(report: GradeReport, task: Task, log: str, nonce: str, *, timed_ou
     report.test_exit_code = int(exit_line[1].split()[0]) if len(exit_line) == 2 else None
     spec = spec_for(task)
     statuses = spec.parse(exit_line[0]) or spec.parse(log)  # the harness also reads the whole log
-    statuses, forged = check_against_runner(statuses, runner)
+    statuses, forged = check_against_runner(statuses, channel.records)
+    report.tampering = channel.tampering + _exit_tampering(channel.records, report.test_exit_code)
+    if report.tampering:
+        report.status = "tampered"
+        report.error = "the test run was tampered with: " + "; ".join(report.tampering[:5])
+        return
     if forged is None:
-        report.error = "the tests' report was cut short (its file was closed or the run crashed): no verdict"
+        report.error = "the tests' report was cut short (the run was killed): no verdict"
         return
     report.error = invalid_log_reason(statuses, report.test_exit_code)
     if report.error:
@@ -322,6 +438,22 @@ def _read_log(report: GradeReport, task: Task, log: str, nonce: str, *, timed_ou
     if forged:
         report.error = (f"the log claims {len(forged)} test(s) passed that the test runner saw fail or never ran "
                         f"(counted as failed): {', '.join(forged[:5])}")
+
+
+def _exit_tampering(records: Sequence[dict[str, Any]], exit_code: int | None) -> list[str]:
+    """What the exit of a pytest run says against it: a session that started and never finished
+    though no signal killed it (an exit from inside the run, or the plugin removed), or an exit
+    code of 0 after pytest itself ended with failures."""
+    events = [r for r in records if r.get("event") in ("start", "finish")]
+    if not events or exit_code is None:
+        return []
+    starts = sum(r["event"] == "start" for r in events)
+    finishes = [r for r in events if r["event"] == "finish"]
+    if starts != len(finishes) and exit_code < 128:
+        return [f"pytest's session started but never finished, and the command exited {exit_code} (no signal)"]
+    if finishes and finishes[-1].get("exitstatus") not in (0, None) and exit_code == 0:
+        return [f"pytest ended with exit status {finishes[-1]['exitstatus']} but the command exited 0"]
+    return []
 
 
 def check_against_runner(statuses: dict[str, str], runner: Sequence[dict[str, Any]]) -> tuple[dict[str, str], list[str] | None]:
