@@ -5,11 +5,13 @@ from gymenvs.core.checks import check_env
 from gymenvs.core.config import validate_config
 from gymenvs.core.env import Outcome, TextEnv
 from gymenvs.core.images import content_blocks, text_image_space, text_view
+from gymenvs.core.outcomes import EndedBy, ended_by, ending, is_trainable
 from gymenvs.core.spaces import UnicodeText
 from gymenvs.core.tools import ToolSpec, function_schema, tool
 
 __all__ = [
     "ActionError",
+    "EndedBy",
     "Outcome",
     "TextEnv",
     "ToolCall",
@@ -17,7 +19,10 @@ __all__ = [
     "check_env",
     "UnicodeText",
     "content_blocks",
+    "ended_by",
+    "ending",
     "function_schema",
+    "is_trainable",
     "parse_action",
     "text_image_space",
     "text_view",
