@@ -12,6 +12,7 @@ from pydantic import PositiveInt
 
 from gymenvs.core.actions import ActionError, ToolCall, parse_action
 from gymenvs.core.config import validate_config
+from gymenvs.core.outcomes import OUTCOME_KEY, EndedBy, ending
 from gymenvs.core.spaces import UnicodeText, clip_text, to_valid_text
 from gymenvs.core.tools import ToolSpec, tool_schemas, tool_spec
 
@@ -24,8 +25,15 @@ class Outcome:
     reward: float = 0.0
     terminated: bool = False
     info: dict[str, Any] = field(default_factory=dict)
-    #: The episode must stop for a reason outside the task (a sandbox died); say why in `info["error"]`.
+    #: The episode must stop for a reason outside the task (a sandbox died); make it with `Outcome.infra`,
+    #: which says why (a truncated outcome without `info["outcome"]` counts as infra, reason "truncated").
     truncated: bool = False
+
+    @classmethod
+    def infra(cls, observation: str, reason: str, detail: str, info: dict[str, Any] | None = None) -> Outcome:
+        """An outcome that stops the episode for a failure of the infrastructure (`reason`, e.g. "container_died"):
+        its reward is no verdict on the agent (`gymenvs.core.outcomes`)."""
+        return cls(observation, truncated=True, info={**(info or {}), "error": detail, **ending(EndedBy.INFRA, reason, detail)})
 
 
 class TextEnv(gym.Env[str, str]):
@@ -116,6 +124,8 @@ class TextEnv(gym.Env[str, str]):
             outcome.info["truncated_reason"] = "turn_limit"
             outcome = self._at_turn_limit(outcome)
         self._done = outcome.terminated or truncated
+        if self._done and OUTCOME_KEY not in outcome.info:
+            outcome.info.update(self._default_ending(outcome, truncated))
         observation = self._observation(self._finish_observation(outcome.observation), outcome.info)
         return observation, float(outcome.reward), bool(outcome.terminated), truncated, outcome.info
 
@@ -153,6 +163,16 @@ class TextEnv(gym.Env[str, str]):
     def _at_turn_limit(self, outcome: Outcome) -> Outcome:
         """The last step's outcome when the turn limit ends the episode; an env may score the episode here."""
         return outcome
+
+    def _default_ending(self, outcome: Outcome, truncated: bool) -> dict[str, str]:
+        """Who ended the episode, when the last step's outcome does not say (`gymenvs.core.outcomes`): a
+        tool's `truncated` outcome is infra; otherwise the model, "solved" when the final reward is
+        positive, "failed" when not, "turn_limit" at the turn limit."""
+        if outcome.truncated and not outcome.terminated:
+            return ending(EndedBy.INFRA, "truncated", str(outcome.info.get("error", "")))
+        if truncated:
+            return ending(EndedBy.MODEL, "turn_limit", f"{self.max_turns} turns")
+        return ending(EndedBy.MODEL, "solved" if outcome.reward > 0 else "failed")
 
     def _observation(self, text: str, info: dict[str, Any]) -> Any:
         """The observation the agent gets for `text`. An env with images returns a `text_image_space`

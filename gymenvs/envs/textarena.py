@@ -154,7 +154,7 @@ class TextArenaEnv(TextEnv):
         text = self._agent_view()
         info: dict[str, Any] = {"error": error} if error else {}
         if problem:
-            return Outcome(f"{text}\n{problem}", truncated=True, info={"error": problem})
+            return Outcome.infra(f"{text}\n{problem}", "opponent_failed", problem)
         if not self._game_over():
             return Outcome(text, info=info)
         reward, reason = self._result()

@@ -19,9 +19,19 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
 
-from gymenvs.core import Outcome, TextEnv
+from gymenvs.core import EndedBy, Outcome, TextEnv, ending
+from gymenvs.core.outcomes import DETAIL_KEY, OUTCOME_KEY, REASON_KEY
 from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
-from gymenvs.swe.sandbox import SIZE_PATTERN, Limits, Sandbox, parse_size, reap_orphans_once, shared_client
+from gymenvs.swe.sandbox import (
+    SIZE_PATTERN,
+    ContainerGone,
+    Limits,
+    Sandbox,
+    SandboxError,
+    parse_size,
+    reap_orphans_once,
+    shared_client,
+)
 from gymenvs.swe.sandbox.images import check_template, image_for
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
 from gymenvs.swe.tasks.validate import invalid_tasks
@@ -146,6 +156,31 @@ def _caller_stacklevel() -> int:
     return level
 
 
+#: The `outcome_reason` of each grading status (`GradeReport.status`) that is not its own name.
+GRADE_REASONS = {"resolved": "solved", "unresolved": "failed", "timeout": "grading_timeout", "error": "grading_error"}
+
+
+def sandbox_ending(exc: SandboxError) -> dict[str, str]:
+    """The `info` entries of an episode a sandbox failure ended: infra, with the error's reason
+    ("container_died", "oom_killed", "disk_limit", "image_missing", "engine_error")."""
+    return ending(EndedBy.INFRA, exc.reason, str(exc))
+
+
+def grade_ending(report: GradeReport, ended: dict[str, str] | None = None) -> dict[str, str]:
+    """Who ended an episode whose changes were graded into `report`, when the episode itself ended as
+    `ended` (None: the agent submitted). An infra end stays infra; grading that could not give a
+    verdict is infra or invalid; otherwise the model's, "solved" if resolved, else the episode's own
+    reason (the turn limit, ...) or the grading status ("failed", "patch_failed", "tampered", "screened")."""
+    if ended is not None and ended[OUTCOME_KEY] != EndedBy.MODEL:
+        return ended
+    if report.outcome != EndedBy.MODEL:
+        reason = "broken_task" if report.outcome == EndedBy.INVALID else GRADE_REASONS.get(report.status, report.status)
+        return ending(report.outcome, reason, report.error or "")
+    if ended is not None and not report.resolved:
+        return ending(EndedBy.MODEL, ended[REASON_KEY], f"{ended[DETAIL_KEY]} (graded: {report.status})".strip())
+    return ending(EndedBy.MODEL, GRADE_REASONS.get(report.status, report.status), report.error or "")
+
+
 def select_tasks(tasks: tuple[Task, ...], instance_ids: Sequence[str] | None) -> tuple[Task, ...]:
     """`tasks`, restricted to `instance_ids` (in their order) when given; each id must be in `tasks`."""
     if instance_ids is None:
@@ -233,10 +268,18 @@ class SWEBaseEnv(TextEnv):
         """The image of the episode's task (the agent may run in an image derived from it)."""
         return image_for(self.episode_task, self.config.image_template)
 
-    def _grade_and_end(self) -> tuple[GradeReport, dict[str, Any]]:
+    def _grade_and_end(self, ended: dict[str, str] | None = None) -> tuple[GradeReport, dict[str, Any]]:
         """Freeze the episode's container, grade what changed in it in a fresh container from the task
-        image, then release it; the report and the info keys it fills (report, status, patch)."""
+        image, then release it; the report and the info keys it fills (report, status, patch, and who
+        ended the episode: `grade_ending` of `ended`, how the episode itself ended, None if by submitting).
+        A container that died before it is graded is not graded: its episode ended by infra."""
         sandbox = self.episode_sandbox
+        try:
+            sandbox.ensure_running()
+        except ContainerGone as exc:
+            self._release()
+            self.report = GradeReport(self.episode_task.instance_id, "error", error=f"the agent's container died: {exc}")
+            return self.report, {"report": self.report.to_dict(), "status": "error", "patch": "", **sandbox_ending(exc)}
         try:
             sandbox.client.api.pause(sandbox.id)  # nothing left running in it changes its files now
         except Exception:  # already gone: grading reports what it can read
@@ -249,7 +292,8 @@ class SWEBaseEnv(TextEnv):
                                               episode_id=self._episode_id or "")
         finally:
             self._release()
-        return self.report, {"report": self.report.to_dict(), "status": self.report.status, "patch": diff}
+        return self.report, {"report": self.report.to_dict(), "status": self.report.status, "patch": diff,
+                             **grade_ending(self.report, ended)}
 
     def _release(self) -> None:
         """Stop what runs in the episode's container and remove it (or hand it to be removed)."""

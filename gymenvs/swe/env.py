@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import PositiveInt
 
-from gymenvs.core import ActionError, Outcome, ToolCall, tool
+from gymenvs.core import ActionError, EndedBy, Outcome, ToolCall, ending, tool
 from gymenvs.swe.base import SWEBaseEnv, SWEConfig
 from gymenvs.swe.sandbox import (
     PersistentShell,
@@ -115,8 +115,7 @@ class SWEEnv(SWEBaseEnv):
             return super()._run(call)
         except SandboxError as exc:  # the container died or the engine failed: not the agent's doing
             self._end_sandbox()
-            return Outcome(f"The sandbox failed and the episode cannot go on: {exc}", truncated=True,
-                           info={"error": str(exc)})
+            return Outcome.infra(f"The sandbox failed and the episode cannot go on: {exc}", exc.reason, str(exc))
 
     # -- tools --------------------------------------------------------------------------------
 
@@ -194,16 +193,16 @@ class SWEEnv(SWEBaseEnv):
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _grade(self) -> Outcome:
+    def _grade(self, ended: dict[str, str] | None = None) -> Outcome:
         """Grade the agent's changes, read by the engine from its container, in a fresh container."""
-        report, info = self._grade_and_end()
+        report, info = self._grade_and_end(ended)
         failed = report.status == "error"
         if failed:
             info["error"] = report.error
         return Outcome(report.summary(), reward=report.reward, terminated=not failed, truncated=failed, info=info)
 
     def _end_at_turn_limit(self) -> Outcome:
-        return self._grade()
+        return self._grade(ending(EndedBy.MODEL, "turn_limit", f"{self.max_turns} turns"))
 
     def _release(self) -> None:
         self._end_sandbox()

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import PositiveFloat, PositiveInt, field_validator, model_validator
 
-from gymenvs.core import Outcome, ToolCall
+from gymenvs.core import EndedBy, Outcome, ToolCall, ending
 from gymenvs.swe.agents.channel import (
     SOCKET_NAME,
     AgentExited,
@@ -34,7 +34,7 @@ from gymenvs.swe.agents.channel import (
 )
 from gymenvs.swe.agents.messages import chat_completion, extends, render, reply_message, tool_call
 from gymenvs.swe.agents.specs import MOUNT, AgentSpec, agent_spec, derived_image
-from gymenvs.swe.base import SWEBaseEnv, SWEConfig
+from gymenvs.swe.base import SWEBaseEnv, SWEConfig, sandbox_ending
 from gymenvs.swe.env import SHELL_ENVIRONMENT
 from gymenvs.swe.sandbox import DockerSandbox, ExecStream, SandboxError, install_sigterm_cleanup, reap_orphans_once
 from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR, ensure_image, image_exists
@@ -207,11 +207,13 @@ class SWEAgentEnv(SWEBaseEnv):
         self.trajectory.append({"request": pending.body, "response": payload, "status": status,
                                 "policy_seconds": started - pending.received_at})
         if status != 200:
-            return self._finish(error=f"the upstream failed: HTTP {status}: {payload.get('error', payload)}")
+            error = f"the upstream failed: HTTP {status}: {payload.get('error', payload)}"
+            return self._finish(error=error, ended_as=ending(EndedBy.INFRA, "upstream_error", error))
         return self._await_agent(previous=(pending.body["messages"], reply_message(payload)))
 
     def _end_at_turn_limit(self) -> Outcome:
-        return self._finish(error=f"the step limit ({self.max_turns} replies) was reached")
+        error = f"the step limit ({self.max_turns} replies) was reached"
+        return self._finish(error=error, ended_as=ending(EndedBy.MODEL, "turn_limit", error))
 
     # -- the agent's side ----------------------------------------------------------------------
 
@@ -223,12 +225,17 @@ class SWEAgentEnv(SWEBaseEnv):
                 self.episode_sandbox.check_disk()  # the engine cannot cap the layer here: check at each call
             except SandboxError as exc:
                 event.call.answer(503, {"error": {"message": str(exc), "type": "episode_ended"}})
-                return self._finish(error=str(exc))
+                return self._finish(error=str(exc), ended_as=sandbox_ending(exc))
             return self._accept(event.call, previous)
         if isinstance(event, AgentExited):
             error = None if event.exit_code == 0 else f"the agent exited with code {event.exit_code}"
-            return self._finish(error=error, exit_code=event.exit_code)
-        return self._finish(error=self._describe(event))
+            # Exiting without a verdict is the agent's doing; its container dying is caught when grading.
+            return self._finish(error=error, exit_code=event.exit_code,
+                                ended_as=None if error is None else ending(EndedBy.MODEL, "agent_exited", error))
+        error = self._describe(event)
+        channel_failed = isinstance(event, ChannelError)
+        return self._finish(error=error, ended_as=ending(EndedBy.INFRA if channel_failed else EndedBy.MODEL,
+                                                      "channel_error" if channel_failed else "time_limit", error))
 
     def _accept(self, call: Call, previous: tuple[list, dict | None] | None) -> Outcome:
         self._call = call
@@ -274,13 +281,14 @@ class SWEAgentEnv(SWEBaseEnv):
 
     # -- the end of an episode -------------------------------------------------------------------
 
-    def _finish(self, *, error: str | None, exit_code: int | None = None) -> Outcome:
-        """Stop the agent, grade what changed in its container, and end the episode."""
+    def _finish(self, *, error: str | None, exit_code: int | None = None, ended_as: dict[str, str] | None = None) -> Outcome:
+        """Stop the agent, grade what changed in its container, and end the episode; `ended_as`: who ended
+        it (`gymenvs.swe.base.grade_ending`), None when the agent finished by itself."""
         info: dict[str, Any] = {"exit_code": exit_code, "agent_log": self._agent.log_tail() if self._agent else "",
                                 "trajectory": self.trajectory}
         # The channel is closed (its directory removed) only once grading has read the container: the
         # engine re-creates a missing bind-mount source when it copies files out of a container.
-        report, graded = self._grade_and_end()
+        report, graded = self._grade_and_end(ended_as)
         info.update(graded)
         if report.status == "error":
             error = error or report.error

@@ -13,7 +13,9 @@ from gymenvs.swe.sandbox.base import (
     DiskLimitExceeded,
     ExecProcess,
     ExecResult,
+    ImageMissing,
     Limits,
+    OutOfMemory,
     Sandbox,
     SandboxError,
     parse_size,
@@ -48,6 +50,7 @@ from gymenvs.swe.sandbox.shell import PersistentShell, ShellResult
 
 __all__ = [
     "DISK_CHECK_INTERVAL", "KEPT_CAPABILITIES", "LABEL", "LABEL_EPISODE", "LABEL_HOST", "LABEL_PID", "LABEL_ROLE",
+    "ImageMissing", "OutOfMemory",
     "LABEL_START", "SECURITY_OPTIONS", "SIZE_PATTERN", "TIMEOUT_EXIT_CODES", "ContainerGone", "DiskLimitExceeded",
     "DockerSandbox", "ExecProcess", "ExecResult", "ExecStream", "Limits", "OutputCapture", "PersistentShell", "Sandbox",
     "SandboxError", "ShellResult", "WarmPool", "decode_output", "describe_stopped", "discard", "docker_client",

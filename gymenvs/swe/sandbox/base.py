@@ -48,13 +48,32 @@ def parse_size(size: str | int) -> int:
 class SandboxError(RuntimeError):
     """The sandbox cannot do what was asked (no engine, no image, a failed runtime call)."""
 
+    #: The `outcome_reason` of an episode this error ends (`gymenvs.core.outcomes`; always infra).
+    reason = "engine_error"
+
+
+class ImageMissing(SandboxError):
+    """The image is not present locally and was not (or could not be) pulled."""
+
+    reason = "image_missing"
+
 
 class ContainerGone(SandboxError):
     """The container stopped or vanished while in use (killed from outside, out of memory...)."""
 
+    reason = "container_died"
+
+
+class OutOfMemory(ContainerGone):
+    """The engine killed the container for exceeding its memory limit."""
+
+    reason = "oom_killed"
+
 
 class DiskLimitExceeded(SandboxError):
     """The container wrote more than its disk limit: its episode must stop."""
+
+    reason = "disk_limit"
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from gymenvs.swe.sandbox.base import (
     DiskLimitExceeded,
     ExecResult,
     Limits,
+    OutOfMemory,
     SandboxError,
 )
 from gymenvs.swe.sandbox.output import OutputCapture
@@ -428,7 +429,7 @@ class DockerSandbox:
         """`ContainerGone` unless the container is running."""
         state = self._state()
         if state.get("Status") != "running":
-            raise ContainerGone(describe_stopped(state))
+            raise (OutOfMemory if state.get("OOMKilled") else ContainerGone)(describe_stopped(state))
 
     def remove(self) -> None:
         """Remove the container (and everything running in it). Safe to call twice."""

@@ -19,7 +19,8 @@ from pathlib import Path
 from string import Formatter
 from typing import Any
 
-from gymenvs.swe.sandbox.docker import LABEL, SandboxError, tar_archive
+from gymenvs.swe.sandbox.base import ImageMissing
+from gymenvs.swe.sandbox.docker import LABEL, tar_archive
 from gymenvs.swe.tasks.tasks import FIXTURES, Task, fixtures_path, load_tasks
 
 BASE_IMAGE = "gymenvs/swe-base:bookworm"
@@ -89,18 +90,18 @@ def image_exists(client: Any, name: str) -> bool:
 
 
 def ensure_image(client: Any, name: str, *, pull: bool = False) -> None:
-    """Make sure `name` is present locally, pulling it if allowed; `SandboxError` saying how to get it."""
+    """Make sure `name` is present locally, pulling it if allowed; `ImageMissing` saying how to get it."""
     import docker
 
     if image_exists(client, name):
         return
     hint = "build the fixture images with `gymenvs swe build-images`" if name.startswith("gymenvs/") else "pull or build it"
     if not pull:
-        raise SandboxError(f"image {name!r} is not present locally; {hint}, or pass pull=True to pull it from its registry")
+        raise ImageMissing(f"image {name!r} is not present locally; {hint}, or pass pull=True to pull it from its registry")
     try:
         client.images.pull(name)
     except docker.errors.DockerException as exc:
-        raise SandboxError(f"image {name!r} is not present locally and could not be pulled ({exc}); {hint}") from None
+        raise ImageMissing(f"image {name!r} is not present locally and could not be pulled ({exc}); {hint}") from None
 
 
 # -- the Debian base image ----------------------------------------------------------------------
