@@ -49,15 +49,20 @@ class SlotError:
 
     `exception` is the original exception when there is one (and it survived the trip from a worker
     process), so `call` and construction can re-raise it with its own type. `rebuilt` says that the
-    slot's env was dropped (to be built afresh by its factory), so its episode is over.
+    slot's env was dropped (to be built afresh by its factory), so its episode is over. `reason` is
+    the `outcome_reason` of the episode it ends (always infra, `gymenvs.core.outcomes`):
+    "env_exception" (the env raised), "step_timeout" (no reply within `step_timeout_s`; every
+    backend's message says "timed out") or "slot_crashed" (its worker died, or its reply was lost).
     """
 
-    __slots__ = ("message", "exception", "rebuilt")
+    __slots__ = ("message", "exception", "rebuilt", "reason")
 
-    def __init__(self, message: str, exception: BaseException | None = None, *, rebuilt: bool = False):
+    def __init__(self, message: str, exception: BaseException | None = None, *, rebuilt: bool = False,
+                 reason: str | None = None):
         self.message = message
         self.exception = exception
         self.rebuilt = rebuilt
+        self.reason = reason or _reason(message, exception)
 
     def __repr__(self) -> str:
         return f"SlotError({self.message!r})"
@@ -72,7 +77,7 @@ class SlotError:
         try:
             pickle.loads(pickle.dumps(self.exception))
         except Exception:
-            return SlotError(self.message, rebuilt=self.rebuilt)
+            return SlotError(self.message, rebuilt=self.rebuilt, reason=self.reason)
         return self
 
     def reraise(self, slot: int) -> None:
@@ -80,6 +85,12 @@ class SlotError:
         exception = self.exception if self.exception is not None else RuntimeError(self.message)
         exception.add_note(f"(in slot {slot} of a ConcurrentVectorEnv)")
         raise exception
+
+
+def _reason(message: str, exception: BaseException | None) -> str:
+    if exception is not None:
+        return "env_exception"
+    return "step_timeout" if " timed out " in f" {message} " else "slot_crashed"
 
 
 class Slot:

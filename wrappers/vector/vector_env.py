@@ -14,6 +14,7 @@ from gymnasium.error import ClosedEnvironmentError, ResetNeeded
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from gymenvs.core.outcomes import EndedBy, ending
 from wrappers.vector.config import make_config
 from wrappers.vector.infos import batch_infos
 from wrappers.vector.slot import Command, Request, SlotError
@@ -288,7 +289,7 @@ class ConcurrentVectorEnv(VectorEnv):
             if action is None:
                 continue
             if index in self._interrupted:
-                failed.append((index, SlotError(self._interrupted[index], rebuilt=True)))
+                failed.append((index, SlotError(self._interrupted[index], rebuilt=True, reason="interrupted")))
             elif self._needs_reset[index]:
                 requests.append(Request(index, Command.RESET, (None, None)))
             else:
@@ -305,21 +306,22 @@ class ConcurrentVectorEnv(VectorEnv):
         return requests, failed
 
     def _handle_failures(self, failed: list[tuple[int, SlotError]], truncated: list[bool]) -> list[tuple[int, dict]]:
-        """Truncate each failed slot with `info["error"]`; in same-step mode, also reset it now."""
+        """Truncate each failed slot with `info["error"]` and an infra ending (`SlotError.reason`); in
+        same-step mode, also reset it now."""
         for index, error in failed:
             truncated[index] = True
             self._observations[index] = error.message
             self._needs_reset[index] = True
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             return self._reset_failed_slots(failed)
-        return [(index, {"error": error.message}) for index, error in failed]
+        return [(index, _failure_info(error)) for index, error in failed]
 
     def _reset_failed_slots(self, failed: list[tuple[int, SlotError]]) -> list[tuple[int, dict]]:
         """Same-step autoreset of failed slots: the error becomes the final observation."""
         requests = [Request(index, Command.RESET, (None, None)) for index, _ in failed]
         infos = []
         for (index, error), result in zip(failed, self._run(requests)):
-            info = {"error": error.message, "final_obs": error.message, "final_info": {"error": error.message}}
+            info = {**_failure_info(error), "final_obs": error.message, "final_info": _failure_info(error)}
             if type(result) is SlotError:  # the reset failed too: the next step tries again
                 info["error"] = f"{error.message}; then the reset failed: {result.message}"
             else:
@@ -396,3 +398,8 @@ def _close_open_vector_envs() -> None:
                 envs.close(timeout_s=EXIT_CLOSE_TIMEOUT_S)
         except Exception:
             pass
+
+
+def _failure_info(error: SlotError) -> dict[str, Any]:
+    """The info of a slot whose episode `error` ended: the error, and that the infrastructure ended it."""
+    return {"error": error.message, **ending(EndedBy.INFRA, error.reason, error.message)}

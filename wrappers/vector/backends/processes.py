@@ -120,7 +120,7 @@ def _picklable(result: Any) -> Any:
         pickle.dumps(result)
     except Exception as exc:
         if isinstance(result, SlotError):
-            return SlotError(result.message, rebuilt=result.rebuilt)
+            return SlotError(result.message, rebuilt=result.rebuilt, reason=result.reason)
         return SlotError(f"the result could not be sent back from the worker process: {type(exc).__name__}: {exc}")
     return result
 
