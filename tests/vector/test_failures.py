@@ -1,7 +1,7 @@
 """ConcurrentVectorEnv under failure: exceptions, dead workers, timeouts. Other slots never notice.
 
-A failed slot is truncated with `info["error"]`, rebuilt from its factory, and usable at once;
-a late reply is dropped, never handed to a later step.
+A failed slot is truncated with `info["error"]` and an infra ending (`info["outcome"] == "infra"`),
+rebuilt from its factory, and usable at once; a late reply is dropped, never handed to a later step.
 """
 
 from __future__ import annotations
@@ -36,6 +36,12 @@ def assert_untouched(before: tuple[dict, ...], after: tuple[dict, ...], slots: l
         assert after[i]["step_count"] == before[i]["step_count"] + steps
 
 
+def assert_infra_ending(infos: dict, slot: int, reason: str, num_envs: int = 3) -> None:
+    """Only `slot` reports an ending, and it says the infrastructure ended it, for `reason`."""
+    assert infos["_outcome"].tolist() == [i == slot for i in range(num_envs)]
+    assert (infos["outcome"][slot], infos["outcome_reason"][slot]) == ("infra", reason)
+    assert infos["outcome_detail"][slot] == infos["error"][slot]
+
 
 # -- exceptions ----------------------------------------------------------------------------
 
@@ -50,6 +56,7 @@ def test_an_exception_truncates_that_slot_and_rebuilds_it(backend):
         assert rewards.tolist() == [1.0, 0.0, 1.0]
         assert infos["_error"].tolist() == [False, True, False]
         assert "RuntimeError" in infos["error"][1] and "boom now" in infos["error"][1]
+        assert_infra_ending(infos, 1, "env_exception")
         assert observations[0] == "x" and observations[2] == "z" and "boom now" in observations[1]
         assert_untouched(before, envs.state(), [0, 2], steps=1)
         new_ids = instance_ids(envs)
@@ -94,6 +101,7 @@ def test_a_worker_that_dies_mid_step_only_costs_its_slot(action, expected):
         observations, rewards, _, truncated, infos = envs.step(["a", action, "c"])
         assert truncated.tolist() == [False, True, False]
         assert expected in infos["error"][1] and infos["_error"].tolist() == [False, True, False]
+        assert_infra_ending(infos, 1, "slot_crashed")
         assert observations[0] == "a" and observations[2] == "c"
         assert_untouched(before, envs.state(), [0, 2], steps=1)
         new_pids = [who["pid"] for who in envs.call("whoami")]
@@ -140,6 +148,7 @@ def test_a_slow_step_is_truncated_and_its_late_reply_never_reaches_a_later_step(
         assert time.monotonic() - started < 1.2  # it did not wait for the slow step
         assert truncated.tolist() == [False, True, False] and rewards.tolist() == [1.0, 0.0, 1.0]
         assert "step_timeout_s=0.4" in infos["error"][1]
+        assert_infra_ending(infos, 1, "step_timeout")
         assert observations[0] == "a" and observations[2] == "c"
         assert_untouched(before, envs.state(), [0, 2], steps=1)
 
@@ -209,6 +218,7 @@ def test_same_step_autoreset_resets_a_failed_slot_at_once(backend):
         assert truncated.tolist() == [False, True, False]
         assert observations[1] == "ready" and "boom" in infos["final_obs"][1] and "boom" in infos["error"][1]
         assert infos["final_info"]["error"][1] == infos["final_obs"][1]
+        assert_infra_ending(infos["final_info"], 1, "env_exception")
         assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")
 
 
@@ -238,6 +248,7 @@ def test_an_exception_that_cannot_be_unpickled_fails_only_its_slot(backend):
         envs.reset()
         _, _, _, truncated, infos = envs.step(["a", "unpicklable", "c"])
         assert truncated.tolist() == [False, True, False] and "UnpicklableError in step" in infos["error"][1]
+        assert_infra_ending(infos, 1, "env_exception")  # its exception was dropped on the way back, not its reason
         envs.step(["a", "b", "c"])
         assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")
 
