@@ -15,7 +15,7 @@ from gymnasium.error import ResetNeeded
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, parse_action, tool
+from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, is_trainable, parse_action, tool
 from gymenvs.core.spaces import UnicodeText, clip_text
 from gymenvs.core.tools import describe_validation_error, function_schema, tool_docstring, tool_spec
 
@@ -291,6 +291,66 @@ def test_turn_limit_truncates_with_a_reason(env):
     observation, _, terminated, truncated, info = env.step("x")
     assert (terminated, truncated) == (False, True)
     assert info["truncated_reason"] == "turn_limit" and "Turn limit reached (3 turns)" in observation
+
+
+class EndingEnv(TextEnv):
+    default_max_turns = 2
+
+    def _start_episode(self, options):
+        return "go"
+
+    @tool
+    def finish(self, score: float) -> Outcome:
+        """End the episode with a score.
+
+        Args:
+            score: The reward.
+        """
+        return Outcome("done", reward=score, terminated=True)
+
+    @tool
+    def wait(self) -> str:
+        """Do nothing."""
+        return "waited"
+
+    @tool
+    def crash(self) -> Outcome:
+        """Lose the sandbox."""
+        return Outcome.infra("the sandbox died", "container_died", "exit code 137")
+
+    @tool
+    def cut(self) -> Outcome:
+        """Stop the episode the way a tool did before outcomes existed."""
+        return Outcome("cut short", truncated=True, info={"error": "the engine went away"})
+
+
+WAIT = {"name": "wait", "arguments": {}}
+
+
+@pytest.mark.parametrize(("actions", "expected"), [
+    ([{"name": "finish", "arguments": {"score": 1.0}}], ("model", "solved", "")),
+    ([{"name": "finish", "arguments": {"score": 0.0}}], ("model", "failed", "")),
+    ([WAIT, WAIT], ("model", "turn_limit", "2 turns")),
+    ([WAIT, {"name": "crash", "arguments": {}}], ("infra", "container_died", "exit code 137")),
+    ([{"name": "cut", "arguments": {}}], ("infra", "truncated", "the engine went away")),
+])
+def test_the_last_step_says_who_ended_the_episode(actions, expected):
+    env = EndingEnv()
+    env.reset(seed=0)
+    for action in actions[:-1]:
+        info = env.step(action)[4]
+        assert "outcome" not in info  # only the last step says
+    *_, terminated, truncated, info = env.step(actions[-1])
+    assert terminated or truncated
+    assert (info["outcome"], info["outcome_reason"], info["outcome_detail"]) == expected
+    assert is_trainable(info) is (expected[0] == "model")
+
+
+def test_an_infra_outcome_truncates_and_keeps_its_error():
+    env = EndingEnv()
+    env.reset(seed=0)
+    _, reward, terminated, truncated, info = env.step({"name": "crash", "arguments": {}})
+    assert (reward, terminated, truncated) == (0.0, False, True) and info["error"] == "exit code 137"
 
 
 @pytest.mark.parametrize("bad", [0, -1, True, 2.5, "3"])
