@@ -196,7 +196,7 @@ class SWEEnv(SWEBaseEnv):
     def _grade(self, ended: dict[str, str] | None = None) -> Outcome:
         """Grade the agent's changes, read by the engine from its container, in a fresh container."""
         report, info = self._grade_and_end(ended)
-        failed = report.status == "error"
+        failed = info["outcome"] != EndedBy.MODEL  # no verdict on the agent: the episode is cut short
         if failed:
             info["error"] = report.error
         return Outcome(report.summary(), reward=report.reward, terminated=not failed, truncated=failed, info=info)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from gymenvs.core import is_trainable
 from gymenvs.swe.grading import grade
 from gymenvs.swe.sandbox.images import image_for
 
@@ -54,7 +56,12 @@ def submit(env) -> tuple[float, dict]:
     observation, reward, terminated, truncated, info = env.step(SUBMIT)
     assert terminated and not truncated, info.get("error")
     assert observation.startswith("Grading: ")
+    assert info["outcome"] == "model"  # a verdict on the agent
     return reward, info["report"]
+
+
+def ending(info: dict) -> tuple[str, str]:
+    return info["outcome"], info["outcome_reason"]
 
 
 @pytest.mark.parametrize("instance_id", FIXTURE_IDS)
@@ -63,8 +70,10 @@ def test_gold_patch_applied_through_bash_grades_one(make_env, instance_id):
     env = start(make_env, instance_id)
     observation, reward, terminated, truncated, info = env.step(write_and_apply(task.patch, "gold.patch"))
     assert info["exit_code"] == 0 and reward == 0.0 and not terminated and "report" not in info
-    reward, report = submit(env)
-    assert reward == 1.0 and report["status"] == "resolved"
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    report = info["report"]
+    assert reward == 1.0 and report["status"] == "resolved" and terminated and not truncated
+    assert ending(info) == ("model", "solved")
     assert report["fail_to_pass"] == dict.fromkeys(task.fail_to_pass, "PASSED")
     assert report["pass_to_pass"] == dict.fromkeys(task.pass_to_pass, "PASSED")
     assert report["tests_status"]["FAIL_TO_PASS"] == {"success": list(task.fail_to_pass), "failure": []}
@@ -143,6 +152,7 @@ def test_the_turn_limit_grades_the_work_done(make_env):
     observation, reward, terminated, truncated, info = env.step(bash("echo out of turns"))
     assert truncated and not terminated and reward == 1.0
     assert info["truncated_reason"] == "turn_limit" and info["report"]["status"] == "resolved"
+    assert ending(info) == ("model", "solved")  # resolved at the turn limit is still the agent's success
     assert "Turn limit reached" in observation and "Grading: resolved" in observation
 
 
@@ -159,8 +169,40 @@ def test_a_container_killed_from_outside_truncates_and_the_env_resets(make_env, 
     observation, reward, terminated, truncated, info = env.step(bash("echo hi"))
     assert truncated and not terminated and reward == 0.0
     assert "killed from outside" in info["error"] and "episode cannot go on" in observation
+    assert ending(info) == ("infra", "container_died") and info["outcome_detail"] == info["error"]
     env.reset(options={"instance_id": FIXTURE_IDS[1]})
     assert env.step(bash("echo back"))[0] == "back\n[exit code: 0]"
+
+
+def test_a_container_killed_before_submit_is_not_graded_and_ends_as_infra(make_env, docker_client):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = start(make_env, task.instance_id)
+    env.step(write_and_apply(task.patch, "gold.patch"))  # work that would resolve the task
+    docker_client.api.kill(env.unwrapped.state()["container"])
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    assert ending(info) == ("infra", "container_died") and "killed from outside" in info["outcome_detail"]
+    assert info["report"]["status"] == "error" and not is_trainable(info)
+    assert own_containers(docker_client) == []
+
+
+def test_a_grading_timeout_ends_as_infra_not_as_a_failure(make_env):
+    env = start(make_env, FIXTURE_IDS[0], grading_timeout_s=0.01)
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert info["report"]["status"] == "timeout" and reward == 0.0 and truncated and not terminated
+    assert ending(info) == ("infra", "grading_timeout") and "did not finish in 0.01 s" in info["outcome_detail"]
+
+
+def test_a_task_whose_test_patch_does_not_apply_ends_as_invalid(make_env):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = make_env()
+    broken = dataclasses.replace(task, test_patch=task.test_patch.replace("\n ", "\n XX-not-in-the-repo ", 1))
+    env.unwrapped.tasks = (broken,)
+    env.reset(options={"instance_id": task.instance_id})
+    env.step(write_and_apply(task.patch, "gold.patch"))
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert reward == 0.0 and truncated and ending(info) == ("invalid", "broken_task")
+    assert "test_patch does not apply" in info["outcome_detail"]
 
 
 def test_unknown_ids_and_missing_images_are_clear_errors_with_nothing_left_running(make_env, docker_client):

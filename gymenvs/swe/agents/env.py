@@ -290,7 +290,7 @@ class SWEAgentEnv(SWEBaseEnv):
         # engine re-creates a missing bind-mount source when it copies files out of a container.
         report, graded = self._grade_and_end(ended_as)
         info.update(graded)
-        if report.status == "error":
+        if graded["outcome"] != EndedBy.MODEL:
             error = error or report.error
         if error:
             info["error"] = error
