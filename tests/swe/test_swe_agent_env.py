@@ -70,6 +70,7 @@ def test_gold_patch_applied_through_the_reference_agent_grades_one(make_agent_en
     observation, reward, terminated, truncated, info = env.step(SUBMIT)
     assert terminated and not truncated and info["exit_code"] == 0, info.get("error")
     assert reward == 1.0 and info["report"]["status"] == "resolved"
+    assert (info["outcome"], info["outcome_reason"]) == ("model", "solved")
     assert "reference agent: submitted" in info["agent_log"]
     assert len(info["trajectory"]) == 3
 
@@ -106,6 +107,7 @@ def test_killing_its_forwarder_ends_only_that_episode(make_agent_env):
     other, _, _ = start(make_agent_env, FIXTURE_IDS[1])
     observation, reward, terminated, truncated, info = killer.step(bash("kill -9 $GYMENVS_FORWARDER_PID; echo killed"))
     assert truncated and "exited with code 3" in info["error"] and "cannot reach the model endpoint" in info["agent_log"]
+    assert (info["outcome"], info["outcome_reason"]) == ("model", "agent_exited")  # the agent's own command did it
     observation, reward, terminated, truncated, info = other.step(apply_patch(TASKS[FIXTURE_IDS[1]].patch))
     assert not (terminated or truncated)
     *_, info = other.step(SUBMIT)
@@ -127,6 +129,7 @@ def test_a_malformed_request_from_inside_ends_the_episode_with_a_clear_error(mak
     env, _, _ = start(make_agent_env, FIXTURE_IDS[0])
     observation, reward, terminated, truncated, info = env.step(bash(f'python3 -c "{script}"'))
     assert truncated and not terminated and words in info["error"], info.get("error")
+    assert (info["outcome"], info["outcome_reason"]) == ("model", "protocol_error")
     assert info["report"]["status"] == "unresolved"  # the work so far is still graded
 
 
@@ -135,11 +138,13 @@ def test_limits_end_the_episode_truncated_with_an_error(make_agent_env):
     env.step(bash("true"))
     *_, terminated, truncated, info = env.step(bash("true"))
     assert truncated and not terminated and "step limit (2 replies)" in info["error"]
+    assert (info["outcome"], info["outcome_reason"]) == ("model", "turn_limit")
 
     env, _, _ = start(make_agent_env, FIXTURE_IDS[0], call_timeout_s=2.0)
     started = time.monotonic()
     *_, truncated, info = env.step(bash("sleep 30"))
     assert truncated and "no request within the call limit (2 s)" in info["error"]
+    assert (info["outcome"], info["outcome_reason"]) == ("model", "time_limit")
     assert time.monotonic() - started < 25
 
     env, _, _ = start(make_agent_env, FIXTURE_IDS[0], episode_timeout_s=8.0)
@@ -184,6 +189,7 @@ def test_an_agent_that_fills_the_disk_is_stopped(make_agent_env, docker_client):
         return
     assert truncated and not terminated and reward == 0.0
     assert "more than its disk limit of 100 MiB" in info["error"]
+    assert (info["outcome"], info["outcome_reason"]) == ("infra", "disk_limit")
     assert info["report"]["status"] == "unresolved" and not own_containers(docker_client)
 
 

@@ -64,6 +64,8 @@ class AgentRequest:
 @dataclass
 class ChannelError:
     message: str
+    #: The channel itself failed (else the agent broke its protocol: a malformed request, a wrong key...).
+    infra: bool = False
 
 
 @dataclass
@@ -136,9 +138,9 @@ class LLMChannel:
             if self._pending is call:
                 self._pending = None
 
-    def fail(self, message: str) -> None:
+    def fail(self, message: str, *, infra: bool = False) -> None:
         if not self._closed:
-            self.post(ChannelError(message))
+            self.post(ChannelError(message, infra))
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
@@ -168,7 +170,7 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         """A connection thread failed (the agent hung up mid-reply, say): that ends the episode, quietly."""
         import sys
 
-        self.channel.fail(f"the channel failed while serving a request: {sys.exc_info()[1]!r}")
+        self.channel.fail(f"the channel failed while serving a request: {sys.exc_info()[1]!r}", infra=True)
 
     def close_connections(self) -> None:
         import socket

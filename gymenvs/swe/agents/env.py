@@ -232,10 +232,7 @@ class SWEAgentEnv(SWEBaseEnv):
             # Exiting without a verdict is the agent's doing; its container dying is caught when grading.
             return self._finish(error=error, exit_code=event.exit_code,
                                 ended_as=None if error is None else ending(EndedBy.MODEL, "agent_exited", error))
-        error = self._describe(event)
-        channel_failed = isinstance(event, ChannelError)
-        return self._finish(error=error, ended_as=ending(EndedBy.INFRA if channel_failed else EndedBy.MODEL,
-                                                      "channel_error" if channel_failed else "time_limit", error))
+        return self._finish(error=self._describe(event), ended_as=_ending_of(event, self._describe(event)))
 
     def _accept(self, call: Call, previous: tuple[list, dict | None] | None) -> Outcome:
         self._call = call
@@ -376,6 +373,13 @@ class _AgentProcess:
         self._tail_bytes += len(data)
         while self._tail_bytes - len(self._tail[0]) >= _LOG_TAIL_BYTES:
             self._tail_bytes -= len(self._tail.popleft())
+
+
+def _ending_of(event: Any, error: str) -> dict[str, str]:
+    """Who ended an episode whose agent broke off with `event` (None: no request in time)."""
+    if isinstance(event, ChannelError):
+        return ending(EndedBy.INFRA, "channel_error", error) if event.infra else ending(EndedBy.MODEL, "protocol_error", error)
+    return ending(EndedBy.MODEL, "time_limit", error)
 
 
 def _upstream_client(url: str, api_key: str | None, timeout: float) -> Any:
