@@ -51,7 +51,7 @@ def test_warm_pool_episodes_are_pristine_labelled_and_removed_with_the_last_env(
 
 def test_pool_and_pull_are_off_by_default_and_a_missing_image_says_how_to_get_it(make_env):
     env = make_env(image_template="gymenvs-missing/{swebench_id}:latest", warm_pool=2)
-    assert env.unwrapped.pull is False and make_env().unwrapped.warm_pool == 0
+    assert env.unwrapped.config.pull is False and make_env().unwrapped.config.warm_pool == 0
     env.unwrapped.tasks = tuple(dataclasses.replace(task, image=None) for task in env.unwrapped.tasks)
     with pytest.raises(RuntimeError, match="is not present locally; .*or pass pull=True"):
         env.reset(seed=0)
