@@ -193,10 +193,16 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.channel.fail(f"the channel failed while serving a request: {sys.exc_info()[1]!r}")
 
     def close_connections(self, except_for: set[Any]) -> None:
-        """Shut down the connections (waking their threads), but those in `except_for`."""
+        """Shut down the connections (waking their threads), but those in `except_for`: they are writing a
+        reply, which gets `read_timeout` seconds to reach an agent that has stopped reading."""
         import socket
 
         with self._connections_lock:
+            for connection in self._connections & except_for:
+                try:
+                    connection.settimeout(self.channel.read_timeout)
+                except OSError:
+                    pass
             for connection in self._connections - except_for:
                 try:
                     connection.shutdown(socket.SHUT_RDWR)
