@@ -86,7 +86,8 @@ class SWEConfig(BaseModel):
     """Bytes of a command's output shown to the agent (its head and tail)."""
     warm_pool: Annotated[int, Field(ge=0, le=256)] = 0
     """Containers kept started ahead of time per image (0: none), so that `reset` does not wait for
-    `docker run`; each serves one episode only. SWE-v0 only (see docs/swe-warm-pool.md)."""
+    `docker run`; each serves one episode only. SWEAgent-v0's have each their own channel directory
+    (see docs/swe-warm-pool.md)."""
 
     # -- timeouts and grading -------------------------------------------------------------------------
     command_timeout_s: PositiveFloat = 60.0

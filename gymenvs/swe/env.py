@@ -89,7 +89,8 @@ class SWEEnv(SWEBaseEnv):
         image = self.task_image()
         reap_orphans_once(self.client)
         if self.config.warm_pool:
-            sandbox, shell = self._pool_for(image).take(episode_id=self._episode_id or "")
+            sandbox, shell, _ = self._pool_for(image).take(episode_id=self._episode_id or "")
+            assert shell is not None  # SWE-v0's pool opens a shell in every container
         else:
             ensure_image(self.client, image, pull=self.config.pull)
             sandbox, shell = start_container(self.client, image, episode_id=self._episode_id or "", limits=self.limits,

@@ -9,11 +9,12 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from openai.types.chat import ChatCompletion
 
-from gymenvs.swe.agents.channel import AgentRequest, ChannelError, LLMChannel, reap_channel_directories
+from gymenvs.swe.agents.channel import AgentRequest, Call, ChannelError, LLMChannel, reap_channel_directories
 from gymenvs.swe.agents.messages import chat_completion, count_text_pieces, tool_call
 
 
@@ -106,17 +107,48 @@ def test_a_body_that_never_arrives_ends_the_episode(channel):
     raw.close()
 
 
+def post_in_thread(channel: LLMChannel) -> tuple[threading.Thread, dict]:
+    """A waiting agent's request; the result holds its status, or the error its connection ended with."""
+    result: dict = {}
+
+    def send():
+        try:
+            result["status"] = post(channel, CHAT)[0]
+        except Exception as exc:  # noqa: BLE001 - a dropped connection is what the tests look for
+            result["error"] = repr(exc)
+
+    waiter = threading.Thread(target=send)
+    waiter.start()
+    return waiter, result
+
+
 def test_close_releases_a_waiting_agent_and_leaves_nothing(channel):
     before = threading.active_count()
-    result = {}
-    waiter = threading.Thread(target=lambda: result.update(status=post(channel, CHAT)[0]))
-    waiter.start()
+    waiter, result = post_in_thread(channel)
     assert isinstance(channel.next_event(5), AgentRequest)
     channel.close()
     waiter.join(5)
-    assert result["status"] == 503
+    assert result == {"status": 503}
     assert not channel.directory.exists()
     assert threading.active_count() <= before
+
+
+def test_close_delivers_the_503_even_when_the_replying_thread_runs_late(channel, monkeypatch):
+    """On a loaded machine the thread that writes the 503 may run only after `close()` has shut the
+    connections: a connection whose reply is being written must be left to finish it."""
+    wait = Call.wait
+
+    def late_wait(call):
+        reply = wait(call)
+        time.sleep(0.5)  # scheduled late: close() goes on meanwhile
+        return reply
+
+    monkeypatch.setattr(Call, "wait", late_wait)
+    waiter, result = post_in_thread(channel)
+    assert isinstance(channel.next_event(5), AgentRequest)
+    channel.close()
+    waiter.join(5)
+    assert result == {"status": 503}
 
 
 def test_the_reaper_removes_channel_directories_of_dead_processes():

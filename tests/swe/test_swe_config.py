@@ -52,7 +52,6 @@ def test_each_bad_shared_value_is_a_value_error_naming_it(env_class, name, value
     ("upstream_url", "http://upstream:8000/v1", "interception mode takes none"),
     ("call_timeout_s", 0, "greater than 0"),
     ("episode_timeout_s", -1, "greater than 0"),
-    ("warm_pool", 2, "SWEAgent-v0 has no warm pool (allowed: 0)"),
 ])
 def test_each_bad_agent_value_is_a_value_error_naming_value_and_allowed(name, value, allowed):
     with pytest.raises(ValueError) as raised:
@@ -71,7 +70,8 @@ def test_sizes_have_one_pattern_and_are_read_by_docker_utils():
 
 def test_both_envs_are_built_from_the_same_config():
     config = SWEConfig(instance_ids=FIXTURE_IDS[1:3], mem_limit="1g", cpus=0.5, pids_limit=256, disk_limit="2g",
-                       network=True, output_limit=4096, command_timeout_s=7.0, grading_timeout_s=90.0, grade_as_root=True)
+                       network=True, output_limit=4096, command_timeout_s=7.0, grading_timeout_s=90.0, grade_as_root=True,
+                       warm_pool=3)
     tools_env, agent_env = SWEEnv(config), SWEAgentEnv(config, agent="reference")
     for env in (tools_env, agent_env):
         assert [task.instance_id for task in env.tasks] == FIXTURE_IDS[1:3]
@@ -79,6 +79,7 @@ def test_both_envs_are_built_from_the_same_config():
         assert env.limits.network and env.limits.disk_limit == 2 << 30
         assert env.config.test_user is None  # grade_as_root
         assert env.config.command_timeout_s == 7.0 and env.config.grading_timeout_s == 90.0
+        assert env.config.warm_pool == 3
     assert isinstance(agent_env.config, SWEAgentConfig)
     assert agent_env.config.model_dump(include=set(SWEConfig.model_fields)) == config.model_dump()
 

@@ -59,13 +59,15 @@ def test_pool_and_pull_are_off_by_default_and_a_missing_image_says_how_to_get_it
         make_env(warm_pool=-1)
 
 
-def test_the_warm_pool_doc_example_runs(swe_images, docker_client, capsys):
+def test_the_warm_pool_doc_examples_run(swe_images, docker_client, capsys):
     import re
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "swe-warm-pool.md").read_text(encoding="utf-8")
-    (block,) = re.findall(r"```python\n(.*?)```", doc, re.DOTALL)
-    exec(compile(block, "docs/swe-warm-pool.md", "exec"), {"__name__": "doc_example"})
+    blocks = re.findall(r"```python\n(.*?)```", doc, re.DOTALL)
+    assert len(blocks) == 2  # SWE-v0's, then SWEAgent-v0's
+    for block in blocks:
+        exec(compile(block, "docs/swe-warm-pool.md", "exec"), {"__name__": "doc_example"})
     assert capsys.readouterr().out.endswith("/testbed\n[exit code: 0]\n")
     assert own_containers(docker_client) == []
 

@@ -1,7 +1,9 @@
 """The host end of one episode's LLM channel: an OpenAI-compatible HTTP endpoint on a unix socket.
 
 Each episode gets its own directory (bind-mounted read-only into its container) holding the socket,
-and its own token: a request without `Authorization: Bearer <token>` is refused. The agent's
+and its own token. The channel makes the directory, or takes one made by `new_channel_directory`
+for one container ahead of its episode (the warm pool's); either way it removes it at `close()`.
+A request without `Authorization: Bearer <token>` is refused. The agent's
 container has no network, so this socket is the only host service it can reach, and it reaches
 only its own episode.
 
@@ -74,22 +76,34 @@ class AgentExited:
     log_tail: str
 
 
+def new_channel_directory() -> Path:
+    """A new, empty channel directory owned by this process (named so that `reap_channel_directories`
+    removes it once the process is gone), readable by the container's user."""
+    directory = Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-{process_start_time(os.getpid())}-"))
+    directory.chmod(0o755)
+    return directory
+
+
 class LLMChannel:
-    """An episode's endpoint. `close()` releases any waiting call, joins every thread and removes the socket."""
+    """An episode's endpoint. `close()` releases any waiting call, joins every thread and removes the
+    directory. `directory`: one from `new_channel_directory` that no channel has used (default: a new one)."""
 
     def __init__(self, *, model_name: str, max_request_bytes: int = 16 << 20, max_connections: int = 8,
-                 read_timeout: float = 30.0):
+                 read_timeout: float = 30.0, directory: Path | None = None):
+        if directory is not None and (not directory.name.startswith(_DIR_PREFIX) or (directory / SOCKET_NAME).exists()):
+            raise ValueError(f"directory={str(directory)!r}: allowed is a new directory from new_channel_directory() "
+                             "that no channel has used")
         self.token = uuid.uuid4().hex + uuid.uuid4().hex
         self.model_name = model_name
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.read_timeout = read_timeout
         self.events: queue.Queue = queue.Queue()
-        self.directory = Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{os.getpid()}-{process_start_time(os.getpid())}-"))
-        self.directory.chmod(0o755)
+        self.directory = directory if directory is not None else new_channel_directory()
         self.socket_path = self.directory / SOCKET_NAME
         self._lock = threading.Lock()
         self._pending: Call | None = None
+        self._replying: set[Any] = set()  # connections whose call is taken and whose reply is not yet written
         self._closed = False
         self._server = _Server(str(self.socket_path), self)
         self.socket_path.chmod(0o666)
@@ -115,23 +129,31 @@ class LLMChannel:
         if pending is not None:
             pending.answer(503, _error("the episode has ended"))
         self._server.shutdown()
-        self._server.close_connections()
+        with self._lock:  # a connection still writing its reply closes itself once written (`reply_written`)
+            self._server.close_connections(except_for=self._replying)
         self._server.server_close()  # joins the connection threads
         self._thread.join()
         shutil.rmtree(self.directory, ignore_errors=True)
 
     # -- called by the connection threads -------------------------------------------------------
 
-    def begin_call(self, body: dict[str, Any]) -> Call | str:
-        """The new call, or why it cannot be taken."""
+    def begin_call(self, body: dict[str, Any], connection: Any) -> Call | str:
+        """The new call, arrived on `connection`, or why it cannot be taken."""
         with self._lock:
             if self._closed:
                 return "the episode has ended"
             if self._pending is not None:
                 return "a second request arrived while the first still waits for its reply (one call at a time)"
             self._pending = call = Call(body)
+            self._replying.add(connection)
         self.post(AgentRequest(call))
         return call
+
+    def reply_written(self, connection: Any) -> bool:
+        """Whether `connection` must close now that its call's reply is written (the channel is closing)."""
+        with self._lock:
+            self._replying.discard(connection)
+            return self._closed
 
     def end_call(self, call: Call) -> None:
         with self._lock:
@@ -172,11 +194,18 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
         self.channel.fail(f"the channel failed while serving a request: {sys.exc_info()[1]!r}", infra=True)
 
-    def close_connections(self) -> None:
+    def close_connections(self, except_for: set[Any]) -> None:
+        """Shut down the connections (waking their threads), but those in `except_for`: they are writing a
+        reply, which gets `read_timeout` seconds to reach an agent that has stopped reading."""
         import socket
 
         with self._connections_lock:
-            for connection in self._connections:
+            for connection in self._connections & except_for:
+                try:
+                    connection.settimeout(self.channel.read_timeout)
+                except OSError:
+                    pass
+            for connection in self._connections - except_for:
                 try:
                     connection.shutdown(socket.SHUT_RDWR)
                 except OSError:
@@ -213,7 +242,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body = self._read_request()
         if body is None:
             return
-        call = channel.begin_call(body)
+        call = channel.begin_call(body, self.connection)
         if isinstance(call, str):
             self._send(429, _error(call))
             channel.fail(call)
@@ -227,6 +256,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self._send(status, payload)
         except OSError:
             channel.fail("the agent closed its connection before its reply was delivered")
+        finally:
+            if channel.reply_written(self.connection):
+                self.close_connection = True
 
     def _authorized(self) -> bool:
         expected = f"Bearer {self.server.channel.token}"

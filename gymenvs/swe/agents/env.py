@@ -16,8 +16,10 @@ from __future__ import annotations
 import collections
 import json
 import shlex
+import shutil
 import threading
 import time
+from concurrent.futures import Future
 from typing import Any, Literal
 
 from pydantic import PositiveFloat, PositiveInt, field_validator, model_validator
@@ -30,13 +32,24 @@ from gymenvs.swe.agents.channel import (
     Call,
     ChannelError,
     LLMChannel,
+    new_channel_directory,
     reap_channel_directories_once,
 )
 from gymenvs.swe.agents.messages import chat_completion, extends, render, reply_message, tool_call
 from gymenvs.swe.agents.specs import MOUNT, AgentSpec, agent_spec, derived_image
 from gymenvs.swe.base import SWEBaseEnv, SWEConfig, sandbox_ending
 from gymenvs.swe.env import SHELL_ENVIRONMENT
-from gymenvs.swe.sandbox import DockerSandbox, ExecStream, SandboxError, install_sigterm_cleanup, reap_orphans_once
+from gymenvs.swe.sandbox import (
+    DockerSandbox,
+    ExecProcess,
+    PrivateDirectory,
+    Sandbox,
+    SandboxError,
+    WarmPool,
+    discard,
+    install_sigterm_cleanup,
+    reap_orphans_once,
+)
 from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR, ensure_image, image_exists
 
 _TEXT = "__text__"  # the tool-call name free text is wrapped in on its way through TextEnv
@@ -81,10 +94,6 @@ class SWEAgentConfig(SWEConfig, arbitrary_types_allowed=True):
         if (self.mode == "black-box") != (self.upstream_url is not None):
             raise ValueError(f"mode={self.mode!r} with upstream_url={self.upstream_url!r}: black-box mode needs an "
                              "upstream_url, interception mode takes none")
-        if self.warm_pool:
-            raise ValueError(f"warm_pool={self.warm_pool}: SWEAgent-v0 has no warm pool (allowed: 0); its container binds "
-                             "the episode's channel directory, which exists only once the episode starts "
-                             "(docs/swe-warm-pool.md)")
         return self
 
     @property
@@ -99,7 +108,8 @@ class SWEAgentEnv(SWEBaseEnv):
         config: an `SWEAgentConfig`, or an `SWEConfig` (the options shared with SWE-v0: tasks,
             container limits, timeouts, grading); its fields, and the agent's (`agent=`, `mode=`,
             `upstream_url=`, `call_timeout_s=`...), may also be given as keyword arguments, which
-            override `config`'s. `warm_pool` must be 0.
+            override `config`'s. With `warm_pool=N` each pooled container has its own channel
+            directory, bind-mounted when the pool starts it (docs/swe-warm-pool.md).
         max_turns: replies allowed; the work is graded when they run out (the step limit).
         render_mode: None or "ansi".
     """
@@ -120,6 +130,8 @@ class SWEAgentEnv(SWEBaseEnv):
         install_sigterm_cleanup()
         self.trajectory: list[dict[str, Any]] = []
         self._channel: LLMChannel | None = None
+        self._pools: list[WarmPool] = []
+        self._removals: list[Future] = []
         self._agent: _AgentProcess | None = None
         self._call: Call | None = None
         self._deadline = 0.0
@@ -145,12 +157,18 @@ class SWEAgentEnv(SWEBaseEnv):
 
     def close(self) -> None:
         self._end_agent()
+        for removal in self._removals:
+            removal.result()
+        self._removals.clear()
+        for pool in self._pools:
+            pool.leave()
+        self._pools.clear()
         if self._upstream is not None:
             self._upstream.close()
         super().close()
 
     def _start_episode(self, options: dict[str, Any]) -> str:
-        self._end_agent()
+        self._end_agent(wait=False)
         self.task = self.pick_task(options)
         self.report, self.trajectory, self._call = None, [], None
         image = derived_image(self.task_image(), self.agent)
@@ -174,13 +192,11 @@ class SWEAgentEnv(SWEBaseEnv):
             ensure_image(self.client, image, pull=self.config.pull)
         elif not image_exists(self.client, image):
             raise SandboxError(f"image {image!r} is not present: build it with `gymenvs swe install-agent {self.agent.name}`")
-        channel = self._channel = LLMChannel(model_name=self.config.model_name)
+        channel, sandbox = self._pooled_channel(image) if self.config.warm_pool else self._new_channel(image)
         files = {_FORWARDER: _package_file(_FORWARDER), **self.agent.file_contents(),
                  "task.md": self.episode_task.problem_statement.encode("utf-8", "surrogateescape")}
-        for name, data in files.items():
+        for name, data in files.items():  # a pooled container sees them appear in its bind mount
             (channel.directory / name).write_bytes(data)
-        sandbox = self._sandbox = DockerSandbox(self.client, image, role="agent", episode_id=self._episode_id or "",
-                                          limits=self.limits, read_only_binds={str(channel.directory): MOUNT})
         environment = {
             **SHELL_ENVIRONMENT, "OPENAI_API_KEY": channel.token, "OPENAI_MODEL": self.config.model_name,
             "GYMENVS_TASK_FILE": f"{MOUNT}/task.md", "GYMENVS_WORKDIR": WORKDIR,
@@ -192,6 +208,33 @@ class SWEAgentEnv(SWEBaseEnv):
         stream = sandbox.open_exec(["bash", "-c", script], environment=environment)
         agent = self._agent = _AgentProcess(stream, channel)
         return channel, agent
+
+    def _new_channel(self, image: str) -> tuple[LLMChannel, Sandbox]:
+        """A new channel, then a container started from `image` with its directory bound at MOUNT."""
+        channel = self._channel = LLMChannel(model_name=self.config.model_name)
+        sandbox = self._sandbox = DockerSandbox(self.client, image, role="agent", episode_id=self._episode_id or "",
+                                                limits=self.limits, read_only_binds={str(channel.directory): MOUNT})
+        return channel, sandbox
+
+    def _pooled_channel(self, image: str) -> tuple[LLMChannel, Sandbox]:
+        """A container of `image` from the warm pool, and a channel opened in its own directory."""
+        sandbox, _, directory = self._pool_for(image).take(episode_id=self._episode_id or "")
+        assert directory is not None  # this env's pools give every container its own directory
+        self._sandbox = sandbox
+        try:
+            channel = self._channel = LLMChannel(model_name=self.config.model_name, directory=directory)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        return channel, sandbox
+
+    def _pool_for(self, image: str) -> WarmPool:
+        pool = WarmPool.for_image(self.client, image, size=self.config.warm_pool, limits=self.limits, shell=False,
+                                  directory=PrivateDirectory(new_channel_directory, MOUNT), pull=self.config.pull)
+        if pool not in self._pools:
+            pool.join()
+            self._pools.append(pool)
+        return pool
 
     def _parse_text(self, text: str) -> ToolCall:
         return ToolCall(_TEXT, {"content": text})
@@ -310,13 +353,16 @@ class SWEAgentEnv(SWEBaseEnv):
     def _release(self) -> None:
         self._end_agent()
 
-    def _end_agent(self) -> None:
+    def _end_agent(self, wait: bool = True) -> None:
+        """Close the channel (removing its directory), stop the agent and remove its container (`wait=False`:
+        in the background, as a reset does, so that it need not wait for the engine)."""
         if self._channel is not None:
             self._channel.close()
         if self._agent is not None:
             self._agent.stop()
         if self._sandbox is not None:
-            self._sandbox.remove()
+            removal = discard(self._sandbox, wait=wait)
+            self._removals = [r for r in self._removals if not r.done()] + ([removal] if removal else [])
         if self._agent is not None:
             self._agent.join()
         self._channel = self._sandbox = self._agent = self._call = None
@@ -333,7 +379,7 @@ class SWEAgentEnv(SWEBaseEnv):
 class _AgentProcess:
     """The agent's process in the container: a thread keeps the tail of its output and reports its exit."""
 
-    def __init__(self, stream: ExecStream, channel: LLMChannel):
+    def __init__(self, stream: ExecProcess, channel: LLMChannel):
         self._stream = stream
         self._channel = channel
         self._tail: collections.deque[bytes] = collections.deque()

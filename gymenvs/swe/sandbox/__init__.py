@@ -45,15 +45,16 @@ from gymenvs.swe.sandbox.docker import (
     tar_archive,
 )
 from gymenvs.swe.sandbox.output import OutputCapture, decode_output
-from gymenvs.swe.sandbox.pool import WarmPool, discard, start_container
+from gymenvs.swe.sandbox.pool import PrivateDirectory, Warm, WarmPool, discard, start_container
 from gymenvs.swe.sandbox.shell import PersistentShell, ShellResult
 
 __all__ = [
     "DISK_CHECK_INTERVAL", "KEPT_CAPABILITIES", "LABEL", "LABEL_EPISODE", "LABEL_HOST", "LABEL_PID", "LABEL_ROLE",
     "ImageMissing", "OutOfMemory",
     "LABEL_START", "SECURITY_OPTIONS", "SIZE_PATTERN", "TIMEOUT_EXIT_CODES", "ContainerGone", "DiskLimitExceeded",
-    "DockerSandbox", "ExecProcess", "ExecResult", "ExecStream", "Limits", "OutputCapture", "PersistentShell", "Sandbox",
-    "SandboxError", "ShellResult", "WarmPool", "decode_output", "describe_stopped", "discard", "docker_client",
-    "install_sigterm_cleanup", "owner_alive", "owner_labels", "parse_size", "process_start_time", "reap_orphans",
-    "reap_orphans_once", "remove_own_containers", "shared_client", "start_container", "tar_archive",
+    "DockerSandbox", "ExecProcess", "ExecResult", "ExecStream", "Limits", "OutputCapture", "PersistentShell",
+    "PrivateDirectory", "Sandbox", "SandboxError", "ShellResult", "Warm", "WarmPool", "decode_output",
+    "describe_stopped", "discard", "docker_client", "install_sigterm_cleanup", "owner_alive", "owner_labels",
+    "parse_size", "process_start_time", "reap_orphans", "reap_orphans_once", "remove_own_containers", "shared_client",
+    "start_container", "tar_archive",
 ]

@@ -8,6 +8,11 @@ containers carry the same owner labels as every sandbox (plus `gymenvs.swe.pool`
 `atexit`, SIGTERM and the orphan reaper remove them like the others. A pool closes when the last
 env using it closes.
 
+A pool may give each container its own host directory (`PrivateDirectory`), created when the pool
+starts that container and bind-mounted read-only into it (Docker cannot add a bind mount to a started
+container): SWEAgent-v0 opens the episode's LLM channel there. The directory goes with the container
+to the one episode that takes it; the pool removes the directories of the containers it removes.
+
 `discard` removes a finished episode's container in the background, so the next `reset` need not
 wait for the engine either.
 """
@@ -15,11 +20,14 @@ wait for the engine either.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 from gymenvs.swe.sandbox.base import Limits, Sandbox, SandboxError
 from gymenvs.swe.sandbox.docker import DockerSandbox
@@ -32,25 +40,57 @@ _removers: dict[int, ThreadPoolExecutor] = {}
 
 def discard(sandbox: Sandbox, *, wait: bool = True) -> Future | None:
     """Remove `sandbox`, now or (`wait=False`) in the background; returns the background removal."""
+    return _in_background(sandbox.remove, wait=wait)
+
+
+def _in_background(remove: Callable[[], None], *, wait: bool) -> Future | None:
     if wait:
-        sandbox.remove()
+        remove()
         return None
     # Per process: a child forked from a process with threads cannot use its parent's executor.
     remover = _removers.get(os.getpid()) or _removers.setdefault(
         os.getpid(), ThreadPoolExecutor(max_workers=2, thread_name_prefix="gymenvs-swe-remove"))
-    return remover.submit(sandbox.remove)
+    return remover.submit(remove)
 
 
 def start_container(client: Any, image: str, *, episode_id: str, limits: Limits = Limits(), setup: str = "",
                     environment: dict[str, str] | None = None, labels: dict[str, str] | None = None,
-                    ) -> tuple[Sandbox, PersistentShell]:
+                    read_only_binds: dict[str, str] | None = None) -> tuple[Sandbox, PersistentShell]:
     """A started container of `image` and its persistent shell, ready for an episode."""
-    sandbox = DockerSandbox(client, image, role="agent", episode_id=episode_id, limits=limits, labels=labels)
+    sandbox = DockerSandbox(client, image, role="agent", episode_id=episode_id, limits=limits, labels=labels,
+                            read_only_binds=read_only_binds)
     try:
         return sandbox, PersistentShell(sandbox, setup=setup, environment=environment)
     except BaseException:
         sandbox.remove()
         raise
+
+
+@dataclass(frozen=True)
+class PrivateDirectory:
+    """Give each pooled container its own new host directory, bind-mounted read-only at `target`.
+    `create` makes one directory per container; name it so that your orphan reaper finds it."""
+
+    create: Callable[[], Path]
+    target: str
+
+
+class Warm(NamedTuple):
+    """A started container from the pool: its shell (None for a pool without shells) and its own
+    directory (None without a `PrivateDirectory`), which the episode that takes it now owns."""
+
+    sandbox: Sandbox
+    shell: PersistentShell | None
+    directory: Path | None = None
+
+    def remove(self) -> None:
+        """Close the shell, remove the container, then its directory (after: the engine would re-create a
+        bind source that is missing while the container still exists)."""
+        if self.shell is not None:
+            self.shell.close()
+        self.sandbox.remove()
+        if self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -60,10 +100,13 @@ class _Key:
     limits: Limits
     setup: str
     environment: tuple[tuple[str, str], ...]
+    shell: bool = True
+    directory: PrivateDirectory | None = None
 
 
 class WarmPool:
-    """Up to `size` started containers of one image, each with its shell open, handed out once each."""
+    """Up to `size` started containers of one image, each with its shell open (unless `shell=False`) and
+    its own directory (with `directory=`), handed out once each."""
 
     _pools: dict[_Key, WarmPool] = {}
     _pools_lock = threading.Lock()
@@ -73,7 +116,7 @@ class WarmPool:
         self.key = key
         self.size = size
         self.users = 0
-        self._ready: deque[tuple[Sandbox, PersistentShell]] = deque()
+        self._ready: deque[Warm] = deque()
         self._starting = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -81,9 +124,10 @@ class WarmPool:
 
     @classmethod
     def for_image(cls, client: Any, image: str, *, size: int, limits: Limits = Limits(), setup: str = "",
-                  environment: dict[str, str] | None = None, pull: bool = False) -> WarmPool:
+                  environment: dict[str, str] | None = None, pull: bool = False, shell: bool = True,
+                  directory: PrivateDirectory | None = None) -> WarmPool:
         """The process's pool for `image` with these settings (made, and filled, on first use)."""
-        key = _Key(os.getpid(), image, limits, setup, tuple(sorted((environment or {}).items())))
+        key = _Key(os.getpid(), image, limits, setup, tuple(sorted((environment or {}).items())), shell, directory)
         with cls._pools_lock:
             pool = cls._pools.get(key)
             if pool is None:
@@ -93,18 +137,17 @@ class WarmPool:
             pool._fill()
             return pool
 
-    def take(self, *, episode_id: str) -> tuple[Sandbox, PersistentShell]:
-        """A started container and its shell, from the pool if one is ready (else started now)."""
+    def take(self, *, episode_id: str) -> Warm:
+        """A started container (its shell, its directory), from the pool if one is ready (else started now)."""
         try:
             while True:
                 with self._lock:
                     if not self._ready:
                         break
-                    sandbox, shell = self._ready.popleft()
-                if shell.alive():  # a pooled container killed from outside is replaced
-                    return sandbox, shell
-                shell.close()
-                discard(sandbox, wait=False)
+                    warm = self._ready.popleft()
+                if _alive(warm):  # a pooled container killed from outside is replaced
+                    return warm
+                _in_background(warm.remove, wait=False)
             return self._start(episode_id)
         finally:
             self._fill()
@@ -135,9 +178,7 @@ class WarmPool:
         self._starter.shutdown(wait=True, cancel_futures=True)
         with self._lock:
             waiting, self._ready = list(self._ready), deque()
-        for _, shell in waiting:
-            shell.close()
-        for removal in [discard(sandbox, wait=False) for sandbox, _ in waiting]:
+        for removal in [_in_background(warm.remove, wait=False) for warm in waiting]:
             if removal is not None:
                 removal.result()
 
@@ -159,14 +200,36 @@ class WarmPool:
             started = None  # a reset that finds the pool empty starts its own and reports the error
         with self._lock:
             self._starting -= 1
-            if started and not self._closed:
+            if started is not None and not self._closed:
                 self._ready.append(started)
                 return
-        if started:
-            started[1].close()
-            started[0].remove()
+        if started is not None:
+            started.remove()
 
-    def _start(self, episode_id: str) -> tuple[Sandbox, PersistentShell]:
+    def _start(self, episode_id: str) -> Warm:
         key = self.key
-        return start_container(self.client, key.image, episode_id=episode_id, limits=key.limits, setup=key.setup,
-                               environment=dict(key.environment), labels={LABEL_POOL: "1"})
+        directory = key.directory.create() if key.directory is not None else None
+        binds = {str(directory): key.directory.target} if key.directory is not None else None
+        try:
+            if not key.shell:
+                return Warm(DockerSandbox(self.client, key.image, role="agent", episode_id=episode_id, limits=key.limits,
+                                          labels={LABEL_POOL: "1"}, read_only_binds=binds), None, directory)
+            sandbox, shell = start_container(self.client, key.image, episode_id=episode_id, limits=key.limits,
+                                             setup=key.setup, environment=dict(key.environment), labels={LABEL_POOL: "1"},
+                                             read_only_binds=binds)
+            return Warm(sandbox, shell, directory)
+        except BaseException:
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
+            raise
+
+
+def _alive(warm: Warm) -> bool:
+    """Whether a waiting container still runs (its shell's stream is open; without a shell, the engine says)."""
+    if warm.shell is not None:
+        return warm.shell.alive()
+    try:
+        warm.sandbox.ensure_running()
+    except SandboxError:
+        return False
+    return True

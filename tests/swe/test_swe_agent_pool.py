@@ -1,0 +1,113 @@
+"""SWEAgent-v0's warm pool against the real Docker engine: every pooled container has its own channel
+directory, bound when the pool starts it; an episode opens its channel there; nothing is shared
+between episodes, and nothing is left after close, or after the owner is SIGKILLed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from gymenvs.swe.agents.specs import MOUNT
+from gymenvs.swe.sandbox.pool import LABEL_POOL, WarmPool
+
+from .agent_support import TASKS, agent_threads, apply_patch, bash, own_containers
+from .conftest import FIXTURE_IDS
+from .test_swe_agent_env import NEXT_PROCESS, SUBMIT, make_agent_env  # noqa: F401 - the fixture
+
+pytestmark = pytest.mark.docker
+
+
+def wait_for(condition, seconds: float = 180) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def own_directories() -> set[str]:
+    """This process's channel directories on the host."""
+    return {str(p) for p in Path(tempfile.gettempdir()).glob(f"gymenvs-agent-{os.getpid()}-*")}
+
+
+def bound_directory(docker_client, container: str) -> str:
+    """The host directory `container` has at MOUNT."""
+    mounts = docker_client.api.inspect_container(container)["Mounts"]
+    (source,) = [m["Source"] for m in mounts if m["Destination"] == MOUNT]
+    return source
+
+
+def test_a_pooled_episode_with_the_gold_patch_grades_one(make_agent_env, docker_client):  # noqa: F811
+    task = TASKS[FIXTURE_IDS[0]]
+    env = make_agent_env(warm_pool=1)
+    observation, info = env.reset(options={"instance_id": task.instance_id})
+    agent_env = env.unwrapped
+    container = agent_env.state()["container"]
+    assert docker_client.containers.get(container).labels[LABEL_POOL] == "1"  # it came from the pool
+    assert bound_directory(docker_client, container) == str(agent_env._channel.directory)
+    assert task.problem_statement.split("\n")[0] in observation
+    env.step(apply_patch(task.patch))
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert terminated and info["exit_code"] == 0, info.get("error")
+    assert reward == 1.0 and info["report"]["status"] == "resolved"
+
+
+def test_consecutive_pooled_episodes_never_see_each_others_directory(make_agent_env, docker_client):  # noqa: F811
+    env = make_agent_env(warm_pool=2)
+    agent_env = env.unwrapped
+    env.reset(options={"instance_id": FIXTURE_IDS[0]})
+    pool = agent_env._pools[0]
+    first_container, first = agent_env.state()["container"], agent_env._channel.directory
+    wait_for(lambda: pool.ready() == 2)
+    waiting = {warm.sandbox.name for warm in pool._ready}
+    env.reset(options={"instance_id": FIXTURE_IDS[0]})  # the same image: the same pool
+    second_container, second = agent_env.state()["container"], agent_env._channel.directory
+    assert second_container in waiting and second_container != first_container
+    assert second != first and not first.exists()  # the first episode's directory went with it
+    # Inside, the second episode sees exactly its own directory: its socket, its files.
+    seen = env.step(bash(f"stat -c %i {MOUNT}/llm.sock; ls -A {MOUNT}"))[0]
+    assert seen.startswith(f"[tool]\n{(second / 'llm.sock').stat().st_ino}\n{chr(10).join(sorted(os.listdir(second)))}\n")
+    # Every container of this process binds its own directory; the waiting ones hold nothing yet.
+    wait_for(lambda: pool.ready() == 2 and len(own_containers(docker_client)) == 3)  # the first one removed
+    bound = [bound_directory(docker_client, c.id) for c in own_containers(docker_client)]
+    assert len(set(bound)) == len(bound) == 3 and str(second) in bound
+    assert all(Path(d).is_dir() and not any(Path(d).iterdir()) for d in bound if d != str(second))
+
+
+def test_nothing_is_left_after_close(make_agent_env, docker_client):  # noqa: F811
+    env = make_agent_env(warm_pool=2)
+    env.reset(options={"instance_id": FIXTURE_IDS[0]})
+    pool = env.unwrapped._pools[0]
+    wait_for(lambda: pool.ready() == 2)
+    assert len(own_containers(docker_client)) == 3 and len(own_directories()) == 3
+    env.close()
+    assert not own_containers(docker_client) and not own_directories() and not agent_threads()
+    assert WarmPool._pools == {}
+
+
+POOLED_THEN_KILLED = ("import gymnasium as gym, gymenvs, json, os, signal, time\n"
+                      "env = gym.make('gymenvs/SWEAgent-v0', warm_pool=2); env.reset(seed=0)\n"
+                      "pool = env.unwrapped._pools[0]\n"
+                      "while pool.ready() < 2: time.sleep(0.1)\n"
+                      "started = [env.unwrapped._sandbox] + [warm.sandbox for warm in pool._ready]\n"
+                      "directories = [env.unwrapped._channel.directory] + [warm.directory for warm in pool._ready]\n"
+                      "print(json.dumps([[s.name for s in started], [str(d) for d in directories]]), flush=True)\n"
+                      "os.kill(os.getpid(), signal.SIGKILL)\n")
+
+
+def test_a_sigkilled_owner_leaves_nothing_the_next_process_does_not_reap(swe_images, docker_client):
+    result = subprocess.run([sys.executable, "-c", POOLED_THEN_KILLED], capture_output=True, text=True, timeout=300)
+    containers, directories = json.loads(result.stdout)
+    assert len(containers) == 3 and all(Path(d).is_dir() for d in directories)
+    result = subprocess.run([sys.executable, "-c", NEXT_PROCESS], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    reaped = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(containers) <= set(reaped) and set(directories) <= set(reaped)
+    assert not any(docker_client.containers.list(all=True, filters={"name": c}) for c in containers)
+    assert not any(Path(d).exists() for d in directories)
