@@ -115,8 +115,8 @@ def test_tic_tac_toe_against_a_scripted_opponent_win_and_loss():
 
     env = make("TicTacToe-v0", opponent=["[3]", "[4]", "[5]"])
     env.reset(seed=0)
-    observation, reward, terminated, _, _ = play(env, [call("mark", cell=c) for c in (0, 1, 8)])
-    assert (reward, terminated) == (-1.0, True)
+    observation, reward, terminated, _, info = play(env, [call("mark", cell=c) for c in (0, 1, 8)])
+    assert (reward, terminated) == (-1.0, True) and (info["outcome"], info["outcome_reason"]) == ("model", "failed")
     assert "[Player 1] [5]" in observation  # the agent sees the opponent's moves
 
 
@@ -134,6 +134,14 @@ def test_tic_tac_toe_against_any_callable_and_as_the_second_player():
     _, reward, terminated, _, _ = play(env, [call("mark", cell=c) for c in (4, 8, 6)])
     assert terminated and reward == -1.0  # the opponent fills the top row: cells 0, 1, 2
     assert "Available Moves" in seen[0]
+
+
+def test_an_opponent_that_returns_no_move_ends_the_episode_as_infra():
+    env = make("TicTacToe-v0", opponent=lambda observation: None)
+    env.reset(seed=0)
+    observation, reward, terminated, truncated, info = env.step(call("mark", cell=0))
+    assert (reward, terminated, truncated) == (0.0, False, True) and "not a move string" in observation
+    assert (info["outcome"], info["outcome_reason"]) == ("infra", "opponent_failed")
 
 
 @pytest.mark.parametrize("game", ["ConnectFour-v0", "ConnectFour-v0-train"])  # any variant of a game
