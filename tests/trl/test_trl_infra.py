@@ -1,0 +1,96 @@
+"""The TRL bridge never trains on an episode that infrastructure ended: it replays it from the same start,
+and what still fails reaches TRL as a missing reward (None, NaN in TRL), never as a 0."""
+
+from types import SimpleNamespace
+
+import pytest
+from infra_envs import InfraEcho, register
+
+from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
+from wrappers.trl.rollout.base import env_reward
+
+ECHO = {"max_turns": 2}
+SEEDS = [10, 10, 11, 11, 12, 12]  # three groups of two, as TRL repeats each prompt
+
+
+def generator_for(model, tokenizer):
+    return TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=1.0))
+
+
+class FakeTrainer:
+    """What `EnvRollout.__call__` reads from a GRPOTrainer, and its `_log_metric` hook."""
+
+    def __init__(self, model, tokenizer):
+        self.processing_class = tokenizer
+        self.args = SimpleNamespace(chat_template_kwargs=None, max_completion_length=60)
+        self.model = model
+        self.num_generations = 2
+        self.use_vllm = False
+        self.logged: dict[str, list[float]] = {}
+
+    def _log_metric(self, name, value):
+        self.logged.setdefault(name, []).append(value)
+
+
+def play(model, tokenizer, failing_seeds, failures, **options):
+    env_id = register()
+    rollout = make_rollout_func(
+        env_id, env_kwargs={**ECHO, "failing_seeds": failing_seeds, "failures": failures}, max_tokens_per_turn=4, **options
+    )
+    try:
+        return rollout, rollout.run(["Go."] * len(SEEDS), generator_for(model, tokenizer), tokenizer, seeds=SEEDS,
+                                    max_completion_length=60)
+    finally:
+        rollout.close()
+
+
+def test_an_episode_that_infra_ended_is_replayed_from_the_same_seed_and_the_group_stays_full(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    rollout, episodes = play(model, tokenizer, failing_seeds=(11,), failures=2)
+    assert InfraEcho.attempts == {10: 2, 11: 4, 12: 2}  # both seed-11 episodes failed once, then replayed
+    assert [episode.seed for episode in episodes] == SEEDS
+    assert all(episode.trainable and episode.outcome == "model" for episode in episodes)
+    assert [episode.reward for episode in episodes] == [2.0] * len(SEEDS)  # Echo pays 1 a turn: no fault's 0
+    assert [episode.retries for episode in episodes] == [0, 0, 1, 1, 0, 0]
+    assert rollout.outcome_counts == {"infra_failures": 2, "retries": 2, "dropped": 0}
+
+
+def test_an_episode_that_always_fails_is_dropped_as_a_missing_reward_never_a_zero(model_and_tokenizer):
+    model, tokenizer = model_and_tokenizer
+    rollout, episodes = play(model, tokenizer, failing_seeds=(12,), failures=99, infra_retries=1)
+    assert InfraEcho.attempts[12] == 4  # two episodes, each played twice: the first try and one retry
+    dropped = [episode for episode in episodes if not episode.trainable]
+    assert [episode.seed for episode in dropped] == [12, 12]
+    assert {(episode.outcome, episode.outcome_reason) for episode in dropped} == {("infra", "grading_timeout")}
+    assert rollout.outcome_counts == {"infra_failures": 4, "retries": 2, "dropped": 2}
+
+
+def test_the_rollout_func_hands_trl_none_for_a_dropped_episode_and_logs_the_counts(model_and_tokenizer, monkeypatch):
+    from wrappers.trl import trl_internals
+
+    model, tokenizer = model_and_tokenizer
+    trainer = FakeTrainer(model, tokenizer)
+    prompts = [[{"role": "user", "content": f"Seed {seed}."}] for seed in SEEDS]
+    monkeypatch.setattr(  # the dataset rows TRL's generation step holds
+        trl_internals, "batch_rows", lambda _: [{"prompt": prompt, "seed": seed} for prompt, seed in zip(prompts, SEEDS)]
+    )
+    rollout = make_rollout_func(
+        register(), env_kwargs={**ECHO, "failing_seeds": (11, 12), "failures": 4}, max_tokens_per_turn=4, infra_retries=1
+    )
+    rollout._trainer_generator = (trainer, generator_for(model, tokenizer))
+    try:
+        output = rollout(prompts, trainer)
+    finally:
+        rollout.close()
+    # Each episode of seeds 11 and 12 fails twice: one retry is not enough, so all four of their episodes are dropped.
+    assert output["env_reward"] == [2.0, 2.0, None, None, None, None]
+    assert output["env_outcome"] == ["model", "model", "infra", "infra", "infra", "infra"]
+    assert output["env_retries"] == [0, 0, 1, 1, 1, 1]
+    assert env_reward(env_reward=output["env_reward"]) == [2.0, 2.0, None, None, None, None]
+    assert trainer.logged == {"infra_failures": [8.0], "retries": [4.0], "dropped": [4.0]}
+
+
+@pytest.mark.parametrize("retries", [-1, True, "2"])
+def test_infra_retries_must_be_a_non_negative_integer(retries):
+    with pytest.raises(ValueError, match="infra_retries"):
+        make_rollout_func(register(), env_kwargs=ECHO, infra_retries=retries)
