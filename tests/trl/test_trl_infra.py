@@ -94,3 +94,40 @@ def test_the_rollout_func_hands_trl_none_for_a_dropped_episode_and_logs_the_coun
 def test_infra_retries_must_be_a_non_negative_integer(retries):
     with pytest.raises(ValueError, match="infra_retries"):
         make_rollout_func(register(), env_kwargs=ECHO, infra_retries=retries)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
+def test_a_grpo_step_over_an_env_that_fails_on_one_seed_trains_and_logs_the_counts(model_and_tokenizer, tmp_path):
+    """Seed 1 always ends infra: its two episodes reach TRL as NaN rewards with advantage 0; seed 0's train."""
+    import math
+
+    from trl import GRPOConfig, GRPOTrainer
+
+    from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset
+
+    model, tokenizer = model_and_tokenizer
+    rollout = make_rollout_func(
+        register(), env_kwargs={**ECHO, "failing_seeds": (1,), "failures": 99}, max_tokens_per_turn=4, infra_retries=1
+    )
+    args = GRPOConfig(
+        output_dir=str(tmp_path), **CPU_TRAINING_ARGS, per_device_train_batch_size=4, num_generations=2,
+        max_completion_length=40, max_steps=1, logging_steps=1, learning_rate=1e-3, seed=0, log_completions=False,
+    )
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer, args=args, train_dataset=episode_dataset(2),
+        rollout_func=rollout, reward_funcs=rollout.reward_func,
+    )
+    try:
+        trainer.train()
+    finally:
+        rollout.close()
+    (logged,) = [entry for entry in trainer.state.log_history if "infra_failures" in entry]
+    assert (logged["infra_failures"], logged["retries"], logged["dropped"]) == (4.0, 2.0, 2.0)
+    assert InfraEcho.attempts == {0: 2, 1: 4}
+    rewards = list(trainer._logs["rewards"]["env_reward"])
+    advantages = list(trainer._logs["advantages"])
+    dropped = [i for i, reward in enumerate(rewards) if math.isnan(reward)]
+    assert len(dropped) == 2 and all(advantages[i] == 0.0 for i in dropped)
+    assert [reward for reward in rewards if not math.isnan(reward)] == [2.0, 2.0]  # no 0 from the fault
+    assert logged["reward"] == pytest.approx(2.0)  # the mean TRL logs leaves the dropped episodes out
