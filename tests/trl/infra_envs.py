@@ -12,16 +12,16 @@ from gymenvs.envs.echo import EchoEnv
 
 
 class InfraEcho(EchoEnv):
-    """Echo whose first step ends the episode `infra` (reward 0, truncated) on the first `failures` attempts
-    of each seed in `failing_seeds`; any other episode is Echo's (reward 1 a turn). Attempts are counted per
+    """Echo whose first step ends the episode `infra` (reward 0, truncated), or whose reset raises (`at="reset"`),
+    on the first `failures` attempts of each seed in `failing_seeds`; any other episode is Echo's (reward 1 a turn). Attempts are counted per
     seed in a counter shared by every instance and thread (`InfraEcho.reset_attempts()` clears it)."""
 
     attempts: Counter[int] = Counter()
     _lock = threading.Lock()
 
-    def __init__(self, failing_seeds: tuple[int, ...] = (), failures: int = 1, **kwargs):
+    def __init__(self, failing_seeds: tuple[int, ...] = (), failures: int = 1, at: str = "step", **kwargs):
         super().__init__(**kwargs)
-        self.failing_seeds, self.failures = tuple(failing_seeds), failures
+        self.failing_seeds, self.failures, self.at = tuple(failing_seeds), failures, at
         self._failing = False
 
     @classmethod
@@ -33,6 +33,8 @@ class InfraEcho(EchoEnv):
         with self._lock:
             self.attempts[seed] += 1
             self._failing = seed in self.failing_seeds and self.attempts[seed] <= self.failures
+        if self._failing and self.at == "reset":
+            raise RuntimeError("no sandbox could start")
         return super().reset(seed=seed, options=options)
 
     def step(self, action):
@@ -47,6 +49,7 @@ ENV_ID = "gymenvs_tests/InfraEcho-v0"
 
 def register() -> str:
     if ENV_ID not in gym.registry:
-        gym.register(ENV_ID, entry_point=InfraEcho)
+        # gymnasium's env checker wraps only the first reset, and cannot take a second after that one raised.
+        gym.register(ENV_ID, entry_point=InfraEcho, disable_env_checker=True)
     InfraEcho.reset_attempts()
     return ENV_ID

@@ -131,3 +131,27 @@ def test_a_grpo_step_over_an_env_that_fails_on_one_seed_trains_and_logs_the_coun
     assert len(dropped) == 2 and all(advantages[i] == 0.0 for i in dropped)
     assert [reward for reward in rewards if not math.isnan(reward)] == [2.0, 2.0]  # no 0 from the fault
     assert logged["reward"] == pytest.approx(2.0)  # the mean TRL logs leaves the dropped episodes out
+
+
+def _factory_episode(failures, at):
+    from wrappers.trl import environment_factory
+
+    env_class = environment_factory(register(), env_kwargs={**ECHO, "failing_seeds": (11,), "failures": failures, "at": at})
+    environment = env_class()
+    first = environment.reset(prompt="Go.", seed=11)
+    if not environment.done:
+        environment.echo(message="hi")
+    return environment, first
+
+
+def test_environment_factory_replays_a_reset_that_failed_from_the_same_seed():
+    environment, first = _factory_episode(failures=2, at="reset")
+    assert InfraEcho.attempts[11] == 3 and "could not start" not in first
+    assert (environment.trainable, environment.get_reward()) == (True, 1.0)
+
+
+def test_environment_factory_gives_none_for_an_episode_that_infra_ended():
+    for failures, at in ((99, "reset"), (1, "step")):  # every reset failed; the first step ended infra (no replay)
+        environment, first = _factory_episode(failures, at)
+        assert (environment.outcome, environment.get_reward()) == ("infra", None)
+    assert "could not start" in _factory_episode(99, "reset")[1]

@@ -298,7 +298,8 @@ def test_as_a_rollout_func_it_samples_from_the_trainers_model_with_matching_logp
     output = rollout([row["prompt"] for row in dataset for _ in range(2)], trainer)
     rollout.close()
     assert set(output) == {
-        "prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_turns", "env_seed", "env_outcome", "env_retries"
+        "prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_turns", "env_seed", "env_outcome",
+        "env_retries",
     }
     assert output["env_outcome"] == ["model"] * 8 and output["env_retries"] == [0] * 8
     assert output["env_reward"] == [2.0] * 8 and output["env_turns"] == [2] * 8
