@@ -13,8 +13,9 @@ from gymenvs.envs.echo import EchoEnv
 
 class InfraEcho(EchoEnv):
     """Echo whose first step ends the episode `infra` (reward 0, truncated), or whose reset raises (`at="reset"`),
-    on the first `failures` attempts of each seed in `failing_seeds`; any other episode is Echo's (reward 1 a turn). Attempts are counted per
-    seed in a counter shared by every instance and thread (`InfraEcho.reset_attempts()` clears it)."""
+    on the first `failures` attempts of each seed in `failing_seeds`; any other episode is Echo's (reward 1 a
+    turn). Attempts are counted per seed in a counter shared by every instance and thread
+    (`InfraEcho.reset_attempts()` clears it)."""
 
     attempts: Counter[int] = Counter()
     _lock = threading.Lock()

@@ -513,7 +513,7 @@ def _start(
 ) -> Episode:
     messages = first_message_with(prompt, observation)
     episode = Episode(seed=seed, prompt_ids=renderer.prompt_ids(messages), messages=messages, env_name=env_name)
-    if info.get("error") is not None or not is_trainable(info):  # the env failed to reset, or refused the task
+    if info.get("error") is not None or not is_trainable(dict(info)):  # the env failed to reset, or refused the task
         episode.fail_at_start(str(info.get("error") or info.get(DETAIL_KEY) or info.get(REASON_KEY)), renderer, info)
     return episode
 
