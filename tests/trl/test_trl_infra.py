@@ -155,3 +155,14 @@ def test_environment_factory_gives_none_for_an_episode_that_infra_ended():
         environment, first = _factory_episode(failures, at)
         assert (environment.outcome, environment.get_reward()) == ("infra", None)
     assert "could not start" in _factory_episode(99, "reset")[1]
+
+
+def test_an_agent_episode_that_infra_ended_is_not_trainable_and_a_model_ending_is():
+    from gymenvs.core.outcomes import EndedBy, ending
+    from wrappers.trl.rollout.agent import AgentEpisode
+
+    infra, model = AgentEpisode(seed=0, prompt_ids=[1], messages=[]), AgentEpisode(seed=0, prompt_ids=[1], messages=[])
+    infra.add_env_turn("", 0.0, False, True, ending(EndedBy.INFRA, "container_oom", "killed"), None, 100)
+    model.add_env_turn("", 0.0, True, False, ending(EndedBy.MODEL, "failed"), None, 100)
+    assert (infra.trainable, infra.outcome, infra.outcome_reason) == (False, "infra", "container_oom")
+    assert (model.trainable, model.outcome_reason) == (True, "failed")
