@@ -50,7 +50,6 @@ ENV_ID = "gymenvs_tests/InfraEcho-v0"
 
 def register() -> str:
     if ENV_ID not in gym.registry:
-        # gymnasium's env checker wraps only the first reset, and cannot take a second after that one raised.
-        gym.register(ENV_ID, entry_point=InfraEcho, disable_env_checker=True)
+        gym.register(ENV_ID, entry_point=InfraEcho)
     InfraEcho.reset_attempts()
     return ENV_ID

@@ -117,6 +117,7 @@ class GymnasiumEnvironment:
                 observation, info = self._env.reset(seed=seed, options=options)
             except Exception as exc:  # a sandbox that could not start: the infrastructure's failure
                 problem, self._outcome = repr(exc), EndedBy.INFRA
+                self._rebuild_env()
             else:
                 if is_trainable(info):
                     self._outcome = EndedBy.MODEL
@@ -125,6 +126,13 @@ class GymnasiumEnvironment:
             self._infra_failures += 1
         self._done = True
         return f"The episode could not start ({problem})." + EPISODE_OVER_NOTE
+
+    def _rebuild_env(self) -> None:
+        """A fresh env after a reset raised: the old one may be half-built, and gymnasium's env checker cannot
+        take a second reset after its first one raised."""
+        self._finalizer()
+        self._env = gym.make(self.env_id, **self.env_kwargs)
+        self._finalizer = weakref.finalize(self, _close_quietly, self._env)
 
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> str | list[dict[str, Any]]:
         if not self._episode_started:
