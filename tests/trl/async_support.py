@@ -44,6 +44,14 @@ class FlakyEcho(EchoEnv):
     """Echo in which the `crash_at`-th step call (counted over all instances) raises and the `hang_at`-th sleeps."""
 
     crash_at: int | None = None
+
+    @staticmethod
+    def count_steps_from_here() -> None:
+        """Count step calls from 1 again (the counter is shared by every test in the process)."""
+        global _step_calls
+        with _lock:
+            _step_calls = itertools.count(1)
+
     hang_at: int | None = None
     hang_s: float = 5.0
 

@@ -128,15 +128,41 @@ def test_groups_that_fall_more_than_max_staleness_behind_are_dropped(server, mod
     assert len(worker.version_lags) == 1 and worker.version_lags[0] > 0
 
 
-def test_a_crashed_or_timed_out_slot_ends_only_its_own_episode(server, model_and_tokenizer):
+def test_without_retries_a_crashed_or_timed_out_slot_is_dropped_from_its_own_group_only(server, model_and_tokenizer):
+    samples, metrics = _play_through_two_faults(server, model_and_tokenizer, infra_retries=0)
+    sizes = np.unique([s.group_id for s in samples], return_counts=True)[1].tolist()
+    assert _total(metrics, "rollout/dropped") == 2 and sizes.count(GROUP - 1) == 2  # each failure cost one episode
+    assert set(sizes) == {GROUP - 1, GROUP}
+    assert (_total(metrics, "rollout/infra_failures"), _total(metrics, "rollout/retries")) == (2, 0)
+
+
+def test_a_crashed_or_timed_out_slot_is_replayed_from_its_groups_seed_and_every_group_stays_full(
+    server, model_and_tokenizer
+):
+    samples, metrics = _play_through_two_faults(server, model_and_tokenizer, infra_retries=1)
+    sizes = np.unique([s.group_id for s in samples], return_counts=True)[1].tolist()
+    assert set(sizes) == {GROUP}  # the faults cost no group an episode
+    assert (_total(metrics, "rollout/infra_failures"), _total(metrics, "rollout/retries")) == (2, 2)
+    assert _total(metrics, "rollout/dropped") == 0
+
+
+def _total(metrics, name):
+    return sum(m.get(name, 0) for m in metrics)
+
+
+def _play_through_two_faults(server, model_and_tokenizer, **options):
+    """Samples and metrics of a worker whose 2nd env step call crashes and 9th hangs past `step_timeout_s`."""
     _, tokenizer = model_and_tokenizer
     FlakyEcho.crash_at, FlakyEcho.hang_at, FlakyEcho.hang_s = 2, 9, 5.0
+    FlakyEcho.count_steps_from_here()
     samples, metrics = [], []
     try:
-        worker = make_worker(server, tokenizer, env_id="tests/FlakyEcho-v0", step_timeout_s=1.0, groups_in_flight=1)
+        worker = make_worker(
+            server, tokenizer, env_id="tests/FlakyEcho-v0", step_timeout_s=1.0, groups_in_flight=1, **options
+        )
         worker.start()
         deadline = time.monotonic() + 120
-        while sum(m.get("rollout/env_errors_total", 0) for m in metrics) < 2 and time.monotonic() < deadline:
+        while _total(metrics, "rollout/infra_failures") < 2 and time.monotonic() < deadline:
             samples += take(worker, 1)
             metrics += drain(worker.metrics_queue)
         worker.check_health(stale_after_s=60)  # the worker goes on
@@ -145,10 +171,7 @@ def test_a_crashed_or_timed_out_slot_ends_only_its_own_episode(server, model_and
         FlakyEcho.crash_at = FlakyEcho.hang_at = None
     samples += drain(worker.rollout_buffer)
     metrics += drain(worker.metrics_queue)
-    errors = sum(m.get("rollout/env_errors_total", 0) for m in metrics)
-    sizes = np.unique([s.group_id for s in samples], return_counts=True)[1].tolist()
-    assert errors == 2 and sizes.count(GROUP - 1) == 2  # each failure cost its group one episode, nothing more
-    assert set(sizes) == {GROUP - 1, GROUP}
+    return samples, metrics
 
 
 def test_check_health_raises_when_nothing_is_generated(server, model_and_tokenizer):

@@ -110,6 +110,13 @@ def test_the_group_size_follows_the_trainers_mode(model_and_tokenizer, tmp_path)
     assert trl_internals.group_size(trainer) == 4
 
 
+def test_a_metric_the_rollout_logs_goes_where_trls_log_metric_puts_it(model_and_tokenizer, tmp_path):
+    model, tokenizer = model_and_tokenizer
+    trainer = grpo_trainer(model, tokenizer, tmp_path, rollout_func=None)
+    trl_internals.log_metric(trainer, "dropped", 3.0)
+    assert trainer._pending_metrics["dropped"] == [3.0]  # flushed into the step's logs after the rewards
+
+
 def test_the_transformers_backend_of_a_trainer_generates_with_its_gathered_model(model_and_tokenizer, tmp_path):
     """`full_parameters` and TRL's `unwrap_model_for_generation`, entered as the bridge enters them."""
     model, tokenizer = model_and_tokenizer

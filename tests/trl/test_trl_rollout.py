@@ -150,8 +150,9 @@ def test_an_env_that_fails_mid_rollout_ends_only_its_own_episode(model_and_token
     rollout.close()
     for episode in episodes[::2]:  # even seeds: untouched
         assert (episode.end_reason, episode.turns, episode.reward, episode.error) == ("truncated", 3, 3.0, None)
-    for episode in episodes[1::2]:  # odd seeds: the second step failed
+    for episode in episodes[1::2]:  # odd seeds: the second step failed, every time it was replayed
         assert (episode.end_reason, episode.turns, episode.reward) == ("env_error", 2, 0.0)
+        assert (episode.outcome, episode.trainable, episode.retries) == ("infra", False, 2)
         assert ("the sandbox died" if failure == "crash" else "timed out") in episode.error
 
 
@@ -164,7 +165,7 @@ def test_an_env_that_fails_to_reset_ends_only_its_own_episode(model_and_tokenize
     rollout.close()
     assert (episodes[0].end_reason, episodes[0].turns, episodes[0].reward) == ("truncated", 2, 2.0)
     failed = episodes[1]
-    assert (failed.end_reason, failed.turns, failed.reward) == ("env_error", 0, 0.0)
+    assert (failed.end_reason, failed.turns, failed.reward, failed.outcome) == ("env_error", 0, 0.0, "infra")
     assert "no sandbox could start" in failed.error
     # Trainers need a completion: one end-of-turn token that nothing is trained on.
     assert (failed.completion_ids, failed.env_mask, failed.logprobs) == ([tokenizer.eos_token_id], [0], [0.0])
@@ -296,7 +297,11 @@ def test_as_a_rollout_func_it_samples_from_the_trainers_model_with_matching_logp
     )
     output = rollout([row["prompt"] for row in dataset for _ in range(2)], trainer)
     rollout.close()
-    assert set(output) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_turns", "env_seed"}
+    assert set(output) == {
+        "prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "env_turns", "env_seed", "env_outcome",
+        "env_retries",
+    }
+    assert output["env_outcome"] == ["model"] * 8 and output["env_retries"] == [0] * 8
     assert output["env_reward"] == [2.0] * 8 and output["env_turns"] == [2] * 8
     assert all(tokenizer.decode(ids).startswith("Hello there.") for ids in output["prompt_ids"])  # trainer's kwargs
     for prompt_ids, completion_ids, logprobs, env_mask in zip(

@@ -23,10 +23,11 @@ import gymnasium as gym
 from pydantic import StrictBool
 
 from gymenvs.core.images import has_image, text_view, to_pil_image
+from gymenvs.core.outcomes import DETAIL_KEY, REASON_KEY, EndedBy, ended_by, is_trainable
 from gymenvs.core.tools import tool_docstring
 from gymenvs.registry import probe
 from wrappers.trl import trl_internals
-from wrappers.trl.config import OptionalPositiveInt, Options
+from wrappers.trl.config import NonNegativeInt, OptionalPositiveInt, Options
 from wrappers.trl.rollout.seeding import GroupSeeds, reset_options
 
 _RESERVED_NAMES = frozenset({"reset", "get_reward", "reward", "done", "env"})
@@ -51,6 +52,8 @@ class GymnasiumEnvironment:
     max_turns: int | None = None
     #: Rollouts per group for seedless rows (None: read from the trainer that is generating).
     group_size: int | None = None
+    #: Replays of a `reset` that raised or ended `infra`/`invalid` (TRL leaves no room to replay a played episode).
+    infra_retries: int = 2
     _seeds: GroupSeeds
 
     def __init__(self) -> None:
@@ -59,6 +62,8 @@ class GymnasiumEnvironment:
         self._episode_started = False
         self._done = False
         self._reward = 0.0
+        self._outcome: str = EndedBy.MODEL
+        self._infra_failures = self._retries = 0
 
     @property
     def env(self) -> gym.Env:
@@ -75,6 +80,16 @@ class GymnasiumEnvironment:
         """Whether the current episode has ended (terminated or truncated)."""
         return self._done
 
+    @property
+    def outcome(self) -> str:
+        """Who ended the current episode (`gymenvs.core.outcomes`): `model`, `infra` or `invalid`."""
+        return self._outcome
+
+    @property
+    def trainable(self) -> bool:
+        """Whether the episode's reward is a verdict on the model; a reward function should return None when not."""
+        return self._outcome == EndedBy.MODEL
+
     def reset(self, **row: Any) -> str | list[dict[str, Any]]:
         """Start an episode seeded from the dataset row and return the env's first observation
         (content blocks, image first, when the env shows images).
@@ -83,22 +98,53 @@ class GymnasiumEnvironment:
         start and groups differ (see `GroupSeeds`). An `options` column goes to `env.reset`.
         """
         seed = self._seeds.next(row, self.group_size or _trainer_group_size())
-        observation, _ = self._env.reset(seed=seed, options=reset_options(row))
         self._episode_started = True
         self._done = False
         self._reward = 0.0
+        self._outcome, self._infra_failures, self._retries = EndedBy.MODEL, 0, 0
+        observation = self._reset_with_retries(seed, reset_options(row))
         if has_image(observation):
             return _image_blocks(observation)
         return _separator(row.get("prompt")) + _as_text(observation)
+
+    def _reset_with_retries(self, seed: int, options: dict[str, Any] | None) -> Any:
+        """The env's first observation from `seed`, replayed up to `infra_retries` times when the reset raises or
+        ends `infra`/`invalid`. When every try fails the episode is over before it starts: its reward is None."""
+        problem = ""
+        for attempt in range(self.infra_retries + 1):
+            self._retries = attempt
+            try:
+                observation, info = self._env.reset(seed=seed, options=options)
+            except Exception as exc:  # a sandbox that could not start: the infrastructure's failure
+                problem, self._outcome = repr(exc), EndedBy.INFRA
+                self._rebuild_env()
+            else:
+                if is_trainable(info):
+                    self._outcome = EndedBy.MODEL
+                    return observation
+                problem, self._outcome = str(info.get(DETAIL_KEY) or info.get(REASON_KEY)), ended_by(info)
+            self._infra_failures += 1
+        self._done = True
+        return f"The episode could not start ({problem})." + EPISODE_OVER_NOTE
+
+    def _rebuild_env(self) -> None:
+        """A fresh env after a reset raised: the old one may be half-built, and gymnasium's env checker cannot
+        take a second reset after its first one raised."""
+        self._finalizer()
+        self._env = gym.make(self.env_id, **self.env_kwargs)
+        self._finalizer = weakref.finalize(self, _close_quietly, self._env)
 
     def _call_tool(self, name: str, arguments: dict[str, Any]) -> str | list[dict[str, Any]]:
         if not self._episode_started:
             raise RuntimeError(f"{self.env_id}: call reset() before calling tools")
         if self._done:
             raise EpisodeOverError(f"The episode is over; {name}() was not run. Reply without calling a tool.")
-        observation, reward, terminated, truncated, _ = self._env.step({"name": name, "arguments": arguments})
+        observation, reward, terminated, truncated, info = self._env.step({"name": name, "arguments": arguments})
         self._reward += float(reward)
         self._done = terminated or truncated
+        if self._done and not is_trainable(info):
+            self._outcome = ended_by(info)
+            self._infra_failures += 1
         note = EPISODE_OVER_NOTE if self._done else ""
         if has_image(observation):
             return _image_blocks(observation, note)
@@ -111,9 +157,15 @@ class GymnasiumEnvironment:
 class EnvReward:
     """Mixed in when the env's own reward is a TRL reward source (`env_reward=True`)."""
 
-    def get_reward(self) -> float:
-        """The env's total reward for the current episode."""
-        return self._reward  # type: ignore[attr-defined]
+    def get_reward(self) -> float | None:
+        """The env's total reward for the current episode; None (TRL: NaN, left out of the group's advantage) when
+        infrastructure or a broken task ended it. Logs `infra_failures`, `retries` and `dropped` for the episode."""
+        episode: GymnasiumEnvironment = self  # type: ignore[assignment]
+        trainer = trl_internals.generating_trainer()
+        dropped = not episode.trainable
+        for name, value in (("infra_failures", episode._infra_failures), ("retries", episode._retries), ("dropped", dropped)):
+            trl_internals.log_metric(trainer, name, float(value))
+        return None if dropped else episode._reward
 
 
 class FactoryOptions(Options):
@@ -121,6 +173,7 @@ class FactoryOptions(Options):
 
     env_reward: StrictBool = True
     group_size: OptionalPositiveInt = None
+    infra_retries: NonNegativeInt = 2
 
 
 def environment_factory(
@@ -129,6 +182,7 @@ def environment_factory(
     name: str | None = None,
     env_reward: bool = True,
     group_size: int | None = None,
+    infra_retries: int = 2,
     env_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> type[GymnasiumEnvironment]:
@@ -148,6 +202,11 @@ def environment_factory(
             (they can read `environments[i].reward` and `.done`), so nothing is counted twice.
         group_size: rollouts per prompt (`num_generations`) for rows without a `seed` column;
             default: read from the trainer that is generating.
+        infra_retries: replays of a `reset` that raised or ended `infra`/`invalid`, from the same seed. An
+            episode that infrastructure or its task ended (at reset after every replay, or mid-episode, where
+            TRL's tool loop leaves no way to replay it) gets `get_reward()` None: TRL makes it NaN and leaves it
+            out of its group's advantage. Your own reward functions should return None when
+            `environments[i].trainable` is False, or TRL still scores the episode with their values.
         env_kwargs, **kwargs: keyword arguments for `gymnasium.make` (both forms merge), as
             `gymnasium.make` takes them; a keyword the env does not take fails here, at the probe.
             (`make_rollout_func`, with many options of its own, takes them in `env_kwargs` only.)
@@ -156,13 +215,14 @@ def environment_factory(
 
     env_kwargs = {**(env_kwargs or {}), **kwargs}
     class_name = _class_name(env_id, env_kwargs) if name is None else _checked_name(name)
-    FactoryOptions(env_reward=env_reward, group_size=group_size)
+    FactoryOptions(env_reward=env_reward, group_size=group_size, infra_retries=infra_retries)
     env_class, max_turns = _probe(env_id, env_kwargs)
     namespace: dict[str, Any] = {
         "env_id": env_id,
         "env_kwargs": dict(env_kwargs),
         "max_turns": max_turns,
         "group_size": group_size,
+        "infra_retries": infra_retries,
         "_seeds": GroupSeeds(class_name),
         "__module__": __name__,
     }

@@ -52,6 +52,14 @@ def server_client(trainer: Any) -> Any:
     return trainer.vllm_generation.vllm_client
 
 
+def log_metric(trainer: Any, name: str, value: float) -> None:
+    """Log `value` under `name` in the trainer's logs, as a reward function's `log_metric` kwarg does (TRL averages
+    the values logged in one logging step); nothing when `trainer` has no such hook (not a GRPOTrainer)."""
+    log = getattr(trainer, "_log_metric", None)
+    if callable(log):
+        log(name, value)
+
+
 @contextlib.contextmanager
 def full_parameters(trainer: Any) -> Iterator[None]:
     """Gather sharded parameters for generation, as GRPOTrainer's own generation does."""

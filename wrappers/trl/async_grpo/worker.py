@@ -12,8 +12,12 @@ env call (a container starting, a 50 ms tool) holds up only its own group. When 
 episodes are scored with the env's own returns, advantages are normalised within the group, and
 one `RolloutSample` per episode is queued, tagged with the model version the group started under.
 
-- A slot that crashes or misses `step_timeout_s` ends its own episode, which is left out of the
-  group (no reward to learn from); the rest of the group trains.
+- An episode that infrastructure or a broken task ended (`info["outcome"]` `infra` or `invalid`; a slot that
+  crashes or misses `step_timeout_s` counts as `infra`) is replayed from the group's seed, up to
+  `infra_retries` times. One that still fails is left out of the group (no reward to learn from) and the
+  advantages are computed over the rest, as TRL's own worker and `GRPOTrainer` do with a missing reward:
+  the rest still compare with each other from the same start. Metrics `rollout/infra_failures`,
+  `rollout/retries` and `rollout/dropped` count them.
 - A group whose version falls more than `max_staleness` behind the trainer's is abandoned (in
   flight) or dropped (finished), as the trainer would drop its samples.
 - `check_health` raises after a failure that repeats, or when nothing was generated for
@@ -36,7 +40,7 @@ import numpy as np
 from pydantic import Field, StrictInt
 
 from wrappers.trl.config import NonNegativeInt, Options, PositiveInt, PositiveSeconds
-from wrappers.trl.rollout.base import EnvRollout, Prompt
+from wrappers.trl.rollout.base import EnvRollout, Prompt, outcome_counts
 from wrappers.trl.rollout.env import make_rollout_func
 from wrappers.trl.rollout.transcript import first_message_with
 
@@ -118,6 +122,7 @@ class EnvRolloutWorker:
         queue_maxsize: capacity of `rollout_buffer`. No group starts while it is full, so the worker
             runs at most about `queue_maxsize + groups_in_flight * num_generations` samples ahead of
             the trainer: keep that within `max_staleness` steps, or the surplus goes stale.
+        infra_retries: replays of an episode that infrastructure or its task ended (as in `make_rollout_func`).
         backend, max_workers, step_timeout_s, vector_kwargs: the `ConcurrentVectorEnv` of each group
             (as in `make_rollout_func`).
         request_timeout_s: seconds to wait for one generation request.
@@ -141,6 +146,7 @@ class EnvRolloutWorker:
         groups_in_flight: int = 2,
         max_staleness: int = 4,
         queue_maxsize: int = 1024,
+        infra_retries: int = 2,
         backend: str = "thread",
         max_workers: int | None = None,
         step_timeout_s: float | None = None,
@@ -167,6 +173,7 @@ class EnvRolloutWorker:
             max_completion_length=max_completion_length,
             max_tokens_per_turn=max_tokens_per_turn,
             show_tools=show_tools,
+            infra_retries=infra_retries,
             backend=backend,
             max_workers=max_workers,
             step_timeout_s=step_timeout_s,
@@ -331,10 +338,12 @@ class EnvRolloutWorker:
     # -- samples --------------------------------------------------------------------------
 
     def _publish(self, group: _Group, episodes: list[Episode]) -> None:
-        played = [episode for episode in episodes if episode.end_reason != "env_error"]
+        played = [episode for episode in episodes if episode.trainable]
+        counts = outcome_counts(episodes)
         metrics = {
             "rollout/groups_total": 1.0,
             "rollout/env_errors_total": float(len(episodes) - len(played)),
+            **{f"rollout/{name}": float(count) for name, count in counts.items()},
             "rollout/group_s": time.monotonic() - group.started_at,
             "rollout/generation_s": group.generation_s,
         }

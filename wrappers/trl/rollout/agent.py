@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from wrappers.trl.rollout.base import EnvRollout, Prompt
-from wrappers.trl.rollout.transcript import ChatRenderer, Episode
+from wrappers.trl.rollout.transcript import ChatRenderer, Episode, is_env_failure
 
 
 @dataclass
@@ -46,6 +46,7 @@ class AgentEpisode(Episode):
         if terminated or truncated:
             self.reward = float(reward)
             self.error = info.get("error")
+            self.record_ending(info, env_failed=is_env_failure(truncated, info))
             self.end("terminated" if terminated else "truncated")
             return
         request = info["request"]
@@ -98,7 +99,7 @@ class AgentRollout(EnvRollout):
                        renderer: ChatRenderer) -> AgentEpisode:
         if "request" not in info:  # the env failed to reset
             episode = AgentEpisode(seed=seed, prompt_ids=[], messages=[])
-            episode.fail_at_start(str(info.get("error", "the env did not reset")), renderer)
+            episode.fail_at_start(str(info.get("error", "the env did not reset")), renderer, info)
             return episode
         messages = info["request"]["messages"]
         return AgentEpisode(seed=seed, prompt_ids=request_prompt_ids(renderer, info["request"]),

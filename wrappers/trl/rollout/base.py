@@ -22,8 +22,9 @@ import numpy as np
 from pydantic import StrictBool
 
 from gymenvs.core.images import has_image, text_view
+from gymenvs.core.outcomes import DETAIL_KEY, REASON_KEY, is_trainable
 from wrappers.trl import trl_internals
-from wrappers.trl.config import OptionalPositiveInt, Options
+from wrappers.trl.config import NonNegativeInt, OptionalPositiveInt, Options
 from wrappers.trl.rollout.seeding import GroupSeeds, reset_options
 from wrappers.trl.rollout.transcript import ChatRenderer, Episode, first_message_with
 from wrappers.vector import ConcurrentVectorEnv
@@ -39,13 +40,14 @@ logger = logging.getLogger(__name__)
 
 
 def env_reward(
-    completions: Sequence[Any] | None = None, env_reward: Sequence[float] | None = None, **kwargs: Any
-) -> list[float]:
+    completions: Sequence[Any] | None = None, env_reward: Sequence[float | None] | None = None, **kwargs: Any
+) -> list[float | None]:
     """Reward function for `GRPOTrainer(reward_funcs=...)`: each episode's total env reward, as the
-    rollout function returned it in its `env_reward` field."""
+    rollout function returned it in its `env_reward` field. An episode that infrastructure or a broken
+    task ended, even after its retries, has None there and gets None: TRL leaves it out of its group."""
     if env_reward is None:
         raise ValueError("no env_reward field: env_reward scores episodes from make_rollout_func's rollout_func")
-    return [float(value) for value in env_reward]
+    return [None if value is None else float(value) for value in env_reward]
 
 
 EnvSpec = str | tuple[str, Mapping[str, Any]]
@@ -61,6 +63,11 @@ class RolloutOptions(Options):
     show_tools: StrictBool = True
     chat_template_kwargs: dict[str, Any] = {}
     group_size: OptionalPositiveInt = None
+    infra_retries: NonNegativeInt = 2
+
+
+#: The counts a rollout logs to the trainer (TRL's `log_metric`) after each batch.
+OUTCOME_METRICS = ("infra_failures", "retries", "dropped")
 
 
 def _vector_options(
@@ -105,6 +112,7 @@ class EnvRollout:
         show_tools: bool = True,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         group_size: int | None = None,
+        infra_retries: int = 2,
         backend: str = "thread",
         max_workers: int | None = None,
         step_timeout_s: float | None = None,
@@ -116,7 +124,10 @@ class EnvRollout:
             show_tools=show_tools,
             chat_template_kwargs=dict(chat_template_kwargs or {}),
             group_size=group_size,
+            infra_retries=infra_retries,
         )
+        #: Totals over every batch played so far; each batch's own go to the trainer's logs.
+        self.outcome_counts = dict.fromkeys(OUTCOME_METRICS, 0)
         self._set_envs(env_id, env_kwargs)
         self.tokenizer = tokenizer
         self.max_completion_length = self.options.max_completion_length
@@ -169,12 +180,16 @@ class EnvRollout:
             "completion_ids": [episode.completion_ids for episode in episodes],
             "logprobs": [episode.logprobs for episode in episodes],
             "env_mask": [episode.env_mask for episode in episodes],
-            "env_reward": [episode.reward for episode in episodes],
+            "env_reward": [episode.reward if episode.trainable else None for episode in episodes],
             "env_turns": [episode.turns for episode in episodes],
             "env_seed": [episode.seed for episode in episodes],
+            "env_outcome": [str(episode.outcome) for episode in episodes],
+            "env_retries": [episode.retries for episode in episodes],
         }
         if self.multi_env:
             output["env_name"] = [episode.env_name for episode in episodes]
+        for name, count in outcome_counts(episodes).items():
+            trl_internals.log_metric(trainer, name, float(count))
         return output
 
     def _generator_for(self, trainer: Any) -> Generator:
@@ -190,9 +205,9 @@ class EnvRollout:
         if name not in self.envs:
             raise ValueError(f"no env named {name!r}; this rollout plays {list(self.envs)}")
 
-        def reward(env_reward: Sequence[float], env_name: Sequence[str] | None = None, **kwargs: Any) -> list:
+        def reward(env_reward: Sequence[float | None], env_name: Sequence[str] | None = None, **kwargs: Any) -> list:
             names = env_name if env_name is not None else [next(iter(self.envs))] * len(env_reward)
-            return [float(value) if each == name else None for value, each in zip(env_reward, names)]
+            return [float(value) if each == name and value is not None else None for value, each in zip(env_reward, names)]
 
         reward.__name__ = reward.__qualname__ = f"{name}_reward"
         return reward
@@ -267,6 +282,32 @@ class EnvRollout:
         return name
 
     def _play(
+        self,
+        starts: list[EpisodeStart],
+        generator: Generator,
+        renderers: Mapping[str, ChatRenderer],
+        max_length: int,
+    ) -> list[Episode]:
+        """Play every start; replay from the same start (seed, options) each episode that infrastructure or a
+        broken task ended, up to `infra_retries` times, so groups stay full. What still fails stays untrainable."""
+        episodes = self._play_once(starts, generator, renderers, max_length)
+        _count_failures(episodes)
+        for _ in range(self.options.infra_retries):
+            failed = [index for index, episode in enumerate(episodes) if not episode.trainable]
+            if not failed:
+                break
+            logger.info("replaying %d episode(s) that infrastructure or their task ended", len(failed))
+            replayed = self._play_once([starts[index] for index in failed], generator, renderers, max_length)
+            _count_failures(replayed)
+            for index, episode in zip(failed, replayed):
+                episode.infra_failures += episodes[index].infra_failures
+                episode.retries = episodes[index].retries + 1
+                episodes[index] = episode
+        for name, count in outcome_counts(episodes).items():
+            self.outcome_counts[name] += count
+        return episodes
+
+    def _play_once(
         self,
         starts: list[EpisodeStart],
         generator: Generator,
@@ -379,6 +420,22 @@ class EnvRollout:
         _close_all_quietly(self._vector_envs)
 
 
+def _count_failures(episodes: Sequence[Episode]) -> None:
+    for episode in episodes:
+        if not episode.trainable:
+            episode.infra_failures += 1
+
+
+def outcome_counts(episodes: Sequence[Episode]) -> dict[str, int]:
+    """`infra_failures` (attempts that infrastructure or the task ended), `retries` (attempts replayed) and
+    `dropped` (episodes that still failed: left out of training) over `episodes`."""
+    return {
+        "infra_failures": sum(episode.infra_failures for episode in episodes),
+        "retries": sum(episode.retries for episode in episodes),
+        "dropped": sum(not episode.trainable for episode in episodes),
+    }
+
+
 @dataclass(frozen=True)
 class EpisodeStart:
     """What one episode starts from: its prompt, env, seed and reset options."""
@@ -456,8 +513,8 @@ def _start(
 ) -> Episode:
     messages = first_message_with(prompt, observation)
     episode = Episode(seed=seed, prompt_ids=renderer.prompt_ids(messages), messages=messages, env_name=env_name)
-    if info.get("error") is not None:  # the env failed to reset: the episode ends before the model plays
-        episode.fail_at_start(str(info["error"]), renderer)
+    if info.get("error") is not None or not is_trainable(dict(info)):  # the env failed to reset, or refused the task
+        episode.fail_at_start(str(info.get("error") or info.get(DETAIL_KEY) or info.get(REASON_KEY)), renderer, info)
     return episode
 
 

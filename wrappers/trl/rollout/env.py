@@ -27,7 +27,7 @@ def make_rollout_func(env_id: str | Mapping[str, EnvSpec] | Sequence[str], **opt
 
     It returns `prompt_ids`, `completion_ids` (model turns and env replies, appended as tokens),
     `logprobs` (the sampling policy's logprob of each sampled token, 0.0 on env tokens), `env_mask`
-    (0 on env tokens), and `env_reward`, `env_turns` and `env_seed` per episode (and `env_name`
+    (0 on env tokens), and `env_reward`, `env_turns`, `env_seed`, `env_outcome` and `env_retries` per episode (and `env_name`
     with several envs). Generation uses the trainer's vLLM engine when `use_vllm` is on, else `generate` on the
     model being trained. A dataset's `seed` and `options` columns set each episode's start; rows
     without a seed get one start per GRPO group and a different one per group.
@@ -48,8 +48,14 @@ def make_rollout_func(env_id: str | Mapping[str, EnvSpec] | Sequence[str], **opt
         chat_template_kwargs: extra chat template variables, over the trainer's own
             `GRPOConfig(chat_template_kwargs=...)`, which are honoured too.
         group_size: rollouts per group for seedless rows (default: the trainer's `num_generations`).
+        infra_retries: how many times an episode that infrastructure or a broken task ended (`info["outcome"]`
+            `infra` or `invalid`, see `gymenvs.core.outcomes`; a crashed or timed-out slot counts as `infra`) is
+            replayed from the same seed and options, so its GRPO group stays full. One that still fails gets
+            `env_reward` None, which TRL turns into NaN and leaves out of its group's advantage (never a 0). Each
+            batch logs `infra_failures`, `retries` and `dropped` to the trainer; `env_outcome` and `env_retries`
+            are per-episode fields.
         backend, max_workers, step_timeout_s: the `ConcurrentVectorEnv` the episodes run in. An env
-            that crashes or outlives `step_timeout_s` ends its own episode (reward 0, error recorded).
+            that crashes or outlives `step_timeout_s` ends its own episode (`infra`: replayed, see `infra_retries`).
         vector_kwargs: any other `ConcurrentVectorEnv` setting, such as the Ray backend's `address`,
             `num_cpus` and `resources` (`{"docker": 1}`), or the thread backend's `pin_threads`.
     """

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from gymenvs.core import ActionError, parse_action
+from gymenvs.core.outcomes import OUTCOME_KEY, REASON_KEY, EndedBy, ended_by
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -143,10 +144,28 @@ class Episode:
     end_reason: EndReason | None = None
     error: str | None = None
     env_name: str | None = None
+    #: Who ended the episode (`gymenvs.core.outcomes`): only a `model` ending is a verdict on the model.
+    outcome: str = EndedBy.MODEL
+    outcome_reason: str | None = None
+    #: Attempts of this episode's start that ended `infra` or `invalid`, and how many were replayed.
+    infra_failures: int = 0
+    retries: int = 0
 
     @property
     def finished(self) -> bool:
         return self.end_reason is not None
+
+    @property
+    def trainable(self) -> bool:
+        """Whether the episode's reward is a verdict on the model (its ending was the model's)."""
+        return self.outcome == EndedBy.MODEL
+
+    def record_ending(self, info: Mapping[str, Any], *, env_failed: bool = False) -> None:
+        """Who ended the episode, from its last `info`. A failed slot or reset that does not say is `infra`."""
+        if env_failed and OUTCOME_KEY not in info:
+            self.outcome, self.outcome_reason = EndedBy.INFRA, "env_error"
+        else:
+            self.outcome, self.outcome_reason = ended_by(dict(info)), info.get(REASON_KEY)
 
     @property
     def input_ids(self) -> list[int]:
@@ -181,12 +200,14 @@ class Episode:
         if is_env_failure(truncated, info):
             self.reward = 0.0
             self.error = str(info["error"])
+            self.record_ending(info, env_failed=True)
             self.end("env_error")
             return
         model_text = self.messages[-1]["content"]
         self.reward += float(reward)
         self.messages.append({"role": "tool" if called_tool(model_text) else "user", "content": observation})
         if terminated or truncated:
+            self.record_ending(info)
             self.end("terminated" if terminated else "truncated")
             return
         reply = renderer.reply_ids(observation, model_text)
@@ -195,11 +216,13 @@ class Episode:
             return
         self._append(reply, [0.0] * len(reply), model=False)
 
-    def fail_at_start(self, error: str, renderer: ChatRenderer) -> None:
-        """End an episode whose env could not reset. Its completion is one end-of-turn token that the
-        env wrote (`env_mask` 0, so nothing is trained on it): trainers expect a non-empty completion."""
+    def fail_at_start(self, error: str, renderer: ChatRenderer, info: Mapping[str, Any] | None = None) -> None:
+        """End an episode whose env could not reset (`infra` unless its `info` says otherwise). Its completion is
+        one end-of-turn token that the env wrote (`env_mask` 0, so nothing is trained on it): trainers expect a
+        non-empty completion."""
         self._append([renderer.end_of_turn_id], [0.0], model=False)
         self.error = error
+        self.record_ending(info or {}, env_failed=True)
         self.end("env_error")
 
     def end(self, reason: EndReason) -> None:
