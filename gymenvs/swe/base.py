@@ -13,6 +13,7 @@ import dataclasses
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -28,6 +29,7 @@ from gymenvs.swe.sandbox import (
     Limits,
     Sandbox,
     SandboxError,
+    WarmPool,
     parse_size,
     reap_orphans_once,
     shared_client,
@@ -227,6 +229,17 @@ class SWEBaseEnv(TextEnv):
         self.task: Task | None = None
         self.report: GradeReport | None = None
         self._sandbox: Sandbox | None = None
+        self._pools: list[WarmPool] = []  # the warm pools this env has joined
+        self._removals: list[Future] = []  # containers of ended episodes still being removed in the background
+
+    def _release_containers(self) -> None:
+        """At close: wait for the background removals of ended episodes' containers, and leave the pools."""
+        for removal in self._removals:
+            removal.result()
+        self._removals.clear()
+        for pool in self._pools:
+            pool.leave()
+        self._pools.clear()
 
     @property
     def client(self) -> Any:

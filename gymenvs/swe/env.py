@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -62,8 +61,6 @@ class SWEEnv(SWEBaseEnv):
         super().__init__(config, max_turns=max_turns, render_mode=render_mode, **options)
         install_sigterm_cleanup()
         self._shell: PersistentShell | None = None
-        self._pools: list[WarmPool] = []
-        self._removals: list[Future] = []
 
     # -- episodes ----------------------------------------------------------------------------
 
@@ -74,12 +71,7 @@ class SWEEnv(SWEBaseEnv):
 
     def close(self) -> None:
         self._end_sandbox()
-        for removal in self._removals:
-            removal.result()
-        self._removals.clear()
-        for pool in self._pools:
-            pool.leave()
-        self._pools.clear()
+        self._release_containers()
         super().close()
 
     def _start_episode(self, options: dict[str, Any]) -> str:

@@ -19,7 +19,6 @@ import shlex
 import shutil
 import threading
 import time
-from concurrent.futures import Future
 from typing import Any, Literal
 
 from pydantic import PositiveFloat, PositiveInt, field_validator, model_validator
@@ -130,8 +129,6 @@ class SWEAgentEnv(SWEBaseEnv):
         install_sigterm_cleanup()
         self.trajectory: list[dict[str, Any]] = []
         self._channel: LLMChannel | None = None
-        self._pools: list[WarmPool] = []
-        self._removals: list[Future] = []
         self._agent: _AgentProcess | None = None
         self._call: Call | None = None
         self._deadline = 0.0
@@ -157,12 +154,7 @@ class SWEAgentEnv(SWEBaseEnv):
 
     def close(self) -> None:
         self._end_agent()
-        for removal in self._removals:
-            removal.result()
-        self._removals.clear()
-        for pool in self._pools:
-            pool.leave()
-        self._pools.clear()
+        self._release_containers()
         if self._upstream is not None:
             self._upstream.close()
         super().close()
