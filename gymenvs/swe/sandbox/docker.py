@@ -479,8 +479,9 @@ def describe_stopped(state: dict[str, Any]) -> str:
     status = state.get("Status", "unknown")
     if status == "removed":
         return "the container was removed from outside the environment"
-    reason = " (out of memory)" if state.get("OOMKilled") else ""
-    return f"the container is {status}{reason}, exit code {state.get('ExitCode')}: it was stopped or killed from outside"
+    oom = state.get("OOMKilled")
+    why = "the engine killed it for exceeding its memory limit" if oom else "it was stopped or killed from outside"
+    return f"the container is {status}, exit code {state.get('ExitCode')}: {why}"
 
 
 def _remove_container(api: Any, container_id: str) -> None:

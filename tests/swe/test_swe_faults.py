@@ -1,0 +1,54 @@
+"""Faults injected into the real Docker engine: an episode a fault ends says `infra`, carries no
+reward a trainer may learn from, and leaves nothing behind; a fault the agent caused itself is an
+observation, and its episode goes on."""
+
+from __future__ import annotations
+
+import pytest
+
+from gymenvs.core import is_trainable
+
+from .conftest import FIXTURE_IDS, own_containers
+from .test_swe_env import SUBMIT, bash, ending, start
+
+pytestmark = pytest.mark.docker
+
+#: Raise the container's main process (`sleep`, the child of its init) to the first victim of the
+#: OOM killer, so that running out of memory kills the container and not only the command.
+MAIN_PROCESS_FIRST = 'for p in /proc/[0-9]*; do [ "$(cat $p/comm)" = sleep ] && echo 1000 > $p/oom_score_adj; done'
+#: Fill the container's memory with a file in /dev/shm (tmpfs: charged to the container, to no process).
+FILL_MEMORY = "head -c 512m /dev/zero > /dev/shm/fill"
+
+
+def test_a_command_the_oom_killer_stops_is_the_agents_observation_and_the_episode_goes_on(make_env, docker_client):
+    env = start(make_env, FIXTURE_IDS[0], mem_limit="64m")
+    observation, reward, terminated, truncated, info = env.step(bash('python3 -c "x = bytearray(1 << 30)"'))
+    # This engine kills the largest process of the container, the command; the container runs on.
+    assert "Killed" in observation and observation.endswith("[exit code: 137]") and info["exit_code"] == 137
+    assert not (terminated or truncated) and "outcome" not in info
+    assert docker_client.api.inspect_container(env.unwrapped.state()["container"])["State"]["Running"]
+    assert env.step(bash("echo still here"))[0] == "still here\n[exit code: 0]"
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert terminated and ending(info) == ("model", "failed") and is_trainable(info)
+
+
+def test_a_container_the_oom_killer_stops_mid_command_ends_the_episode_as_infra(make_env, docker_client):
+    env = start(make_env, FIXTURE_IDS[0], mem_limit="64m")
+    observation, reward, terminated, truncated, info = env.step(bash(f"{MAIN_PROCESS_FIRST}; {FILL_MEMORY}"))
+    assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert ending(info) == ("infra", "oom_killed") and "exceeding its memory limit" in info["outcome_detail"]
+    assert "episode cannot go on" in observation
+    assert own_containers(docker_client) == []
+    env.reset(options={"instance_id": FIXTURE_IDS[0]})
+    assert env.step(bash("echo back"))[0] == "back\n[exit code: 0]"
+
+
+def test_a_container_the_oom_killer_stops_before_submit_is_not_graded(make_env, docker_client):
+    env = start(make_env, FIXTURE_IDS[0], mem_limit="64m")
+    container = env.unwrapped.state()["container"]
+    assert not env.step(bash(f"{MAIN_PROCESS_FIRST}; (sleep 1; {FILL_MEMORY}) &"))[3]
+    docker_client.api.wait(container, timeout=60)  # the engine kills it in the background
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert ending(info) == ("infra", "oom_killed") and info["report"]["status"] == "error"
+    assert own_containers(docker_client) == []
