@@ -4,12 +4,17 @@ observation, and its episode goes on."""
 
 from __future__ import annotations
 
+import os
+import threading
+
+import docker
 import pytest
 
 from gymenvs.core import is_trainable
+from gymenvs.swe.sandbox import LABEL_PID, LABEL_ROLE
 
 from .conftest import FIXTURE_IDS, own_containers
-from .test_swe_env import SUBMIT, bash, ending, start
+from .test_swe_env import SUBMIT, TASKS, bash, ending, start, write_and_apply
 
 pytestmark = pytest.mark.docker
 
@@ -51,4 +56,59 @@ def test_a_container_the_oom_killer_stops_before_submit_is_not_graded(make_env, 
     observation, reward, terminated, truncated, info = env.step(SUBMIT)
     assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
     assert ending(info) == ("infra", "oom_killed") and info["report"]["status"] == "error"
+    assert own_containers(docker_client) == []
+
+
+class GradingKiller(threading.Thread):
+    """Kills this process's first grading container once the engine runs it and, with `while_running`,
+    once a process of that name runs in it."""
+
+    def __init__(self, client, while_running: str | None = None):
+        super().__init__(daemon=True)
+        self.client, self.while_running, self.stop = client, while_running, threading.Event()
+        self.killed: list[str] = []
+
+    def ready(self, container) -> bool:
+        try:
+            return self.while_running is None or self.while_running in str(container.top()["Processes"])
+        except docker.errors.APIError:
+            return False
+
+    def run(self) -> None:
+        mine = {"label": [f"{LABEL_ROLE}=grading", f"{LABEL_PID}={os.getpid()}"], "status": "running"}
+        while not self.stop.is_set() and not self.killed:
+            for container in self.client.containers.list(filters=mine, ignore_removed=True):
+                if not self.ready(container):
+                    continue
+                try:
+                    container.kill()
+                except docker.errors.APIError:  # removed meanwhile: try the next one
+                    continue
+                self.killed.append(container.id)
+                break
+
+    def __enter__(self) -> GradingKiller:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.join()
+
+
+@pytest.mark.parametrize(("while_running", "detail"), [(None, "grading could not run: the container is exited"),
+                                                       ("pytest", "the eval script stopped before the tests finished")],
+                         ids=["at_start", "while_testing"])
+def test_a_grading_container_killed_mid_grading_ends_as_infra_with_nothing_left(make_env, docker_client, while_running, detail):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = start(make_env, task.instance_id)
+    env.step(write_and_apply(task.patch, "gold.patch"))  # work that would resolve the task
+    if while_running:  # slowly: the tests import the package for some seconds, time enough to be killed
+        env.step(bash("echo 'import time; time.sleep(5)' >> textkit/slug.py"))
+    with GradingKiller(docker_client, while_running) as killer:
+        observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert killer.killed, "the grading container was never seen running"
+    assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert ending(info) == ("infra", "grading_error") and info["report"]["status"] == "error"
+    assert detail in info["outcome_detail"]
     assert own_containers(docker_client) == []
