@@ -5,13 +5,14 @@ from gymenvs.core.checks import check_env
 from gymenvs.core.config import validate_config
 from gymenvs.core.env import Outcome, TextEnv
 from gymenvs.core.images import content_blocks, text_image_space, text_view
-from gymenvs.core.outcomes import EndedBy, ended_by, ending, is_trainable
+from gymenvs.core.outcomes import EndedBy, InfraError, ended_by, ending, is_trainable
 from gymenvs.core.spaces import UnicodeText
 from gymenvs.core.tools import ToolSpec, function_schema, tool
 
 __all__ = [
     "ActionError",
     "EndedBy",
+    "InfraError",
     "Outcome",
     "TextEnv",
     "ToolCall",

@@ -31,6 +31,13 @@ REASON_KEY = "outcome_reason"
 DETAIL_KEY = "outcome_detail"
 
 
+class InfraError(RuntimeError):
+    """A failure of the infrastructure (the engine, a container, an image): an episode it ends is
+    `infra`, with this class's `reason` (the vector env reads it from an exception a slot raised)."""
+
+    reason = "engine_error"
+
+
 def ending(ended_by: EndedBy | str, reason: str, detail: str = "") -> dict[str, str]:
     """The `info` entries of an episode's last step."""
     return {OUTCOME_KEY: str(EndedBy(ended_by)), REASON_KEY: reason, DETAIL_KEY: detail}

@@ -4,14 +4,19 @@ observation, and its episode goes on."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 import threading
+from typing import Any
 
 import docker
+import gymnasium as gym
 import pytest
 
 from gymenvs.core import is_trainable
 from gymenvs.swe.sandbox import LABEL_PID, LABEL_ROLE
+from wrappers.vector import ConcurrentVectorEnv
 
 from .conftest import FIXTURE_IDS, own_containers
 from .test_swe_env import SUBMIT, TASKS, bash, ending, start, write_and_apply
@@ -111,4 +116,26 @@ def test_a_grading_container_killed_mid_grading_ends_as_infra_with_nothing_left(
     assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
     assert ending(info) == ("infra", "grading_error") and info["report"]["status"] == "error"
     assert detail in info["outcome_detail"]
+    assert own_containers(docker_client) == []
+
+
+def swe_env(missing_image: bool = False):
+    """A SWE-v0 on the first fixture task; with `missing_image`, its image is a tag no one built (pull off)."""
+    env = gym.make("gymenvs/SWE-v0", instance_ids=[FIXTURE_IDS[0]], command_timeout_s=20.0,
+                   image_template="gymenvs-missing/{swebench_id}:never-built" if missing_image else None)
+    if missing_image:
+        swe: Any = env.unwrapped
+        swe.tasks = tuple(dataclasses.replace(task, image=None) for task in swe.tasks)
+    return env
+
+
+def test_a_missing_image_fails_the_reset_of_its_slot_only_as_infra(swe_images, docker_client):
+    with ConcurrentVectorEnv([swe_env, functools.partial(swe_env, missing_image=True)]) as envs:
+        observations, infos = envs.reset(seed=0)
+        assert infos["_error"].tolist() == [False, True]
+        assert (infos["outcome"][1], infos["outcome_reason"][1]) == ("infra", "image_missing")
+        assert "gymenvs-missing/" in infos["error"][1] and "is not present locally" in infos["error"][1]
+        assert len(own_containers(docker_client)) == 1  # slot 0's: the failed reset left nothing
+        observations, rewards, terminated, truncated, infos = envs.step([bash("echo fine"), None])
+        assert observations[0] == "fine\n[exit code: 0]" and not truncated[0]
     assert own_containers(docker_client) == []

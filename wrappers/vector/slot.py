@@ -16,6 +16,8 @@ from typing import Any, NamedTuple, SupportsFloat
 
 import gymnasium as gym
 
+from gymenvs.core.outcomes import InfraError
+
 logger = logging.getLogger(__name__)
 
 EnvFactory = Callable[[], gym.Env]
@@ -88,6 +90,8 @@ class SlotError:
 
 
 def _reason(message: str, exception: BaseException | None) -> str:
+    if isinstance(exception, InfraError):  # the env knows which part of the infrastructure failed
+        return exception.reason
     if exception is not None:
         return "env_exception"
     return "step_timeout" if " timed out " in f" {message} " else "slot_crashed"

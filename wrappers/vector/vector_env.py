@@ -167,7 +167,7 @@ class ConcurrentVectorEnv(VectorEnv):
             if type(result) is SlotError:
                 self._observations[index] = result.message
                 self._needs_reset[index] = True
-                infos.append((index, {"error": result.message}))
+                infos.append((index, _failure_info(result)))
             else:
                 self._observations[index], info = result
                 self._needs_reset[index] = False

@@ -25,6 +25,7 @@ import tarfile
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from gymenvs.core.outcomes import InfraError
 from gymenvs.swe.sandbox.output import OutputCapture
 
 #: Exit codes that mean `timeout` stopped the command (124) or had to SIGKILL it (137).
@@ -45,7 +46,7 @@ def parse_size(size: str | int) -> int:
     return int(parse_bytes(size))
 
 
-class SandboxError(RuntimeError):
+class SandboxError(InfraError):
     """The sandbox cannot do what was asked (no engine, no image, a failed runtime call)."""
 
     #: The `outcome_reason` of an episode this error ends (`gymenvs.core.outcomes`; always infra).
