@@ -54,8 +54,8 @@ class SlotError:
     slot's env was dropped (to be built afresh by its factory), so its episode is over. `reason` is
     the `outcome_reason` of the episode it ends (always infra, `gymenvs.core.outcomes`):
     "env_exception" (the env raised; a `gymenvs.core.InfraError` gives its own `reason`), "step_timeout"
-    (no reply within `step_timeout_s`; every
-    backend's message says "timed out") or "slot_crashed" (its worker died, or its reply was lost).
+    (no reply within `step_timeout_s`; every backend's message says "timed out") or "slot_crashed"
+    (its worker died, or its reply was lost).
     """
 
     __slots__ = ("message", "exception", "rebuilt", "reason")
