@@ -139,3 +139,26 @@ def test_a_missing_image_fails_the_reset_of_its_slot_only_as_infra(swe_images, d
         observations, rewards, terminated, truncated, infos = envs.step([bash("echo fine"), None])
         assert observations[0] == "fine\n[exit code: 0]" and not truncated[0]
     assert own_containers(docker_client) == []
+
+
+def test_the_trl_bridge_replays_the_episode_whose_grading_was_killed(swe_images, docker_client):
+    from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
+    from wrappers.trl.extras.tiny_model import tiny_model
+
+    model, tokenizer = tiny_model(seed=0)
+    generator = TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=1.0))
+    rollout = make_rollout_func("gymenvs/SWE-v0", env_kwargs={"instance_ids": [FIXTURE_IDS[0]], "max_turns": 1,
+                                                              "command_timeout_s": 5.0},
+                                max_tokens_per_turn=8, infra_retries=2)
+    try:
+        with GradingKiller(docker_client) as killer:  # kills the grading of one episode of the two
+            episodes = rollout.run(["Fix it."] * 2, generator, tokenizer, seeds=[0, 0], max_completion_length=40)
+    finally:
+        rollout.close()
+    assert len(killer.killed) == 1
+    assert rollout.outcome_counts == {"infra_failures": 1, "retries": 1, "dropped": 0}
+    assert sorted(episode.retries for episode in episodes) == [0, 1]
+    # What reaches TRL is the grading of the agent's work at the turn limit, never the fault's 0.
+    assert all(episode.trainable and episode.outcome == "model" for episode in episodes)
+    assert [episode.outcome_reason for episode in episodes] == ["turn_limit"] * 2
+    assert own_containers(docker_client) == []

@@ -31,7 +31,11 @@ def _add(batched: dict[str, Any], info: dict[str, Any], index: int, num_envs: in
             array = batched.get(key)
             if array is None:
                 array = batched[key] = _empty_batch(value, num_envs)
-            array[index] = value
+            try:
+                array[index] = value
+            except (TypeError, ValueError):  # another type than the first slot's (an int here, None there)
+                array = batched[key] = array.astype(object)
+                array[index] = value
         mask = batched.get(f"_{key}")
         if mask is None:
             mask = batched[f"_{key}"] = np.zeros(num_envs, dtype=np.bool_)
