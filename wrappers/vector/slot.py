@@ -54,7 +54,7 @@ class SlotError:
     slot's env was dropped (to be built afresh by its factory), so its episode is over. `reason` is
     the `outcome_reason` of the episode it ends (always infra, `gymenvs.core.outcomes`):
     "env_exception" (the env raised; a `gymenvs.core.InfraError` gives its own `reason`), "step_timeout"
-    (no reply within `step_timeout_s`; every backend's message says "timed out") or "slot_crashed"
+    (no reply within `step_timeout_s`; every backend words it with `timed_out`) or "slot_crashed"
     (its worker died, or its reply was lost).
     """
 
@@ -90,12 +90,21 @@ class SlotError:
         raise exception
 
 
+#: How every backend words a request that got no reply in time; `SlotError` reads its reason back from it.
+_TIMED_OUT = "timed out (no reply within step_timeout_s="
+
+
+def timed_out(timeout_s: float | None) -> str:
+    """What a backend says of a request that got no reply within `step_timeout_s`."""
+    return f"{_TIMED_OUT}{timeout_s} s)"
+
+
 def _reason(message: str, exception: BaseException | None) -> str:
     if isinstance(exception, InfraError):  # the env knows which part of the infrastructure failed
         return exception.reason
     if exception is not None:
         return "env_exception"
-    return "step_timeout" if " timed out " in f" {message} " else "slot_crashed"
+    return "step_timeout" if _TIMED_OUT in message else "slot_crashed"
 
 
 class Slot:

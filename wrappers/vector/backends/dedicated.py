@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, wait
 from typing import Any
 
-from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError
+from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError, timed_out
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class DedicatedThreadBackend:
 
     def run(self, requests: Sequence[Request], timeout_s: float | None) -> list[Any]:
         futures = [self._threads[request.slot].submit(request.command, request.argument) for request in requests]
-        reason = f"timed out (no reply within step_timeout_s={timeout_s} s)"
+        reason = timed_out(timeout_s)
         try:
             wait(futures, timeout_s)
         except BaseException:  # Ctrl-C while waiting: give up on what has not answered

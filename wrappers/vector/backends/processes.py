@@ -46,7 +46,7 @@ import cloudpickle
 import pydantic
 
 from wrappers.vector.backends.hosts import HostedSlots, SlotHosts
-from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker
+from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker, timed_out
 
 logger = logging.getLogger(__name__)
 
@@ -319,7 +319,7 @@ class ProcessBackend:
             while waiting:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    reason = f"timed out (no reply within step_timeout_s={timeout_s} s), so its worker process was killed"
+                    reason = f"{timed_out(timeout_s)}, so its worker process was killed"
                     break
                 for key, _ in self._selector.select(remaining):
                     self._receive(key.data, request_id, requests, waiting, results)

@@ -35,7 +35,7 @@ import pydantic
 from pydantic import Field, StrictStr
 
 from wrappers.vector.backends.hosts import HostedSlots, SlotHosts
-from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker
+from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker, timed_out
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ class RayBackend:
             actor.handle.run.remote([requests[position] for position in positions]): (actor, positions)
             for actor, positions in batches.items()
         }
-        reason = f"timed out (no reply within step_timeout_s={timeout_s} s), so its Ray actor was killed"
+        reason = f"{timed_out(timeout_s)}, so its Ray actor was killed"
         ready: list[Any] = []
         try:
             ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)

@@ -52,7 +52,7 @@ import pydantic
 from pydantic import StrictBool
 
 from wrappers.vector.backends.dedicated import DedicatedThreadBackend
-from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError
+from wrappers.vector.slot import Command, EnvFactory, Request, Slot, SlotError, timed_out
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ class ThreadBackend:
             else:
                 self._wake_threads(batch, FAN_OUT, _HELP)
                 if not batch.finished.acquire(timeout=timeout_s):
-                    self._give_up(batch, f"timed out (no reply within step_timeout_s={timeout_s} s)")
+                    self._give_up(batch, timed_out(timeout_s))
         except BaseException:  # KeyboardInterrupt while waiting or while running a step inline
             self._give_up(batch, "was interrupted", caller_position=self._caller_position)
             raise
