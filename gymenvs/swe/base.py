@@ -160,9 +160,6 @@ def _caller_stacklevel() -> int:
 
 
 #: The `outcome_reason` of each grading status (`GradeReport.status`) that is not its own name.
-GRADE_REASONS = {"resolved": "solved", "unresolved": "failed", "timeout": "grading_timeout", "error": "grading_error"}
-
-
 def sandbox_ending(exc: SandboxError) -> dict[str, str]:
     """The `info` entries of an episode a sandbox failure ended: infra, with the error's reason
     ("container_died", "oom_killed", "disk_limit", "image_missing", "engine_error")."""
@@ -177,11 +174,10 @@ def grade_ending(report: GradeReport, ended: dict[str, str] | None = None) -> di
     if ended is not None and ended[OUTCOME_KEY] != EndedBy.MODEL:
         return ended
     if report.outcome != EndedBy.MODEL:
-        reason = "broken_task" if report.outcome == EndedBy.INVALID else GRADE_REASONS.get(report.status, report.status)
-        return ending(report.outcome, reason, report.error or "")
+        return ending(report.outcome, report.reason, report.error or "")
     if ended is not None and not report.resolved:
         return ending(EndedBy.MODEL, ended[REASON_KEY], f"{ended[DETAIL_KEY]} (graded: {report.status})".strip())
-    return ending(EndedBy.MODEL, GRADE_REASONS.get(report.status, report.status), report.error or "")
+    return ending(EndedBy.MODEL, report.reason, report.error or "")
 
 
 def select_tasks(tasks: tuple[Task, ...], instance_ids: Sequence[str] | None) -> tuple[Task, ...]:

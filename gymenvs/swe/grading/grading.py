@@ -69,6 +69,10 @@ BROKEN_TASK = "the task's test_patch does not apply: the task is broken"
 MODEL_STATUSES = frozenset({"resolved", "unresolved", "patch_failed", "tampered", "screened"})
 
 
+#: The statuses whose `outcome_reason` is not the status itself.
+_OUTCOME_REASONS = {"resolved": "solved", "unresolved": "failed", "timeout": "grading_timeout", "error": "grading_error"}
+
+
 @dataclass
 class GradeReport:
     """What grading found. `fail_to_pass` / `pass_to_pass` map every listed test to its status.
@@ -115,7 +119,12 @@ class GradeReport:
 
     @property
     def reason(self) -> str:
-        return self.status
+        """Why, as an episode's `info["outcome_reason"]` says it (`gymenvs.core.outcomes`): "solved",
+        "failed", "broken_task", "grading_timeout", "grading_error", else the status ("patch_failed",
+        "tampered", "screened")."""
+        if self.outcome == "invalid":
+            return "broken_task"
+        return _OUTCOME_REASONS.get(self.status, self.status)
 
     def tests_status(self) -> dict[str, dict[str, list[str]]]:
         """SWE-bench's report shape: each list split into success and failure."""
