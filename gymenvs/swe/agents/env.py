@@ -41,7 +41,7 @@ from gymenvs.swe.agents.channel import (
 )
 from gymenvs.swe.agents.messages import extends, render
 from gymenvs.swe.agents.specs import MOUNT, AgentSpec, agent_spec, derived_image
-from gymenvs.swe.agents.wire import SIDE_MODEL, Reply, reply_from_action, reply_from_message
+from gymenvs.swe.agents.wire import SIDE_MODEL, Reply, reply_from_action, reply_from_message, respond
 from gymenvs.swe.agents.wire import anthropic as anthropic_wire
 from gymenvs.swe.agents.wire import chat as chat_wire
 from gymenvs.swe.base import SWEBaseEnv, SWEConfig, sandbox_ending
@@ -290,11 +290,7 @@ class SWEAgentEnv(SWEBaseEnv):
 
     def _respond(self, call: Call, reply: Reply) -> tuple[dict[str, Any], dict[str, Any]]:
         """`reply` in the format `call` came in, and as an assistant message of the internal form."""
-        raw = call.raw or {}
-        payload = call.wire.response(reply, call.body, self.config.model_name, raw)
-        message = reply.message()
-        call.wire.remember(self._episode_channel.conversations, payload, call.body, raw, message)
-        return payload, message
+        return respond(call.wire, call.body, call.raw or {}, reply, self.config.model_name, self._episode_channel.conversations)
 
     def _record(self, call: Call, status: int, payload: dict[str, Any], started: float) -> None:
         self.trajectory.append({"request": call.body, "response": payload, "status": status, "wire": call.wire.NAME,

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 from gymenvs.swe.agents.wire import anthropic, chat, responses
 from gymenvs.swe.agents.wire.common import Reply, ReplyCall, WireError, reply_from_action, reply_from_message
 
-__all__ = ["Reply", "ReplyCall", "Route", "Wire", "WireError", "reply_from_action", "reply_from_message", "route",
+__all__ = ["Reply", "ReplyCall", "Route", "Wire", "WireError", "reply_from_action", "reply_from_message", "respond", "route",
            "side_call_kind", "SIDE_MODEL"]
 
 #: The model name agents are told to use for their small/background model (titles, summaries):
@@ -56,6 +56,16 @@ _ROUTES: dict[str, Route] = {
     "/v1/messages/count_tokens": Route(anthropic, "count_tokens"), "/messages/count_tokens": Route(anthropic, "count_tokens"),
 }
 PATHS = tuple(_ROUTES)
+
+
+def respond(wire: Wire, request: Mapping[str, Any], raw: Mapping[str, Any], reply: Reply, model: str,
+            conversations: MutableMapping[str, list]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`reply` to `request` in `wire`'s format (what the agent receives), and as an assistant message of the
+    internal form (what the history holds); a Responses reply is kept in `conversations`."""
+    payload = wire.response(reply, request, model, raw)
+    message = reply.message()
+    wire.remember(conversations, payload, request, raw, message)
+    return payload, message
 
 
 def route(path: str) -> Route | None:

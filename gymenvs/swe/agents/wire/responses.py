@@ -177,7 +177,7 @@ def response(reply: Reply, request: Mapping[str, Any], model: str, raw: Mapping[
         "previous_response_id": raw.get("previous_response_id"), "store": bool(raw.get("store", False)),
         "max_output_tokens": raw.get("max_output_tokens"), "temperature": raw.get("temperature"), "top_p": raw.get("top_p"),
         "metadata": {}, "text": {"format": {"type": "text"}},
-        "usage": {"input_tokens": reply.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+        "usage": {"input_tokens": reply.prompt_tokens, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                   "output_tokens": reply.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
                   "total_tokens": reply.prompt_tokens + reply.completion_tokens},
     }
