@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -22,6 +23,9 @@ from gymenvs.swe.agents.wire import SIDE_MODEL, Reply, ReplyCall, WireError, rep
 from gymenvs.swe.agents.wire import anthropic as anthropic_wire
 from gymenvs.swe.agents.wire import chat as chat_wire
 from gymenvs.swe.agents.wire import responses as responses_wire
+
+from .agent_support import bash
+from .conftest import FIXTURE_IDS
 
 BASH = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
 LS = ReplyCall("bash", '{"command": "ls"}', "call_1")
@@ -56,24 +60,47 @@ def sse_events(data: bytes) -> list[dict[str, Any]]:
 
 # -- requests: each format's documented shapes to the one internal form ------------------------------------------
 
+
 def test_an_anthropic_request_becomes_the_internal_form():
     body = {
-        "model": "policy", "max_tokens": 512, "stream": True, "stop_sequences": ["END"],
-        "system": [{"type": "text", "text": "You are Claude."}, {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
-        "tools": [{"name": "Bash", "description": "Run bash.", "input_schema": BASH},
-                  {"type": "web_search_20250305", "name": "web_search"}],  # a server tool: not the policy's
+        "model": "policy",
+        "max_tokens": 512,
+        "stream": True,
+        "stop_sequences": ["END"],
+        "system": [
+            {"type": "text", "text": "You are Claude."},
+            {"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}},
+        ],
+        "tools": [
+            {"name": "Bash", "description": "Run bash.", "input_schema": BASH},
+            {"type": "web_search_20250305", "name": "web_search"},
+        ],  # a server tool: not the policy's
         "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "<reminder>"}, {"type": "text", "text": "List files."}]},
             {"role": "system", "content": "Environment: Linux."},  # Claude Code sends one inside messages
-            {"role": "assistant", "content": [{"type": "thinking", "thinking": "ls it", "signature": "s"},
-                                              {"type": "text", "text": "Listing."},
-                                              {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
-                                              {"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {"command": "pwd"}}]},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.txt"},
-                                         {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": False,
-                                          "content": [{"type": "text", "text": "/testbed"}]},
-                                         {"type": "text", "text": "Go on.", "cache_control": {"type": "ephemeral"}}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "ls it", "signature": "s"},
+                    {"type": "text", "text": "Listing."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "Bash", "input": {"command": "pwd"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.txt"},
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "toolu_2",
+                        "is_error": False,
+                        "content": [{"type": "text", "text": "/testbed"}],
+                    },
+                    {"type": "text", "text": "Go on.", "cache_control": {"type": "ephemeral"}},
+                ],
+            },
         ],
     }
     request = anthropic_wire.request(body)
@@ -81,24 +108,37 @@ def test_an_anthropic_request_becomes_the_internal_form():
         {"role": "system", "content": "You are Claude.Be brief."},
         {"role": "user", "content": "<reminder>List files."},
         {"role": "system", "content": "Environment: Linux."},
-        {"role": "assistant", "content": "Listing.", "reasoning_content": "ls it", "tool_calls": [
-            {"id": "toolu_1", "type": "function", "function": {"name": "Bash", "arguments": '{"command": "ls"}'}},
-            {"id": "toolu_2", "type": "function", "function": {"name": "Bash", "arguments": '{"command": "pwd"}'}}]},
+        {
+            "role": "assistant",
+            "content": "Listing.",
+            "reasoning_content": "ls it",
+            "tool_calls": [
+                {"id": "toolu_1", "type": "function", "function": {"name": "Bash", "arguments": '{"command": "ls"}'}},
+                {"id": "toolu_2", "type": "function", "function": {"name": "Bash", "arguments": '{"command": "pwd"}'}},
+            ],
+        },
         {"role": "tool", "tool_call_id": "toolu_1", "content": "a.txt"},
         {"role": "tool", "tool_call_id": "toolu_2", "content": "/testbed"},
         {"role": "user", "content": "Go on."},
     ]
-    assert request["tools"] == [{"type": "function", "function": {"name": "Bash", "description": "Run bash.", "parameters": BASH}}]
+    assert request["tools"] == [
+        {"type": "function", "function": {"name": "Bash", "description": "Run bash.", "parameters": BASH}}
+    ]
     assert (request["max_tokens"], request["stop"], request["stream"]) == (512, ["END"], True)
     assert (request["tool_choice"], request["parallel_tool_calls"]) == ("required", False)
 
 
 def test_a_responses_request_becomes_the_internal_form():
     body = {
-        "model": "policy", "instructions": "You are Codex.", "max_output_tokens": 100, "tool_choice": "auto",
-        "tools": [{"type": "function", "name": "exec_command", "parameters": BASH, "strict": False},
-                  {"type": "custom", "name": "apply_patch", "description": "Patch files."},
-                  {"type": "web_search"}],
+        "model": "policy",
+        "instructions": "You are Codex.",
+        "max_output_tokens": 100,
+        "tool_choice": "auto",
+        "tools": [
+            {"type": "function", "name": "exec_command", "parameters": BASH, "strict": False},
+            {"type": "custom", "name": "apply_patch", "description": "Patch files."},
+            {"type": "web_search"},
+        ],
         "input": [
             {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Rules."}]},
             {"role": "user", "content": "List files."},
@@ -117,8 +157,12 @@ def test_a_responses_request_becomes_the_internal_form():
         {"role": "system", "content": "You are Codex."},
         {"role": "system", "content": "Rules."},
         {"role": "user", "content": "List files."},
-        {"role": "assistant", "content": None, "reasoning_content": "think",
-         "tool_calls": [call(1, "exec_command", '{"cmd": "ls"}'), call(2, "exec_command", '{"cmd": "pwd"}')]},
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "think",
+            "tool_calls": [call(1, "exec_command", '{"cmd": "ls"}'), call(2, "exec_command", '{"cmd": "pwd"}')],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "a.txt"},
         {"role": "tool", "tool_call_id": "call_2", "content": "/testbed"},
         {"role": "assistant", "content": None, "tool_calls": [call(3, "apply_patch", '{"input": "*** Begin Patch"}')]},
@@ -131,9 +175,15 @@ def test_a_responses_request_becomes_the_internal_form():
 def test_previous_response_id_is_served_from_the_episodes_history():
     conversations: dict[str, list] = {}
     first = responses_wire.request({"model": "m", "instructions": "Be brief.", "input": "List files."})
-    payload, _ = respond(responses_wire, first, {"instructions": "Be brief."}, fresh(REPLIES["one tool call"]), "m", conversations)
-    follow_up = {"model": "m", "instructions": "Be brief.", "previous_response_id": payload["id"],
-                 "input": [{"type": "function_call_output", "call_id": "call_1", "output": "a.txt"}]}
+    payload, _ = respond(
+        responses_wire, first, {"instructions": "Be brief."}, fresh(REPLIES["one tool call"]), "m", conversations
+    )
+    follow_up = {
+        "model": "m",
+        "instructions": "Be brief.",
+        "previous_response_id": payload["id"],
+        "input": [{"type": "function_call_output", "call_id": "call_1", "output": "a.txt"}],
+    }
     messages = responses_wire.request(follow_up, conversations)["messages"]
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool"]  # the instructions once
     assert messages[2]["tool_calls"][0]["id"] == "call_1"
@@ -141,16 +191,27 @@ def test_previous_response_id_is_served_from_the_episodes_history():
         responses_wire.request({**follow_up, "previous_response_id": "resp_elsewhere"}, conversations)
 
 
-@pytest.mark.parametrize(("wire", "body", "words"), [
-    (chat_wire, {"model": "m"}, '"messages" must be'),
-    (anthropic_wire, {"model": "m", "messages": []}, '"messages" must be'),
-    (anthropic_wire, {"messages": [{"role": "user", "content": [{"type": "video"}]}]}, "unsupported content part 'video'"),
-    (anthropic_wire, {"messages": [{"role": "tool", "content": "x"}]}, "role must be user or assistant"),
-    (responses_wire, {"model": "m", "input": 7}, '"input" must be'),
-    (responses_wire, {"input": [{"type": "item_reference", "id": "x"}]}, "unsupported input item type 'item_reference'"),
-    (responses_wire, {"input": [{"type": "function_call_output", "output": "x"}]}, '"call_id"'),
-], ids=["chat no messages", "anthropic empty", "anthropic video", "anthropic tool role", "responses input",
-        "responses item_reference", "responses no call_id"])
+@pytest.mark.parametrize(
+    ("wire", "body", "words"),
+    [
+        (chat_wire, {"model": "m"}, '"messages" must be'),
+        (anthropic_wire, {"model": "m", "messages": []}, '"messages" must be'),
+        (anthropic_wire, {"messages": [{"role": "user", "content": [{"type": "video"}]}]}, "unsupported content part 'video'"),
+        (anthropic_wire, {"messages": [{"role": "tool", "content": "x"}]}, "role must be user or assistant"),
+        (responses_wire, {"model": "m", "input": 7}, '"input" must be'),
+        (responses_wire, {"input": [{"type": "item_reference", "id": "x"}]}, "unsupported input item type 'item_reference'"),
+        (responses_wire, {"input": [{"type": "function_call_output", "output": "x"}]}, '"call_id"'),
+    ],
+    ids=[
+        "chat no messages",
+        "anthropic empty",
+        "anthropic video",
+        "anthropic tool role",
+        "responses input",
+        "responses item_reference",
+        "responses no call_id",
+    ],
+)
 def test_malformed_or_unsupported_requests_are_refused_with_a_reason(wire, body, words):
     with pytest.raises(WireError, match=words.replace("(", r"\(")):
         wire.request(body)
@@ -158,7 +219,12 @@ def test_malformed_or_unsupported_requests_are_refused_with_a_reason(wire, body,
 
 # -- replies: documented shapes, whole and streamed -----------------------------------------------------------------
 
-ANTHROPIC_STOP = {"text": "end_turn", "one tool call": "tool_use", "parallel tool calls": "tool_use", "thinking and a tool call": "tool_use"}
+ANTHROPIC_STOP = {
+    "text": "end_turn",
+    "one tool call": "tool_use",
+    "parallel tool calls": "tool_use",
+    "thinking and a tool call": "tool_use",
+}
 
 
 @pytest.mark.parametrize("name", REPLIES)
@@ -185,8 +251,12 @@ def test_anthropic_replies_are_messages_and_stream_in_the_documented_order(name)
     assert events[0]["message"]["content"] == [] and events[0]["message"]["stop_reason"] is None
 
 
-RESPONSES_ITEMS = {"text": ["message"], "one tool call": ["function_call"], "parallel tool calls": ["message", "function_call", "function_call"],
-                   "thinking and a tool call": ["reasoning", "function_call"]}
+RESPONSES_ITEMS = {
+    "text": ["message"],
+    "one tool call": ["function_call"],
+    "parallel tool calls": ["message", "function_call", "function_call"],
+    "thinking and a tool call": ["reasoning", "function_call"],
+}
 
 
 @pytest.mark.parametrize("name", REPLIES)
@@ -196,7 +266,9 @@ def test_responses_replies_are_responses_and_stream_in_the_documented_order(name
     response = Response.model_validate(payload)
     assert [item.type for item in response.output] == RESPONSES_ITEMS[name]
     assert response.status == "completed" and response.model == "policy" and response.id.startswith("resp_")
-    assert response.usage is not None and response.usage.total_tokens == response.usage.input_tokens + response.usage.output_tokens
+    assert (
+        response.usage is not None and response.usage.total_tokens == response.usage.input_tokens + response.usage.output_tokens
+    )
     calls = [item for item in response.output if item.type == "function_call"]
     assert [(c.call_id, c.arguments) for c in calls] == [(c.id, c.arguments) for c in REPLIES[name].tool_calls]
 
@@ -236,16 +308,34 @@ def test_chat_replies_are_completions_and_stream_as_chunks(name):
     assert chunks[-2].choices[0].finish_reason == completion.choices[0].finish_reason
 
 
-@pytest.mark.parametrize(("action", "expected"), [
-    ("<think>look first</think>\nI will list.\n<tool_call>{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}</tool_call>\n"
-     "<tool_call>{\"name\": \"bash\", \"arguments\": {\"command\": \"pwd\"}}</tool_call>",
-     ("I will list.", ["ls", "pwd"], "look first")),
-    ([{"name": "bash", "arguments": {"command": "ls"}}, {"type": "function", "function": {"name": "bash", "arguments": '{"command": "pwd"}'}}],
-     (None, ["ls", "pwd"], None)),
-    ({"role": "assistant", "content": "x", "reasoning_content": "r", "tool_calls": [{"function": {"name": "bash", "arguments": {"command": "ls"}}}]},
-     ("x", ["ls"], "r")),
-    ("Just text.", ("Just text.", [], None)),
-], ids=["tagged text", "list of calls", "assistant message", "text"])
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [
+        (
+            '<think>look first</think>\nI will list.\n<tool_call>{"name": "bash", "arguments": {"command": "ls"}}</tool_call>\n'
+            '<tool_call>{"name": "bash", "arguments": {"command": "pwd"}}</tool_call>',
+            ("I will list.", ["ls", "pwd"], "look first"),
+        ),
+        (
+            [
+                {"name": "bash", "arguments": {"command": "ls"}},
+                {"type": "function", "function": {"name": "bash", "arguments": '{"command": "pwd"}'}},
+            ],
+            (None, ["ls", "pwd"], None),
+        ),
+        (
+            {
+                "role": "assistant",
+                "content": "x",
+                "reasoning_content": "r",
+                "tool_calls": [{"function": {"name": "bash", "arguments": {"command": "ls"}}}],
+            },
+            ("x", ["ls"], "r"),
+        ),
+        ("Just text.", ("Just text.", [], None)),
+    ],
+    ids=["tagged text", "list of calls", "assistant message", "text"],
+)
 def test_the_policys_action_becomes_one_reply(action, expected):
     reply = reply_from_action(action)
     assert (reply.content, [json.loads(c.arguments)["command"] for c in reply.tool_calls], reply.reasoning) == expected
@@ -253,17 +343,48 @@ def test_the_policys_action_becomes_one_reply(action, expected):
 
 # -- side calls --------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("path", "headers", "body", "kind"), [
-    ("/v1/messages/count_tokens", {}, {"messages": [{"role": "user", "content": "hi"}]}, "count_tokens"),
-    ("/v1/responses", {"x-codex-turn-metadata": '{"request_kind": "compaction", "turn_id": "t"}'}, {"input": "Summarise."}, "compaction"),
-    ("/v1/responses", {"x-codex-turn-metadata": '{"request_kind": "turn"}'}, {"input": "Fix it."}, None),
-    ("/v1/messages?beta=true", {}, {"model": SIDE_MODEL, "max_tokens": 50, "messages": [{"role": "user", "content": "t"}]}, "small_model"),
-    ("/v1/messages", {}, {"model": "policy", "max_tokens": 1, "messages": [{"role": "user", "content": "quota"}]}, "quota"),
-    ("/v1/chat/completions", {}, {"messages": [{"role": "system", "content": "You are a title generator. You output ONLY"},
-                                               {"role": "user", "content": "Fix it."}]}, "title"),
-    ("/v1/chat/completions", {}, {"messages": [{"role": "system", "content": "You are opencode."}, {"role": "user", "content": "x"}],
-                                  "tools": [{"type": "function", "function": {"name": "bash"}}]}, None),
-], ids=["count_tokens", "codex compaction", "codex turn", "side model", "quota probe", "title", "main turn"])
+
+@pytest.mark.parametrize(
+    ("path", "headers", "body", "kind"),
+    [
+        ("/v1/messages/count_tokens", {}, {"messages": [{"role": "user", "content": "hi"}]}, "count_tokens"),
+        (
+            "/v1/responses",
+            {"x-codex-turn-metadata": '{"request_kind": "compaction", "turn_id": "t"}'},
+            {"input": "Summarise."},
+            "compaction",
+        ),
+        ("/v1/responses", {"x-codex-turn-metadata": '{"request_kind": "turn"}'}, {"input": "Fix it."}, None),
+        (
+            "/v1/messages?beta=true",
+            {},
+            {"model": SIDE_MODEL, "max_tokens": 50, "messages": [{"role": "user", "content": "t"}]},
+            "small_model",
+        ),
+        ("/v1/messages", {}, {"model": "policy", "max_tokens": 1, "messages": [{"role": "user", "content": "quota"}]}, "quota"),
+        (
+            "/v1/chat/completions",
+            {},
+            {
+                "messages": [
+                    {"role": "system", "content": "You are a title generator. You output ONLY"},
+                    {"role": "user", "content": "Fix it."},
+                ]
+            },
+            "title",
+        ),
+        (
+            "/v1/chat/completions",
+            {},
+            {
+                "messages": [{"role": "system", "content": "You are opencode."}, {"role": "user", "content": "x"}],
+                "tools": [{"type": "function", "function": {"name": "bash"}}],
+            },
+            None,
+        ),
+    ],
+    ids=["count_tokens", "codex compaction", "codex turn", "side model", "quota probe", "title", "main turn"],
+)
 def test_side_calls_are_told_from_main_turns(path, headers, body, kind):
     where = route(path)
     assert where is not None
@@ -271,6 +392,7 @@ def test_side_calls_are_told_from_main_turns(path, headers, body, kind):
 
 
 # -- the official SDK clients over the channel's socket ----------------------------------------------------------------
+
 
 class ScriptedPolicy:
     """Serves a channel as the env does: main turns get the next scripted action, side calls a minimal answer
@@ -363,7 +485,9 @@ def test_the_openai_sdk_speaks_responses_to_the_channel(channel, stream):
     calls = [item for item in first.output if item.type == "function_call"]
     assert [json.loads(c.arguments)["command"] for c in calls] == ["ls", "pwd"]
     outputs: Any = [{"type": "function_call_output", "call_id": c.call_id, "output": "out"} for c in calls]
-    second = client.responses.create(model="policy", instructions="Be brief.", previous_response_id=first.id, input=outputs, tools=tools)
+    second = client.responses.create(
+        model="policy", instructions="Be brief.", previous_response_id=first.id, input=outputs, tools=tools
+    )
     assert second.output_text == "done"
     assert [m["role"] for m in policy.requests[1]["messages"]] == ["system", "user", "assistant", "tool", "tool"]
 
@@ -371,22 +495,35 @@ def test_the_openai_sdk_speaks_responses_to_the_channel(channel, stream):
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("auth", ["api_key", "auth_token"], ids=["x-api-key", "bearer"])
 def test_the_anthropic_sdk_speaks_messages_to_the_channel(channel, stream, auth):
-    policy = ScriptedPolicy(channel, ["<think>two commands</think><tool_call>" + json.dumps(TWO_CALLS[0]) + "</tool_call><tool_call>"
-                                      + json.dumps(TWO_CALLS[1]) + "</tool_call>", "done"])
+    policy = ScriptedPolicy(
+        channel,
+        [
+            "<think>two commands</think><tool_call>"
+            + json.dumps(TWO_CALLS[0])
+            + "</tool_call><tool_call>"
+            + json.dumps(TWO_CALLS[1])
+            + "</tool_call>",
+            "done",
+        ],
+    )
     client = anthropic_client(channel, **{auth: channel.token})
     tools: Any = [{"name": "bash", "description": "Run bash.", "input_schema": BASH}]
     messages: list[Any] = [{"role": "user", "content": "List files."}]
     assert client.messages.count_tokens(model="policy", messages=messages, tools=tools).input_tokens > 0
     if stream:
-        with client.beta.messages.stream(model="policy", max_tokens=100, system="Be brief.", messages=messages, tools=tools) as events:
+        with client.beta.messages.stream(
+            model="policy", max_tokens=100, system="Be brief.", messages=messages, tools=tools
+        ) as events:
             first: Any = events.get_final_message()
     else:
         first = client.messages.create(model="policy", max_tokens=100, system="Be brief.", messages=messages, tools=tools)
     assert [block.type for block in first.content] == ["thinking", "tool_use", "tool_use"] and first.stop_reason == "tool_use"
     assert first.content[0].thinking == "two commands"
     uses = [block for block in first.content if block.type == "tool_use"]
-    messages += [{"role": "assistant", "content": [block.model_dump() for block in first.content]},
-                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": u.id, "content": "out"} for u in uses]}]
+    messages += [
+        {"role": "assistant", "content": [block.model_dump() for block in first.content]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": u.id, "content": "out"} for u in uses]},
+    ]
     second = client.messages.create(model="policy", max_tokens=100, system="Be brief.", messages=messages, tools=tools)
     assert second.content[0].type == "text" and second.content[0].text == "done" and second.stop_reason == "end_turn"
     history = policy.requests[1]["messages"]
@@ -413,17 +550,110 @@ def test_a_head_probe_without_a_key_is_answered_and_ends_nothing(channel):
     assert channel.next_event(0.2) is None
 
 
-@pytest.mark.parametrize(("path", "body", "expected"), [
-    ("/v1/messages", {"model": "m", "max_tokens": 5, "messages": "hi"}, {"type": "error", "error": {"type": "invalid_request_error"}}),
-    ("/v1/responses", {"model": "m", "input": [{"type": "item_reference", "id": "x"}]}, {"error": {"type": "invalid_request_error"}}),
-    ("/v1/responses/compact", {"model": "m", "input": "x"}, {"error": {"type": "invalid_request_error"}}),
-], ids=["anthropic", "responses", "unknown route"])
+@pytest.mark.parametrize(
+    ("path", "body", "expected"),
+    [
+        (
+            "/v1/messages",
+            {"model": "m", "max_tokens": 5, "messages": "hi"},
+            {"type": "error", "error": {"type": "invalid_request_error"}},
+        ),
+        (
+            "/v1/responses",
+            {"model": "m", "input": [{"type": "item_reference", "id": "x"}]},
+            {"error": {"type": "invalid_request_error"}},
+        ),
+        ("/v1/responses/compact", {"model": "m", "input": "x"}, {"error": {"type": "invalid_request_error"}}),
+    ],
+    ids=["anthropic", "responses", "unknown route"],
+)
 def test_a_malformed_request_is_refused_in_its_own_format_and_ends_the_episode(channel, path, body, expected):
     with http_client(channel) as client:
         answer = client.post("http://localhost" + path, json=body, headers={"Authorization": f"Bearer {channel.token}"})
     assert answer.status_code in (400, 404)
     payload = answer.json()
     for key, value in expected.items():
-        assert isinstance(payload[key], dict) and payload[key]["type"] == value["type"] if isinstance(value, dict) else payload[key] == value
+        assert (
+            isinstance(payload[key], dict) and payload[key]["type"] == value["type"]
+            if isinstance(value, dict)
+            else payload[key] == value
+        )
     event = channel.next_event(5)
     assert isinstance(event, ChannelError) and not event.infra
+
+
+# -- SWEAgent-v0 in a real container: an agent speaking each format through the forwarder -----------------------------
+
+WIRE_AGENT = Path(__file__).parent / "agents" / "wire_agent.py"
+
+
+def wire_agent(wire: str, **environment: str) -> Any:
+    from gymenvs.swe.agents.specs import AgentSpec
+
+    return AgentSpec(
+        f"wire-{wire}",
+        command="exec python3 /run/gymenvs/wire_agent.py",
+        files=(str(WIRE_AGENT),),
+        environment={"GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1", **environment},
+    )
+
+
+@pytest.fixture
+def agent_env(swe_images):
+    from gymenvs.swe.agents.env import SWEAgentEnv
+
+    envs: list[SWEAgentEnv] = []
+
+    def make(agent: Any) -> SWEAgentEnv:
+        envs.append(SWEAgentEnv(agent=agent, call_timeout_s=60.0, instance_ids=[FIXTURE_IDS[0]]))
+        return envs[-1]
+
+    yield make
+    for env in envs:
+        env.close()
+
+
+SIDE_KINDS = {"chat": ["small_model"], "responses": ["small_model", "compaction"], "anthropic": ["count_tokens", "small_model"]}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("wire", ["chat", "responses", "anthropic"])
+def test_an_agent_speaking_each_format_streamed_runs_an_episode_in_one_internal_form(agent_env, wire):
+    env = agent_env(wire_agent(wire))
+    observation, info = env.reset(seed=0)
+    # Whatever the agent spoke, the policy sees one form: its system prompt, the task, function-schema tools.
+    assert info["wire"] == wire and observation.startswith("[system]\nYou are the wire test agent.\n\n[user]\n")
+    assert [m["role"] for m in info["request"]["messages"]] == ["system", "user"]
+    assert info["tools"] == [
+        {"type": "function", "function": {"name": "bash", "description": "Run a command.", "parameters": BASH}}
+    ]
+    assert info["side_calls"] == len(SIDE_KINDS[wire])  # answered before the first main turn, never shown to the policy
+
+    parallel = (
+        "<tool_call>"
+        + json.dumps(bash("echo one-$((1 + 0))"))
+        + "</tool_call><tool_call>"
+        + json.dumps(bash("pwd"))
+        + "</tool_call>"
+    )
+    observation, _, terminated, truncated, info = env.step(parallel)
+    assert not (terminated or truncated) and not info["history_rewritten"]
+    assert observation == "[tool]\none-1\n\n[tool]\n/testbed"  # both calls ran in the container, in order
+    assert [m["role"] for m in info["request"]["messages"]] == ["system", "user", "assistant", "tool", "tool"]
+
+    _, reward, terminated, truncated, info = env.step("<think>Nothing to change.</think>All done.")
+    assert terminated and not truncated and info["exit_code"] == 0, info.get("error")
+    assert "final: All done." in info["agent_log"]
+    trajectory = info["trajectory"]
+    assert [record["side"] for record in trajectory] == [*SIDE_KINDS[wire], None, None]
+    assert {record["wire"] for record in trajectory} == {wire} and info["side_calls"] == len(SIDE_KINDS[wire])
+
+
+@pytest.mark.docker
+def test_a_malformed_request_ends_that_episode_with_a_clear_error(agent_env):
+    env = agent_env(wire_agent("anthropic", GYMENVS_MALFORMED="1"))
+    env.reset(seed=0)
+    _, _, terminated, truncated, info = env.step(bash("true"))
+    assert truncated and not terminated
+    assert info["error"].startswith("malformed request: anthropic request:") and '"messages" must be' in info["error"]
+    assert info["outcome_reason"] == "protocol_error"
