@@ -20,7 +20,7 @@ activated; the forwarder execs it, so the agent's exit ends the episode.
 The four coding-agent CLIs (Claude Code, Codex, OpenCode, Pi) are npm packages installed offline
 into derived images (`install.py`); their launch commands, switches and config files are those
 measured in docs/swe-agents.md ("The agent CLIs"). Their config files are templates: the command
-copies them out of MOUNT with `@OPENAI_BASE_URL@` and `@OPENAI_MODEL@` filled in (the port is only
+copies them out of MOUNT with `@OPENAI_BASE_URL@`, `@OPENAI_MODEL@` and `@GYMENVS_SIDE_MODEL@` filled in (the port is only
 known inside the container), and each names the environment variable holding the token rather
 than the token itself.
 """
@@ -106,7 +106,8 @@ MINI_SWE_AGENT = AgentSpec(
 def _render(template: str, destination: str) -> str:
     """A shell command writing MOUNT/`template` to `destination` with the episode's endpoint and model filled in."""
     return (f'mkdir -p "$(dirname "{destination}")" && sed -e "s|@OPENAI_BASE_URL@|$OPENAI_BASE_URL|g" '
-            f'-e "s|@OPENAI_MODEL@|$OPENAI_MODEL|g" {MOUNT}/{template} > "{destination}"')
+            f'-e "s|@OPENAI_MODEL@|$OPENAI_MODEL|g" -e "s|@GYMENVS_SIDE_MODEL@|$GYMENVS_SIDE_MODEL|g" '
+            f'{MOUNT}/{template} > "{destination}"')
 
 
 _TASK = '"$(cat "$GYMENVS_TASK_FILE")"'
@@ -117,9 +118,10 @@ _PI_ROOT = f"{AGENTS_ROOT}/pi/node_modules"
 CLAUDE_CODE = AgentSpec(
     name="claude-code",
     # The platform package's binary itself (npm's postinstall would hard-link it over the launcher; no node needed).
-    command=('export ANTHROPIC_BASE_URL="${OPENAI_BASE_URL%/v1}" ANTHROPIC_AUTH_TOKEN="$OPENAI_API_KEY" '
-             'ANTHROPIC_MODEL="$OPENAI_MODEL" ANTHROPIC_DEFAULT_HAIKU_MODEL="$OPENAI_MODEL" '
-             'ANTHROPIC_DEFAULT_SONNET_MODEL="$OPENAI_MODEL" ANTHROPIC_DEFAULT_OPUS_MODEL="$OPENAI_MODEL" && '
+    # ANTHROPIC_BASE_URL, ANTHROPIC_AUTH_TOKEN (a Bearer header) and ANTHROPIC_MODEL come with every agent; its
+    # small/background model (the "haiku" slot) is the side model, whose calls never reach the policy.
+    command=('export ANTHROPIC_DEFAULT_HAIKU_MODEL="$GYMENVS_SIDE_MODEL" ANTHROPIC_DEFAULT_SONNET_MODEL="$OPENAI_MODEL" '
+             'ANTHROPIC_DEFAULT_OPUS_MODEL="$OPENAI_MODEL" && '
              f'exec {_CLAUDE_CODE_ROOT}/claude-code-linux-x64/claude -p {_TASK} --dangerously-skip-permissions '
              '--output-format json --no-session-persistence --model "$OPENAI_MODEL"'),
     environment={
@@ -138,10 +140,11 @@ CLAUDE_CODE = AgentSpec(
 CODEX = AgentSpec(
     name="codex",
     # The musl binary itself (the npm launcher would need node); its bundled rg goes on the PATH.
-    command=(f'{_render("codex-config.toml", "$CODEX_HOME/config.toml")} && export PATH="{_CODEX_ROOT}/codex-path:$PATH" && '
+    # CODEX_HOME stays out of /tmp, where Codex refuses to create its helper aliases (and says so).
+    command=(f'export CODEX_HOME="$HOME/.codex" PATH="{_CODEX_ROOT}/codex-path:$PATH" && '
+             f'{_render("codex-config.toml", "$CODEX_HOME/config.toml")} && '
              f'exec {_CODEX_ROOT}/bin/codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check '
              f'--ephemeral --json -- {_TASK} < /dev/null'),
-    environment={"CODEX_HOME": "/tmp/gymenvs-codex"},
     files=("codex-config.toml",),
     npm_packages=("@openai/codex@0.169.0",),
     image_suffix="codex-0.169.0",

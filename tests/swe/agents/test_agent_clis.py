@@ -45,6 +45,9 @@ CLIS = {
         CLI("opencode", "gymenvs-fixtures__textkit-1", "You are opencode, an interactive CLI tool", "bash", "command",
             (("description", "Run a command"),)),
         CLI("pi", "gymenvs-fixtures__intervals-1", "You are an expert coding assistant operating inside pi", "bash", "command"),
+        CLI("claude-code", "gymenvs-fixtures__romans-1", "You are a Claude agent, built on Anthropic's Claude Agent SDK.", "Bash",
+            "command", (("description", "Run a command"),)),
+        CLI("codex", "gymenvs-upstream__itsdangerous-2.1.1", "You are a coding agent running in the Codex CLI", "exec_command", "cmd"),
     )
 }
 
