@@ -173,9 +173,9 @@ def test_eight_agents_of_mixed_kinds_in_one_vector_env_without_cross_talk(cli_im
 
 
 KILLED = ("import gymnasium as gym, gymenvs, json, os, signal, sys\n"
-          "started = []\n"
+          "envs, started = [], []\n"  # every env kept alive: a collected env removes its container
           "for agent, instance_id in zip(sys.argv[1::2], sys.argv[2::2]):\n"
-          "    env = gym.make('gymenvs/SWEAgent-v0', agent=agent, instance_ids=[instance_id]); env.reset()\n"
+          "    envs.append(env := gym.make('gymenvs/SWEAgent-v0', agent=agent, instance_ids=[instance_id])); env.reset()\n"
           "    started += [env.unwrapped._sandbox.name, str(env.unwrapped._channel.directory)]\n"
           "print(json.dumps(started), flush=True)\n"
           "os.kill(os.getpid(), signal.SIGKILL)\n")
