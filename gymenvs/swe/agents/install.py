@@ -17,6 +17,7 @@ The derived image's name is the task image's with "-<agent>-<version>" added to 
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -126,7 +127,7 @@ def download_wheels(requirements: tuple[str, ...], python_version: str, cache: P
 def build_derived_image(client: Any, spec: AgentSpec, image: str, *, python: str, wheelhouse: Path) -> str:
     """Build `spec`'s derived image of `image` from the wheels in `wheelhouse`, with no network."""
     pip_wheel = sorted(wheelhouse.glob("pip-*.whl"))[-1].name
-    stage = uuid.uuid4().hex
+    stage = f"{os.getpid()}-{uuid.uuid4().hex}"  # the owner first: a test can tell its own stages from others'
     dockerfile = _DOCKERFILE.format(image=image, python=python, venv=spec.venv, pip_wheel=pip_wheel, stage=stage,
                                     stage_label=_STAGE_LABEL, requirement=shlex.join(spec.requirements), name=spec.name)
     try:
