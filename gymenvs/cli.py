@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from gymenvs.play import play_episode
+from gymenvs.play import EXIT_INTERRUPTED, play_episode
 from gymenvs.registry import describe_envs
 
 
@@ -18,7 +18,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
-    return args.run(args)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:  # Ctrl-C while an env starts or an eval runs: end as a shell expects, no traceback
+        print("\n[interrupted]", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def build_parser() -> argparse.ArgumentParser:
