@@ -213,3 +213,8 @@ def test_which_textarena_games_let_the_model_think_aloud(game, thinking_aloud, b
         assert "error" not in env.step(bare_move)[4]
     finally:
         env.close()
+
+
+if __name__ == "__main__":  # the list of marked figures: `python tests/test_docs.py`
+    for figure in FIGURES:
+        print(f"{figure}  {'rerun' if figure.rerun else 'not rerun (' + figure.reason + ')'}  {figure.command}")
