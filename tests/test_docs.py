@@ -32,7 +32,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"<!-- figure: (?P<body>.*?) -->", re.DOTALL)
 CHECK = re.compile(r"^(?P<label>[^=]+?) = (?P<value>\S+)(?: ± (?P<tolerance>[\d.]+))?$")
 #: A measured figure: a number with a unit of time, rate or share.
-FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?(?:%|ms|µs|s|min|steps/s|episodes/s|samples/s)(?![\w/])")
+FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?(?:%|ms|µs|s|min|x|MiB|GiB|steps/s|episodes/s|samples/s)(?![\w/])")
 #: What names a figure's source in a section.
 SOURCE = re.compile(r"<!-- figure: |examples/[\w/]+\.py|`gymenvs \w+|tests/[\w/]+\.py")
 
