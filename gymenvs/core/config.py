@@ -26,7 +26,7 @@ def validate_config(init: Init) -> Init:
     """Check the arguments of `init` (an env's `__init__`) against its type hints when it is called."""
     validated = _validate_call(init)
     owner = init.__qualname__.rsplit(".", 1)[0]
-    accepted = keyword_names(init)
+    accepted = keyword_names(init) or []
 
     @functools.wraps(init)
     def checked(*args: Any, **kwargs: Any) -> Any:
@@ -40,8 +40,16 @@ def validate_config(init: Init) -> Init:
     return checked  # type: ignore[return-value]
 
 
-def keyword_names(function: Callable[..., Any]) -> list[str]:
-    """The names `function` takes by keyword (not `self`, `*args` or `**kwargs`)."""
+def keyword_names(creator: Callable[..., Any]) -> list[str] | None:
+    """The keyword arguments `creator` (an env class or a function that builds an env) accepts: its
+    signature's names (not `self` or `*args`), and with `**kwargs` the fields of its `config_class`
+    (a pydantic model, as the SWE envs have). None when `**kwargs` leaves them unknown."""
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    parameters = inspect.signature(function).parameters.values()
-    return [param.name for param in parameters if param.kind in kinds and param.name != "self"]
+    parameters = inspect.signature(creator).parameters.values()
+    names = [param.name for param in parameters if param.kind in kinds and param.name != "self"]
+    if any(param.kind is inspect.Parameter.VAR_KEYWORD for param in parameters):
+        config_class = getattr(creator, "config_class", None)
+        if config_class is None:
+            return None
+        names += [name for name in config_class.model_fields if name not in names]
+    return names

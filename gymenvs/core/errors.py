@@ -86,4 +86,5 @@ def config_error(owner: str, exc: pydantic.ValidationError, accepted: Iterable[s
             problems.append(f"positional argument {given} (pass every argument by name)")
         else:
             problems.append(f"{name}={given}: {error['msg'][0].lower()}{error['msg'][1:]}")
-    return ConfigError(f"{owner} got {'; '.join(problems)}. Accepted: {listing(accepted)}.")
+    unknown = any(error["type"] in ("unexpected_keyword_argument", "extra_forbidden") for error in exc.errors())
+    return ConfigError(f"{owner} got {'; '.join(problems)}" + (f". Accepted: {listing(accepted)}." if unknown else ""))

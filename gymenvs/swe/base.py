@@ -18,9 +18,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, field_validator
 
 from gymenvs.core import EndedBy, Outcome, TextEnv, ending
+from gymenvs.core.config import keyword_names
+from gymenvs.core.errors import config_error
 from gymenvs.core.outcomes import DETAIL_KEY, OUTCOME_KEY, REASON_KEY
 from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
 from gymenvs.swe.sandbox import (
@@ -217,7 +219,10 @@ class SWEBaseEnv(TextEnv):
         super().__init__(max_turns=max_turns, render_mode=render_mode)
         if config is not None and not isinstance(config, SWEConfig):
             raise ValueError(f"config={config!r}: allowed is a gymenvs.swe.base.SWEConfig or None")
-        self.config = self.config_class.from_kwargs(config, **options)
+        try:
+            self.config = self.config_class.from_kwargs(config, **options)
+        except ValidationError as exc:
+            raise config_error(type(self).__name__, exc, keyword_names(type(self))) from None
         self.tasks = select_tasks(load_tasks(self.config.dataset, split=self.config.split), self.config.instance_ids)
         self.refused = refused_tasks(self.tasks, self.config.validation_report)
         self.tasks = tuple(task for task in self.tasks if task.instance_id not in self.refused)
