@@ -8,11 +8,28 @@
 
 from gymenvs._moved import alias_moved_modules
 from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool
+from gymenvs.core.errors import (
+    ActionsError,
+    ConfigError,
+    EnvClosedError,
+    GymenvsError,
+    ReplayFileError,
+    ResetOptionsError,
+    ToolResultError,
+    hint_unwrapped_attributes,
+)
 from gymenvs.registry import describe_envs, list_envs, make_vec, register_envs, vector_entry_point
 
 __version__ = "0.1.0"
 __all__ = [
     "ActionError",
+    "ActionsError",
+    "ConfigError",
+    "EnvClosedError",
+    "GymenvsError",
+    "ReplayFileError",
+    "ResetOptionsError",
+    "ToolResultError",
     "Outcome",
     "TextEnv",
     "ToolCall",
@@ -24,4 +41,5 @@ __all__ = [
 ]
 
 register_envs()
+hint_unwrapped_attributes()
 alias_moved_modules({"gymenvs.evaluation": "gymenvs.eval.evaluate", "gymenvs.policies": "gymenvs.eval.policies"})
