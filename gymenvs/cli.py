@@ -99,9 +99,14 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    from gymenvs.core.errors import ReplayFileError
     from gymenvs.eval import read_transcripts, replay
 
-    records = read_transcripts(args.file)
+    try:
+        records = read_transcripts(args.file)
+    except ReplayFileError as exc:
+        print(f"gymenvs replay: {exc}", file=sys.stderr)
+        return 2
     if not 0 <= args.episode < len(records):
         print(f"--episode {args.episode}: {args.file} holds episodes 0 to {len(records) - 1}", file=sys.stderr)
         return 2
