@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, V
 
 from gymenvs.core import EndedBy, Outcome, TextEnv, ending
 from gymenvs.core.config import keyword_names
-from gymenvs.core.errors import config_error
+from gymenvs.core.errors import ResetOptionsError, config_error, did_you_mean
 from gymenvs.core.outcomes import DETAIL_KEY, OUTCOME_KEY, REASON_KEY
 from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
 from gymenvs.swe.sandbox import (
@@ -274,10 +274,12 @@ class SWEBaseEnv(TextEnv):
             if task.instance_id == options["instance_id"]:
                 return task
         if options["instance_id"] in self.refused:
-            raise ValueError(f"instance_id={options['instance_id']!r} is marked invalid by validation_report="
+            raise ResetOptionsError(f"instance_id={options['instance_id']!r} is marked invalid by validation_report="
                              f"{self.config.validation_report!r}: {self.refused[options['instance_id']]}")
         known = ", ".join(t.instance_id for t in self.tasks[:5]) + (", ..." if len(self.tasks) > 5 else "")
-        raise ValueError(f"instance_id={options['instance_id']!r} is not a task of this env ({len(self.tasks)} tasks: {known})")
+        close = did_you_mean(str(options["instance_id"]), [task.instance_id for task in self.tasks])
+        raise ResetOptionsError(f"instance_id={options['instance_id']!r} is not a task of this env{close} "
+                                f"({len(self.tasks)} tasks: {known})")
 
     def task_image(self) -> str:
         """The image of the episode's task (the agent may run in an image derived from it)."""
