@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -49,6 +50,10 @@ def make_vector_env(
     return ConcurrentVectorEnv([factory] * num_envs, **settings)
 
 
+#: What `gymnasium.make` itself takes besides the env's arguments (max_episode_steps, disable_env_checker).
+_MAKE_KEYWORDS = [name for name, param in inspect.signature(gym.make).parameters.items() if param.default is not param.empty]
+
+
 def check_env_kwargs(spec: EnvSpec, env_kwargs: dict[str, Any], backend: str) -> None:
     """Raise a `ConfigError` for a keyword that is neither the env's nor the vector env's, here in the
     caller rather than once per slot; one of another backend's settings says which backend it belongs to.
@@ -56,6 +61,7 @@ def check_env_kwargs(spec: EnvSpec, env_kwargs: dict[str, Any], backend: str) ->
     accepted = keyword_names(_creator(spec))
     if accepted is None:
         return
+    accepted += _MAKE_KEYWORDS
     vector_names = setting_names(backend)
     for name, value in env_kwargs.items():
         if name in accepted:
