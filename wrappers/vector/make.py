@@ -9,12 +9,13 @@ from typing import Any
 import gymnasium as gym
 
 import gymenvs  # noqa: F401  registers the gymenvs ids
+from gymenvs.env_ids import find_spec
 from wrappers.vector.config import setting_names
 from wrappers.vector.vector_env import ConcurrentVectorEnv
 
 
 def make_vector_env(
-    env_id: str,
+    env_id: str | gym.envs.registration.EnvSpec,
     num_envs: int = 1,
     *,
     wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
@@ -25,7 +26,8 @@ def make_vector_env(
     backend's own, such as `start_method` or `address`) configure the vector env; the others go to
     the env. `wrappers` are applied, in order, to each slot's env.
 
-    Each slot is made from the env's spec rather than its id, so worker processes need no registry.
+    `env_id` may name the module that registers it, `"pkg.envs:Counting-v0"`. Each slot is made from
+    the env's spec rather than its id, so worker processes need no registry.
     An env class marked `thread_affine` gets `dedicated_threads=True` on the thread backend unless
     the caller says otherwise.
     """
@@ -34,7 +36,7 @@ def make_vector_env(
     backend = kwargs.get("backend", "thread")
     names = setting_names(backend)
     settings = {name: kwargs.pop(name) for name in names if name in kwargs}
-    spec = gym.spec(env_id)
+    spec = find_spec(env_id)
     if backend == "thread" and _is_thread_affine(spec):
         settings.setdefault("dedicated_threads", True)
     factory = functools.partial(gym.make, spec, **kwargs)
