@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -18,8 +19,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     if hasattr(args, "imports"):
+        # As `python -m` does: your own modules (--import, module:EnvId, --policy module:name) load from here.
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
         try:
-            args.registered = import_user_envs(args.imports)
+            import_user_envs(args.imports)
         except ValueError as exc:
             print(f"gymenvs: {exc}", file=sys.stderr)
             return 2
@@ -33,15 +37,11 @@ def add_import_option(command: argparse.ArgumentParser) -> None:
     )
 
 
-def import_user_envs(modules: list[str]) -> list[str]:
-    """Import the modules given with --import; the env ids they registered."""
-    import gymnasium as gym
-
+def import_user_envs(modules: list[str]) -> None:
+    """Import the modules given with --import (they register your envs)."""
     from gymenvs.env_ids import import_env_modules
 
-    before = set(gym.registry)
     import_env_modules(modules)
-    return [env_id for env_id in gym.registry if env_id not in before]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,7 +141,9 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    entries = {**describe_envs(), **{env_id: describe_registered(env_id) for env_id in args.registered}}
+    from gymenvs.env_ids import user_env_ids
+
+    entries = {**describe_envs(), **{env_id: describe_registered(env_id) for env_id in user_env_ids()}}
     width = max(map(len, entries))
     for env_id, description in entries.items():
         print(f"{env_id:<{width}}  {description}")

@@ -76,6 +76,15 @@ def entry_point_module(spec: EnvSpec) -> str | None:
     return getattr(entry_point, "__module__", None)
 
 
+def user_env_ids() -> list[str]:
+    """The ids registered in this process that neither gymnasium nor gymenvs ships: a user's own envs."""
+    return [
+        spec.id
+        for spec in gym.registry.values()
+        if not _ships_with_gymenvs(spec) and (entry_point_module(spec) or "").partition(".")[0] != "gymnasium"
+    ]
+
+
 @dataclass(frozen=True)
 class WorkerRegistrations:
     """The ids a worker must register that `import gymenvs` does not, and where their modules are."""
