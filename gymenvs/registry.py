@@ -23,6 +23,7 @@ from gymnasium.vector.utils import create_shared_memory
 
 from gymenvs.core.errors import ConfigError, short_repr
 from gymenvs.core.spaces import UnicodeText
+from gymenvs.env_ids import find_spec
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ def make_vec(
     (`vector_entry_point(id)`, a `ConcurrentVectorEnv`) applies them, in order, to each slot's env.
     Every other call goes to `gymnasium.make_vec` unchanged.
     """
-    spec = gym.spec(env_id) if isinstance(env_id, str) else env_id
+    spec = find_spec(env_id)
     entry_point = spec.vector_entry_point
     entry_point_mode = (None, VectorizeMode.VECTOR_ENTRY_POINT, VectorizeMode.VECTOR_ENTRY_POINT.value)
     by_entry_point = entry_point is not None and vectorization_mode in entry_point_mode
@@ -157,9 +158,7 @@ def probe(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> ProbedEnv
     rather than at the first training step; the env's own error for bad kwargs."""
     from gymenvs.core.env import TextEnv
 
-    if env_id not in gym.registry:
-        raise ValueError(f"env id {env_id!r} is not registered; gymenvs envs are {list_envs()}")
-    env = gym.make(env_id, **(env_kwargs or {}))
+    env = gym.make(find_spec(env_id), **(env_kwargs or {}))
     try:
         unwrapped = env.unwrapped
         tools = unwrapped.tool_schemas() if isinstance(unwrapped, TextEnv) else []

@@ -13,13 +13,14 @@ from gymnasium.envs.registration import EnvSpec
 import gymenvs  # noqa: F401  registers the gymenvs ids
 from gymenvs.core.config import keyword_names
 from gymenvs.core.errors import ConfigError, did_you_mean, listing, short_repr
+from gymenvs.env_ids import find_spec
 from wrappers.vector.backend import backends
 from wrappers.vector.config import make_config, setting_names
 from wrappers.vector.vector_env import ConcurrentVectorEnv
 
 
 def make_vector_env(
-    env_id: str,
+    env_id: str | gym.envs.registration.EnvSpec,
     num_envs: int = 1,
     *,
     wrappers: Sequence[Callable[[gym.Env], gym.Env]] = (),
@@ -30,7 +31,8 @@ def make_vector_env(
     backend's own, such as `start_method` or `address`) configure the vector env; the others go to
     the env. `wrappers` are applied, in order, to each slot's env.
 
-    Each slot is made from the env's spec rather than its id, so worker processes need no registry.
+    `env_id` may name the module that registers it, `"pkg.envs:Counting-v0"`. Each slot is made from
+    the env's spec rather than its id, so worker processes need no registry.
     An env class marked `thread_affine` gets `dedicated_threads=True` on the thread backend unless
     the caller says otherwise.
     """
@@ -40,7 +42,7 @@ def make_vector_env(
     names = setting_names(backend)
     settings = {name: kwargs.pop(name) for name in names if name in kwargs}
     make_config(**settings)  # a bad vector setting is raised before the env's arguments are looked at
-    spec = gym.spec(env_id)
+    spec = find_spec(env_id)
     check_env_kwargs(spec, kwargs, backend)
     if backend == "thread" and _is_thread_affine(spec):
         settings.setdefault("dedicated_threads", True)
