@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from gymenvs.play import play_episode
 from gymenvs.registry import describe_envs
 
 
@@ -189,43 +190,6 @@ def run_play(args: argparse.Namespace) -> int:
         return play_episode(env, args.seed)
     finally:
         env.close()
-
-
-def play_episode(env: Any, seed: int | None) -> int:
-    observation, info = env.reset(seed=seed)
-    print(observation)
-    print_tools(info.get("tools", []))
-    print('Type an action: free text, a tool call as JSON, or ":tools", ":state", ":quit".')
-    total = 0.0
-    while True:
-        try:
-            line = input("> ")
-        except EOFError:
-            print()
-            return 0
-        if line.strip() == ":quit":
-            return 0
-        if line.strip() == ":tools":
-            print_tools(info.get("tools", []))
-            continue
-        if line.strip() == ":state":
-            print(json.dumps(env.unwrapped.state(), indent=2))
-            continue
-        observation, reward, terminated, truncated, _ = env.step(line)
-        total += reward
-        print(observation)
-        if reward:
-            print(f"[reward {reward:+g}]")
-        if terminated or truncated:
-            print(f"Episode over ({'terminated' if terminated else 'truncated'}); return {total:g}.")
-            return 0
-
-
-def print_tools(tools: list[dict[str, Any]]) -> None:
-    for schema in tools:
-        function = schema["function"]
-        params = ", ".join(function["parameters"].get("properties", {}))
-        print(f"  tool {function['name']}({params}): {function['description']}")
 
 
 def parse_kwargs(pairs: list[str]) -> dict[str, Any]:
