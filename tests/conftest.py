@@ -1,4 +1,4 @@
-"""Fixtures shared by every test folder: the real Docker engine and the SWE fixture images."""
+"""Fixtures shared by every test folder: the real Docker engine, the SWE fixture images, one local Ray."""
 
 from __future__ import annotations
 
@@ -28,6 +28,15 @@ def swe_images(docker_client):
     build_base_image(docker_client, tag=BASE_IMAGE, progress=False)
     build_fixture_images(docker_client, base=BASE_IMAGE, progress=False)
     return BASE_IMAGE
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray for the whole session (tests/vector and tests/core/test_misuse.py share it)."""
+    from vector.testing_utils import local_ray
+
+    with local_ray():
+        yield
 
 
 # -- in CI, a skip is a failure ---------------------------------------------------------------
