@@ -28,7 +28,7 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 LIBRARY = (str(REPOSITORY / "gymenvs"), str(REPOSITORY / "wrappers"))
 #: The most frames of gymenvs' own code a misuse error's traceback may show (from the caller's call
 #: down to the raise); the worker side of a slot (slot.py, but for `SlotError.reraise`) never shows.
-MAX_LIBRARY_FRAMES = 4
+MAX_LIBRARY_FRAMES = 6
 BACKENDS = ("thread", "process", "ray")
 #: For each backend, a setting of another backend that a user might pass with it by mistake.
 MISPLACED = {"thread": ("start_method", "spawn", "process"), "process": ("address", "auto", "ray"),
@@ -82,6 +82,10 @@ def construction_cases() -> list[Case]:
                  rf"takes its settings as plain keywords: make_vec\('gymenvs/Echo-v0', 2, backend='{backend}'\)$",
                  lambda _, backend=backend: gymenvs.make_vec("gymenvs/Echo-v0", 2, vector_kwargs={"backend": backend})),
         ]
+    cases.append(
+        Case("unknown kwarg via make_vec, found by the slots", KWARGS_ECHO, ConfigError, ValueError,
+             r"^EchoEnv got an unknown argument max_turn=3 \(did you mean 'max_turns'\?\)\. Accepted: ",
+             lambda _: gym.make_vec(KWARGS_ECHO, num_envs=2, max_turn=3)))
     cases += [
         Case("tool returns an int", "a user env", ToolResultError, TypeError,
              r"tool 'count' of BadToolEnv returned int \(3\): a tool returns a str or an Outcome",
@@ -194,6 +198,18 @@ def problems(case: Case, exc: BaseException) -> list[str]:
 def library_frames(exc: BaseException) -> list[traceback.FrameSummary]:
     """The frames of gymenvs' own code in the traceback the user sees."""
     return [frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename.startswith(LIBRARY)]
+
+
+def make_echo(**kwargs: Any) -> TextEnv:
+    """A user's creator whose `**kwargs` hide the accepted names from `make_vec`: the slots find the bad one."""
+    from gymenvs.envs.echo import EchoEnv
+
+    return EchoEnv(**kwargs)
+
+
+KWARGS_ECHO = "misuse/KwargsEcho-v0"
+if KWARGS_ECHO not in gym.registry:
+    gym.register(KWARGS_ECHO, entry_point=make_echo, vector_entry_point=gymenvs.vector_entry_point(KWARGS_ECHO))
 
 
 class BadToolEnv(TextEnv):
