@@ -25,7 +25,6 @@ Init = TypeVar("Init", bound=Callable[..., Any])
 def validate_config(init: Init) -> Init:
     """Check the arguments of `init` (an env's `__init__`) against its type hints when it is called."""
     validated = _validate_call(init)
-    owner = init.__qualname__.rsplit(".", 1)[0]
     accepted = keyword_names(init) or []
 
     @functools.wraps(init)
@@ -35,7 +34,8 @@ def validate_config(init: Init) -> Init:
         except pydantic.ValidationError as exc:
             if exc.title != init.__qualname__:  # raised inside the body: not about these arguments
                 raise
-            raise config_error(owner, exc, accepted) from None
+            owner = type(args[0]) if args else None  # the class being built: a subclass calling super().__init__ too
+            raise config_error(owner.__name__ if owner else init.__qualname__, exc, accepted) from None
 
     return checked  # type: ignore[return-value]
 

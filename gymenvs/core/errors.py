@@ -63,15 +63,6 @@ def listing(names: Iterable[str]) -> str:
     return ", ".join(sorted(names)) or "none"
 
 
-def unknown_argument(owner: str, name: str, value: Any, accepted: Iterable[str]) -> ConfigError:
-    """`owner` (e.g. `WordleEnv`) does not take the keyword `name`."""
-    accepted = sorted(accepted)
-    return ConfigError(
-        f"{owner} got an unknown argument {name}={short_repr(value)}{did_you_mean(name, accepted)}. "
-        f"Accepted: {listing(accepted)}."
-    )
-
-
 def config_error(owner: str, exc: pydantic.ValidationError, accepted: Iterable[str]) -> ConfigError:
     """One `ConfigError` line for everything pydantic found wrong with `owner`'s constructor arguments."""
     accepted = sorted(accepted)
@@ -80,7 +71,7 @@ def config_error(owner: str, exc: pydantic.ValidationError, accepted: Iterable[s
         name = ".".join(str(part) for part in error["loc"]) or "arguments"
         given = short_repr(error.get("input"))
         if error["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
-            problems.append(f"unknown argument {name}={given}{did_you_mean(name, accepted)}")
+            problems.append(f"an unknown argument {name}={given}{did_you_mean(name, accepted)}")
         elif error["type"].startswith("missing"):
             problems.append(f"missing argument {name!r}")
         elif error["type"] == "unexpected_positional_argument":
