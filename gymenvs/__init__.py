@@ -4,10 +4,12 @@
 
     import gymnasium, gymenvs
     env = gymnasium.make("gymenvs/Wordle-v0")
+
+Writing your own env (`TextEnv`, `@tool`, `validate_config`, `check_env`): docs/writing-envs.md.
 """
 
 from gymenvs._moved import alias_moved_modules
-from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool
+from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, check_env, tool, validate_config
 from gymenvs.core.errors import (
     ActionsError,
     ConfigError,
@@ -33,10 +35,12 @@ __all__ = [
     "Outcome",
     "TextEnv",
     "ToolCall",
+    "check_env",
     "describe_envs",
     "list_envs",
     "make_vec",
     "tool",
+    "validate_config",
     "vector_entry_point",
 ]
 

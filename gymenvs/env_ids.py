@@ -62,6 +62,9 @@ def unknown_id_message(env_id: str, module: str | None = None) -> str:
     hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
     if module is not None:
         return f"env id {env_id!r} is not registered by importing {module!r}{hint}"
+    if env_id.startswith("gymenvs/"):
+        gymenvs_ids = [spec.id for spec in gym.registry.values() if _ships_with_gymenvs(spec)]
+        return f"env id {env_id!r} is not registered{hint}; gymenvs envs are {gymenvs_ids}"
     return (
         f"env id {env_id!r} is not registered{hint}; import the module that registers it first, "
         f"or name it in the id as 'module:{env_id}' (gymenvs' CLI: --import MODULE)"

@@ -60,10 +60,12 @@ class ConcurrentVectorEnv(VectorEnv):
             blocks releases the GIL and the others run meanwhile. "process" for CPU-bound envs.
             "ray" for slots in Ray actors, on this machine or spread over a Ray cluster.
         max_workers: pool threads, worker processes or Ray actors (default: $GYMENVS_MAX_WORKERS,
-            else one per slot). Fewer threads than slots caps how many requests run at once
-            (without a deadline the caller's thread runs requests too). Fewer processes or actors
-            than slots makes worker w host slots w, w + W, ... and run them one after another; a
-            worker that dies or hangs then takes all the slots it hosts with it.
+            else one per slot). Fewer threads than slots caps how many requests run at once:
+            `max_workers` with a deadline, one more without (the caller's thread runs requests
+            too). Fewer processes or actors than slots makes worker w host slots w, w + W, ...,
+            which it runs on threads of its own, so their steps that wait still overlap
+            (`max_workers=1` is one process, not one step at a time); a worker that dies or hangs
+            then takes all the slots it hosts with it.
         step_timeout_s: the longest any slot may take to answer a request (reset, step, call).
             A slot that does not answer in time is truncated with `info["error"]` and rebuilt; its
             late reply is dropped. None waits forever. Without a deadline the thread backend also

@@ -45,7 +45,7 @@ def load_policy(reference: str) -> Policy:
     if isinstance(found, type):
         found = found()
     if callable(getattr(found, "act", None)) and callable(getattr(found, "new_episode", None)):
-        return found  # type: ignore[no-any-return]
+        return found
     if callable(found):
         return FunctionPolicy(found, reference)
     raise ValueError(

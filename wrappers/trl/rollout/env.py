@@ -98,7 +98,7 @@ def _constructor_takes(env_id: str) -> Callable[[str], bool]:
 
 def rollout_class_for(env_id: str | Mapping[str, EnvSpec] | Sequence[str]) -> type[EnvRollout]:
     """`AgentRollout` for an env whose class says it `hosts_agent` (see `gymenvs.core.TextEnv`), else `EnvRollout`."""
-    if _is_registered(env_id) and getattr(_env_class(env_id), "hosts_agent", False):
+    if isinstance(env_id, str) and _is_registered(env_id) and getattr(_env_class(env_id), "hosts_agent", False):
         return AgentRollout
     return EnvRollout
 
