@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from gymenvs.play import play_episode
+from gymenvs.play import EXIT_INTERRUPTED, play_episode
 from gymenvs.registry import describe_envs
 
 
@@ -28,7 +28,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             print(f"gymenvs: {exc}", file=sys.stderr)
             return 2
-    return args.run(args)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:  # Ctrl-C while an env starts or an eval runs: end as a shell expects, no traceback
+        print("\n[interrupted]", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def add_import_option(command: argparse.ArgumentParser) -> None:

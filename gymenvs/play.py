@@ -117,7 +117,7 @@ def _load_history(readline: Any, path: Path) -> None:
     readline.set_history_length(HISTORY_LENGTH)
     try:
         readline.read_history_file(path)
-    except (FileNotFoundError, OSError):  # first session, or an unreadable file: start empty
+    except OSError:  # the first session (no file yet), or an unreadable file: start empty
         pass
 
 

@@ -7,7 +7,7 @@ import sys
 import pexpect
 import pytest
 
-from gymenvs.play import format_state
+from gymenvs.play import format_state, history_path
 
 UP, LEFT, BACKSPACE = "\x1b[A", "\x1b[D", "\x7f"
 PROMPT = "\r\n> "
@@ -110,3 +110,11 @@ def test_format_state_indents_nested_values_and_draws_boolean_grids():
         "    b",
         "}",
     ]
+
+
+def test_the_history_lives_under_xdg_state_home_unless_told_otherwise(monkeypatch, tmp_path):
+    monkeypatch.delenv("GYMENVS_PLAY_HISTORY", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert history_path() == tmp_path / "gymenvs" / "play_history"
+    monkeypatch.setenv("GYMENVS_PLAY_HISTORY", "")
+    assert history_path() is None
