@@ -101,10 +101,8 @@ class GradingKiller(threading.Thread):
         self.join()
 
 
-@pytest.mark.parametrize(("while_running", "detail"), [(None, "grading could not run: the container is exited"),
-                                                       ("pytest", "the eval script stopped before the tests finished")],
-                         ids=["at_start", "while_testing"])
-def test_a_grading_container_killed_mid_grading_ends_as_infra_with_nothing_left(make_env, docker_client, while_running, detail):
+@pytest.mark.parametrize("while_running", [None, "pytest"], ids=["at_start", "while_testing"])
+def test_a_grading_container_killed_mid_grading_ends_as_infra_with_nothing_left(make_env, docker_client, while_running):
     task = TASKS[FIXTURE_IDS[0]]
     env = start(make_env, task.instance_id)
     env.step(write_and_apply(task.patch, "gold.patch"))  # work that would resolve the task
@@ -114,8 +112,88 @@ def test_a_grading_container_killed_mid_grading_ends_as_infra_with_nothing_left(
         observation, reward, terminated, truncated, info = env.step(SUBMIT)
     assert killer.killed, "the grading container was never seen running"
     assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
-    assert ending(info) == ("infra", "grading_error") and info["report"]["status"] == "error"
-    assert detail in info["outcome_detail"]
+    assert ending(info) == ("infra", "container_died") and info["report"]["status"] == "error", info["outcome_detail"]
+    assert "grading could not run: the container is exited" in info["outcome_detail"]
+    assert own_containers(docker_client) == []
+
+
+#: This module's own tag of the first fixture task's image: removing it touches no other test's image.
+OWN_TAG = f"gymenvs-chaos-faults-{os.getpid()}/{{instance_id}}:latest"
+
+
+@pytest.fixture
+def own_image(swe_images, docker_client):
+    """The first fixture task's image under `OWN_TAG` (re-tagged if a test removed it; untagged at the end)."""
+    task = TASKS[FIXTURE_IDS[0]]
+    name = OWN_TAG.format(instance_id=task.instance_id)
+    repository, tag = name.rsplit(":", 1)
+
+    def tag_again() -> str:
+        docker_client.images.get(task.image).tag(repository, tag)
+        return name
+
+    tag_again()
+    yield tag_again
+    try:
+        docker_client.images.remove(name)
+    except docker.errors.ImageNotFound:
+        pass
+
+
+def own_image_env(make_env, **kwargs):
+    """A SWE-v0 on the first fixture task, running from `OWN_TAG`, its episode started."""
+    env = make_env(image_template=OWN_TAG, **kwargs)
+    env.unwrapped.tasks = tuple(dataclasses.replace(task, image=None) for task in env.unwrapped.tasks)
+    env.reset(options={"instance_id": FIXTURE_IDS[0]})
+    return env
+
+
+def test_an_image_removed_between_reset_and_grading_ends_as_infra_image_missing(make_env, docker_client, own_image):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = own_image_env(make_env)
+    env.step(write_and_apply(task.patch, "gold.patch"))  # work that would resolve the task
+    docker_client.images.remove(own_image())  # the engine then refuses to create the grading container (404)
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert ending(info) == ("infra", "image_missing") and info["report"]["status"] == "error"
+    assert "grading could not run" in info["outcome_detail"] and "is not present locally" in info["outcome_detail"]
+    assert own_containers(docker_client) == []
+    own_image()
+    env.reset(options={"instance_id": task.instance_id})
+    env.step(write_and_apply(task.patch, "gold.patch"))
+    assert env.step(SUBMIT)[1] == 1.0  # the same work, graded once the image is back
+
+
+def test_a_container_paused_from_outside_makes_the_engine_refuse_the_command_and_ends_as_infra(make_env, docker_client):
+    env = start(make_env, FIXTURE_IDS[0])
+    docker_client.api.pause(env.unwrapped.state()["container"])  # the engine answers 409 to every exec
+    observation, reward, terminated, truncated, info = env.step(bash("echo hi"))
+    assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert ending(info) == ("infra", "container_paused") and "paused from outside" in info["outcome_detail"]
+    assert own_containers(docker_client) == []
+
+
+def test_a_container_paused_before_submit_is_not_graded(make_env, docker_client):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = start(make_env, task.instance_id)
+    env.step(write_and_apply(task.patch, "gold.patch"))
+    docker_client.api.pause(env.unwrapped.state()["container"])
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated) == (0.0, False, True) and ending(info) == ("infra", "container_paused")
+    assert own_containers(docker_client) == []
+
+
+def test_the_disk_limit_hit_during_grading_ends_as_infra_disk_limit(make_env, docker_client):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = start(make_env, task.instance_id, disk_limit="40m")
+    env.step(write_and_apply(task.patch, "gold.patch"))
+    # The package writes past the grading container's disk limit (the agent's own limit) when the tests import it.
+    fill = "open('/tmp/fill', 'wb').write(bytes(60 << 20)); import time; time.sleep(2)"
+    env.step(bash(f'echo "{fill}" >> textkit/slug.py'))
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert ending(info) == ("infra", "disk_limit") and info["report"]["status"] == "error"
+    assert "more than its disk limit of 40 MiB" in info["outcome_detail"]
     assert own_containers(docker_client) == []
 
 
