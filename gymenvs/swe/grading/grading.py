@@ -124,12 +124,12 @@ class GradeReport:
     def reason(self) -> str:
         """Why, as an episode's `info["outcome_reason"]` says it (`gymenvs.core.outcomes`): "solved",
         "failed", "broken_task", "grading_timeout", the sandbox failure that stopped grading (`fault`:
-        "image_missing", "container_died", "oom_killed", "disk_limit", ...) or else "grading_error", else the
+        "image_missing", "container_died", "oom_killed", "disk_limit", "engine_error"...) or else "grading_error", else the
         status ("patch_failed", "tampered", "screened")."""
         if self.outcome == "invalid":
             return "broken_task"
-        if self.status == "error" and self.fault and self.fault != SandboxError.reason:
-            return self.fault  # what stopped grading, when the sandbox said (a missing image, a killed container...)
+        if self.status == "error" and self.fault:
+            return self.fault  # what stopped grading, as the sandbox said (a missing image, a killed container...)
         return _OUTCOME_REASONS.get(self.status, self.status)
 
     def tests_status(self) -> dict[str, dict[str, list[str]]]:
