@@ -19,7 +19,7 @@ from gymenvs.swe.sandbox import (
     reap_orphans_once,
     start_container,
 )
-from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR, ensure_image
+from gymenvs.swe.sandbox.images import ensure_image
 
 #: Environment of the agent's shell: no pagers or progress bars waiting on a terminal.
 SHELL_ENVIRONMENT = {
@@ -86,15 +86,19 @@ class SWEEnv(SWEBaseEnv):
         else:
             ensure_image(self.client, image, pull=self.config.pull)
             sandbox, shell = start_container(self.client, image, episode_id=self._episode_id or "", limits=self.limits,
-                                             setup=ENV_SETUP, environment=SHELL_ENVIRONMENT)
+                                             setup=self.shell_setup, environment=SHELL_ENVIRONMENT, workdir=self.workdir)
         shell.output_limit = self.config.output_limit
         self._sandbox, self._shell = sandbox, shell
-        return _PROMPT.format(repo=task.repo, workdir=WORKDIR, commit=task.base_commit[:12],
+        return self._prompt(task)
+
+    def _prompt(self, task: Any) -> str:
+        """The first observation: the task, the tools and how the work is graded."""
+        return _PROMPT.format(repo=task.repo, workdir=self.workdir, commit=task.base_commit[:12],
                               problem=task.problem_statement.strip(), timeout=self.config.command_timeout_s)
 
     def _pool_for(self, image: str) -> WarmPool:
-        pool = WarmPool.for_image(self.client, image, size=self.config.warm_pool, limits=self.limits, setup=ENV_SETUP,
-                                  environment=SHELL_ENVIRONMENT, pull=self.config.pull)
+        pool = WarmPool.for_image(self.client, image, size=self.config.warm_pool, limits=self.limits, setup=self.shell_setup,
+                                  environment=SHELL_ENVIRONMENT, pull=self.config.pull, workdir=self.workdir)
         if pool not in self._pools:
             pool.join()
             self._pools.append(pool)
@@ -218,7 +222,7 @@ class SWEEnv(SWEBaseEnv):
     def _absolute(self, path: str) -> str:
         if not path.strip():
             raise ActionError("the path is empty")
-        return str(PurePosixPath(WORKDIR, path))
+        return str(PurePosixPath(self.workdir, path))
 
     def _read_file(self, path: str) -> tuple[bytes, int]:
         try:

@@ -209,6 +209,11 @@ class TerminalTask(BaseModel):
     """solution/ (with solve.sh), the oracle; None if the task has none."""
 
     @property
+    def instance_id(self) -> str:
+        """The task's name, under the key the SWE envs pick tasks by (`reset(options={"instance_id": ...})`)."""
+        return self.name
+
+    @property
     def environment_dir(self) -> Path:
         return self.path / ENVIRONMENT
 
