@@ -315,7 +315,7 @@ class SWEBaseEnv(TextEnv):
         """The image of the episode's task (the agent may run in an image derived from it)."""
         return image_for(self.episode_task, self.config.image_template)
 
-    def _grade_and_end(self, ended: dict[str, str] | None = None) -> tuple[GradeReport, dict[str, Any]]:
+    def _grade_and_end(self, ended: dict[str, str] | None = None) -> tuple[Any, dict[str, Any]]:
         """Freeze the episode's container, grade what changed in it in a fresh container from the task
         image, then release it; the report and the info keys it fills (report, status, patch, and who
         ended the episode: `grade_ending` of `ended`, how the episode itself ended, None if by submitting).
