@@ -264,6 +264,10 @@ class SWEBaseEnv(TextEnv):
         """The limits of the container of `task` (None: before any episode)."""
         return self.config.limits
 
+    def _refused_as(self) -> str:
+        """Why the tasks in `self.refused` are never drawn, as words after "instance_id=...": its reason follows."""
+        return f"is marked invalid by validation_report={self.config.validation_report!r}"
+
     def task_text(self) -> str:
         """The episode task's statement, as an agent program reads it from its task file."""
         return self.episode_task.problem_statement
@@ -306,8 +310,7 @@ class SWEBaseEnv(TextEnv):
             if task.instance_id == options["instance_id"]:
                 return task
         if options["instance_id"] in self.refused:
-            raise ValueError(f"instance_id={options['instance_id']!r} is marked invalid by validation_report="
-                             f"{self.config.validation_report!r}: {self.refused[options['instance_id']]}")
+            raise ValueError(f"instance_id={options['instance_id']!r} {self._refused_as()}: {self.refused[options['instance_id']]}")
         known = ", ".join(t.instance_id for t in self.tasks[:5]) + (", ..." if len(self.tasks) > 5 else "")
         raise ValueError(f"instance_id={options['instance_id']!r} is not a task of this env ({len(self.tasks)} tasks: {known})")
 

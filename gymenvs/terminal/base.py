@@ -100,6 +100,9 @@ class TerminalTasks:
             raise ValueError(f"dataset={self.config.dataset!r}: no task gymenvs can run: {refused}")
         return tasks, refused
 
+    def _refused_as(self) -> str:
+        return "cannot run here"
+
     def _limits_for(self, task: TerminalTask | None) -> Limits:
         if task is None:
             return Limits(pids_limit=self.config.pids_limit)
