@@ -310,7 +310,8 @@ class SWEBaseEnv(TextEnv):
             if task.instance_id == options["instance_id"]:
                 return task
         if options["instance_id"] in self.refused:
-            raise ValueError(f"instance_id={options['instance_id']!r} {self._refused_as()}: {self.refused[options['instance_id']]}")
+            name = options["instance_id"]
+            raise ValueError(f"instance_id={name!r} {self._refused_as()}: {self.refused[name]}")
         known = ", ".join(t.instance_id for t in self.tasks[:5]) + (", ..." if len(self.tasks) > 5 else "")
         raise ValueError(f"instance_id={options['instance_id']!r} is not a task of this env ({len(self.tasks)} tasks: {known})")
 
