@@ -65,6 +65,16 @@ ENVS: tuple[EnvEntry, ...] = (
         "gymenvs.swe.agents.env:SWEAgentEnv",
         "An agent program runs in the task container; its LLM calls are the env's steps (or go to an upstream).",
     ),
+    EnvEntry(
+        "gymenvs/Terminal-v0",
+        "gymenvs.terminal.env:TerminalEnv",
+        "A Harbor-format task (Terminal-Bench 2, its adapters) in its container, with SWE-v0's tools; graded by its tests.",
+    ),
+    EnvEntry(
+        "gymenvs/TerminalAgent-v0",
+        "gymenvs.terminal.env:TerminalAgentEnv",
+        "SWEAgent-v0's agents on Harbor-format tasks; the agent's LLM calls are the env's steps (or go to an upstream).",
+    ),
 )
 
 

@@ -19,9 +19,9 @@ import shlex
 import shutil
 import threading
 import time
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from gymenvs.core import EndedBy, Outcome, ToolCall, ending
 from gymenvs.swe.agents.channel import (
@@ -36,7 +36,7 @@ from gymenvs.swe.agents.channel import (
 )
 from gymenvs.swe.agents.messages import chat_completion, extends, render, reply_message, tool_call
 from gymenvs.swe.agents.specs import MOUNT, AgentSpec, agent_spec, derived_image
-from gymenvs.swe.base import SWEBaseEnv, SWEConfig, sandbox_ending
+from gymenvs.swe.base import EpisodeConfig, SWEBaseEnv, SWEConfig, sandbox_ending
 from gymenvs.swe.env import SHELL_ENVIRONMENT
 from gymenvs.swe.sandbox import (
     DockerSandbox,
@@ -49,7 +49,7 @@ from gymenvs.swe.sandbox import (
     install_sigterm_cleanup,
     reap_orphans_once,
 )
-from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR, ensure_image, image_exists
+from gymenvs.swe.sandbox.images import ensure_image, image_exists
 
 _TEXT = "__text__"  # the tool-call name free text is wrapped in on its way through TextEnv
 _LOG_TAIL_BYTES = 16 << 10
@@ -60,9 +60,13 @@ class AgentStartError(RuntimeError):
     """The agent ended, or never called, before its first LLM request."""
 
 
-class SWEAgentConfig(SWEConfig, arbitrary_types_allowed=True):
-    """`SWEConfig` plus the agent harness's options. `command_timeout_s` and `output_limit` are told to
-    the agent (GYMENVS_COMMAND_TIMEOUT, GYMENVS_OUTPUT_LIMIT), which enforces them itself."""
+class AgentOptions(BaseModel):
+    """The agent harness's options, which SWEAgent-v0 and TerminalAgent-v0 add to their env's config.
+    `command_timeout_s` and `output_limit` are told to the agent (GYMENVS_COMMAND_TIMEOUT,
+    GYMENVS_OUTPUT_LIMIT), which enforces them itself."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, use_attribute_docstrings=True,
+                              arbitrary_types_allowed=True)
 
     agent: str | AgentSpec = "reference"
     """"reference" (a stdlib-only bash-tool agent shipped here), "mini-swe-agent" (2.4.6, installed into
@@ -89,7 +93,7 @@ class SWEAgentConfig(SWEConfig, arbitrary_types_allowed=True):
         return agent_spec(value)
 
     @model_validator(mode="after")
-    def _consistent(self) -> SWEAgentConfig:
+    def _consistent(self) -> Self:
         if (self.mode == "black-box") != (self.upstream_url is not None):
             raise ValueError(f"mode={self.mode!r} with upstream_url={self.upstream_url!r}: black-box mode needs an "
                              "upstream_url, interception mode takes none")
@@ -98,6 +102,12 @@ class SWEAgentConfig(SWEConfig, arbitrary_types_allowed=True):
     @property
     def agent_spec(self) -> AgentSpec:
         return agent_spec(self.agent)
+
+
+class SWEAgentConfig(SWEConfig, AgentOptions):
+    """`SWEConfig` plus the agent harness's options (`AgentOptions`)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
 
 class SWEAgentEnv(SWEBaseEnv):
@@ -115,10 +125,9 @@ class SWEAgentEnv(SWEBaseEnv):
 
     default_max_turns = 100
     hosts_agent = True
-    config_class = SWEAgentConfig
-    config: SWEAgentConfig
+    config_class: ClassVar[type[EpisodeConfig]] = SWEAgentConfig
 
-    def __init__(self, config: SWEConfig | None = None, *, max_turns: PositiveInt | None = None,
+    def __init__(self, config: EpisodeConfig | None = None, *, max_turns: PositiveInt | None = None,
                  render_mode: str | None = None, **options: Any):
         super().__init__(config, max_turns=max_turns, render_mode=render_mode, **options)
         self.agent = self.config.agent_spec
@@ -186,16 +195,16 @@ class SWEAgentEnv(SWEBaseEnv):
             raise SandboxError(f"image {image!r} is not present: build it with `gymenvs swe install-agent {self.agent.name}`")
         channel, sandbox = self._pooled_channel(image) if self.config.warm_pool else self._new_channel(image)
         files = {_FORWARDER: _package_file(_FORWARDER), **self.agent.file_contents(),
-                 "task.md": self.episode_task.problem_statement.encode("utf-8", "surrogateescape")}
+                 "task.md": self.task_text().encode("utf-8", "surrogateescape")}
         for name, data in files.items():  # a pooled container sees them appear in its bind mount
             (channel.directory / name).write_bytes(data)
         environment = {
             **SHELL_ENVIRONMENT, "OPENAI_API_KEY": channel.token, "OPENAI_MODEL": self.config.model_name,
-            "GYMENVS_TASK_FILE": f"{MOUNT}/task.md", "GYMENVS_WORKDIR": WORKDIR,
+            "GYMENVS_TASK_FILE": f"{MOUNT}/task.md", "GYMENVS_WORKDIR": self.workdir,
             "GYMENVS_COMMAND_TIMEOUT": f"{self.config.command_timeout_s:g}",
             "GYMENVS_OUTPUT_LIMIT": str(self.config.output_limit), **self.agent.environment,
         }
-        script = (f"{ENV_SETUP}\nexec python3 {MOUNT}/{_FORWARDER} {MOUNT}/{SOCKET_NAME} -- "
+        script = (f"{self.shell_setup}\nexec python3 {MOUNT}/{_FORWARDER} {MOUNT}/{SOCKET_NAME} -- "
                   f"bash -c {shlex.quote(self.agent.command)}")
         stream = sandbox.open_exec(["bash", "-c", script], environment=environment)
         agent = self._agent = _AgentProcess(stream, channel)
@@ -205,7 +214,8 @@ class SWEAgentEnv(SWEBaseEnv):
         """A new channel, then a container started from `image` with its directory bound at MOUNT."""
         channel = self._channel = LLMChannel(model_name=self.config.model_name)
         sandbox = self._sandbox = DockerSandbox(self.client, image, role="agent", episode_id=self._episode_id or "",
-                                                limits=self.limits, read_only_binds={str(channel.directory): MOUNT})
+                                                limits=self.limits, read_only_binds={str(channel.directory): MOUNT},
+                                                workdir=self.workdir)
         return channel, sandbox
 
     def _pooled_channel(self, image: str) -> tuple[LLMChannel, Sandbox]:
@@ -222,7 +232,8 @@ class SWEAgentEnv(SWEBaseEnv):
 
     def _pool_for(self, image: str) -> WarmPool:
         pool = WarmPool.for_image(self.client, image, size=self.config.warm_pool, limits=self.limits, shell=False,
-                                  directory=PrivateDirectory(new_channel_directory, MOUNT), pull=self.config.pull)
+                                  directory=PrivateDirectory(new_channel_directory, MOUNT), pull=self.config.pull,
+                                  workdir=self.workdir)
         if pool not in self._pools:
             pool.join()
             self._pools.append(pool)

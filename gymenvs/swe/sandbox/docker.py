@@ -199,8 +199,9 @@ class _NoPid(Exception):
 
 
 def _container_options(role: str, episode_id: str, limits: Limits, workdir: str,
-                       read_only_binds: dict[str, str] | None, labels: dict[str, str] | None) -> dict[str, Any]:
-    """The `containers.create` keywords of a sandbox: its limits, its labels and its read-only binds."""
+                       read_only_binds: dict[str, str] | None, labels: dict[str, str] | None,
+                       mounts: list[Any] | None = None) -> dict[str, Any]:
+    """The `containers.create` keywords of a sandbox: its limits, its labels, its read-only binds and its mounts."""
     return dict(
         command=["sleep", str(limits.lifetime_seconds)],
         name=f"gymenvs-swe-{role}-{uuid.uuid4().hex[:12]}",
@@ -216,6 +217,7 @@ def _container_options(role: str, episode_id: str, limits: Limits, workdir: str,
         cap_add=list(KEPT_CAPABILITIES),
         security_opt=list(SECURITY_OPTIONS),
         volumes={host: {"bind": inside, "mode": "ro"} for host, inside in (read_only_binds or {}).items()},
+        mounts=list(mounts or []),
     )
 
 
@@ -224,15 +226,16 @@ class DockerSandbox:
 
     def __init__(self, client: Any, image: str, *, role: str, episode_id: str, limits: Limits = Limits(),
                  workdir: str = "/testbed", read_only_binds: dict[str, str] | None = None,
-                 labels: dict[str, str] | None = None):
+                 labels: dict[str, str] | None = None, mounts: list[Any] | None = None):
         """`read_only_binds` maps host directories to where the container sees them, read-only;
-        `labels` are added to the ownership labels."""
+        `labels` are added to the ownership labels; `mounts` are `docker.types.Mount`s (a fresh volume, say)."""
         install_sigterm_cleanup()
         self.client = client
         self.image = image
         self.workdir = workdir
         self.limits = limits
-        container = self._create_explained(image, _container_options(role, episode_id, limits, workdir, read_only_binds, labels))
+        options = _container_options(role, episode_id, limits, workdir, read_only_binds, labels, mounts)
+        container = self._create_explained(image, options)
         self.id: str = container.id
         self.name: str = container.name
         self._finalizer = weakref.finalize(self, _remove_container, client.api, self.id)
