@@ -74,6 +74,7 @@ INHERENT: dict[str, tuple[str, str | None]] = {
         "mkdir -p /app/pytest && echo 'raise SystemExit(0)' > /app/pytest/__main__.py && touch /app/pytest/__init__.py", PYTEST),
 }
 HANG_TIMEOUT_S = 4.0
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
 #: The attacks whose reward file is refused (the others are a reward of 0 that test.sh wrote).
 REASONS = {name: "bad_reward" for name in ATTACKS if name.startswith(("reward.json", "huge", "reward.txt"))}
 

@@ -56,7 +56,7 @@ def write_task(root: Path, name: str, solve: str, test: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def task_root(swe_images, tmp_path_factory) -> Path:
+def task_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("harbor-validate")
     for name, (solve, test) in TASKS.items():
         write_task(root, name, solve, test)
@@ -64,7 +64,7 @@ def task_root(swe_images, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def verdicts(docker_client, task_root, tmp_path_factory):
+def verdicts(docker_client, swe_images, task_root, tmp_path_factory):
     """`validate_terminal_tasks --runs 2` over the four tasks; each run first writes the next seed."""
     tasks = load_terminal_tasks(str(task_root))
     counters: dict[str, int] = {}
@@ -93,7 +93,7 @@ def test_each_broken_task_is_caught_by_its_rule(verdicts):
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_the_command_writes_a_report_and_the_valid_list_and_resumes(task_root, tmp_path, capsys):
+def test_the_command_writes_a_report_and_the_valid_list_and_resumes(swe_images, task_root, tmp_path, capsys):
     report, valid = tmp_path / "report.jsonl", tmp_path / "valid.txt"
     argv = ["tasks", "validate", str(task_root), "--instance-ids", "good", "broken-oracle", "--report", str(report),
             "--valid-tasks", str(valid), "--quiet"]
