@@ -169,8 +169,9 @@ class _GradingRun:
         verifier = self.task.config.verifier
         exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in verifier.env.items())
         run = f"bash {TESTS_DIR}/test.sh"
-        if verifier.user:
-            run = f"runuser -u {shlex.quote(verifier.user)} -- {run}"
+        if verifier.user:  # the fresh volume is root's: hand it to the user who writes the reward
+            user = shlex.quote(verifier.user)
+            run = f"chown {user} {VERIFIER_DIR} && runuser -u {user} -- {run}"
         return f"{exports}cd {shlex.quote(self.sandbox.workdir)} 2>/dev/null || cd /\n{run}"
 
     def clean_up(self) -> None:
