@@ -2,9 +2,14 @@
 
 Every agent gets these environment variables (plus its spec's own `environment`):
 
-    OPENAI_BASE_URL, OPENAI_API_BASE   http://127.0.0.1:<port>/v1, the episode's endpoint (set by the forwarder)
-    OPENAI_API_KEY                      the episode's token; any other key is refused
-    OPENAI_MODEL                        the model name the env asks agents to use
+    OPENAI_BASE_URL, OPENAI_API_BASE   http://127.0.0.1:<port>/v1, the episode's endpoint (set by the forwarder;
+    GYMENVS_BASE_URL                    it serves Chat Completions, Responses and Anthropic Messages)
+    ANTHROPIC_BASE_URL, GYMENVS_ORIGIN  http://127.0.0.1:<port>, the same endpoint as Anthropic clients take it
+    OPENAI_API_KEY, GYMENVS_API_KEY,    the episode's token (sent as a Bearer or an x-api-key header); any other
+    ANTHROPIC_AUTH_TOKEN                key is refused
+    OPENAI_MODEL, ANTHROPIC_MODEL       the model name the env asks agents to use
+    GYMENVS_SIDE_MODEL                  the model name for the agent's small/background model: its calls are
+                                        side calls, answered by the side responder, never by the policy
     GYMENVS_TASK_FILE                   a file holding the problem statement
     GYMENVS_WORKDIR                     the repository (/testbed)
     GYMENVS_COMMAND_TIMEOUT             seconds an agent should let one command run
