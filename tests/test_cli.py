@@ -36,6 +36,6 @@ def test_play_shows_state_and_takes_json_tool_calls():
 
 
 def test_play_reports_bad_ids_and_bad_arguments():
-    assert "unknown environment 'gymenvs/Nope-v0'" in gymenvs_cli("play", "gymenvs/Nope-v0").stderr
+    assert "env id 'gymenvs/Nope-v0' is not registered" in gymenvs_cli("play", "gymenvs/Nope-v0").stderr
     bad = gymenvs_cli("play", "gymenvs/Catch-v0", "-k", "rows=1")
     assert bad.returncode == 2 and "rows" in bad.stderr and "greater than or equal to 2" in bad.stderr
