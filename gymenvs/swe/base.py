@@ -222,7 +222,7 @@ class SWEBaseEnv(TextEnv):
         try:
             self.config = self.config_class.from_kwargs(config, **options)
         except ValidationError as exc:
-            raise config_error(type(self).__name__, exc, keyword_names(type(self))) from None
+            raise config_error(type(self).__name__, exc, keyword_names(type(self)) or []) from None
         self.tasks = select_tasks(load_tasks(self.config.dataset, split=self.config.split), self.config.instance_ids)
         self.refused = refused_tasks(self.tasks, self.config.validation_report)
         self.tasks = tuple(task for task in self.tasks if task.instance_id not in self.refused)
