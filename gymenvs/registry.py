@@ -115,7 +115,7 @@ def make_vec(
         as_keywords = ", ".join(f"{name}={value!r}" for name, value in dict(vector_kwargs).items())
         raise ConfigError(f"vector_kwargs={short_repr(vector_kwargs)}: the vector env of {spec.id} takes its settings as "
                           f"plain keywords: make_vec({spec.id!r}, {num_envs}, {as_keywords})")
-    if not wrappers or not by_entry_point:
+    if not wrappers or entry_point is None or not by_entry_point:
         return gym.make_vec(spec, num_envs, vectorization_mode=vectorization_mode, wrappers=wrappers, **kwargs)
     kwargs.pop("vector_kwargs", None)
     creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point

@@ -19,7 +19,6 @@ import gymnasium as gym
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "core"))
 
-import gymenvs  # noqa: E402
 from misuse_cases import (  # noqa: E402
     BACKENDS,
     Case,
@@ -32,6 +31,8 @@ from misuse_cases import (  # noqa: E402
     replay_cases,
     vector_cases,
 )
+
+import gymenvs  # noqa: E402
 
 
 def main() -> None:

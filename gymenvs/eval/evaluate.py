@@ -22,7 +22,6 @@ import pydantic
 from typing_extensions import TypedDict
 
 from gymenvs.core.errors import ReplayFileError, short_repr
-
 from gymenvs.eval.policies.base import Policy, as_text
 from gymenvs.registry import probe
 
@@ -217,7 +216,7 @@ def read_transcripts(path: str | Path) -> list[dict[str, Any]]:
         with open(path, encoding="utf-8") as file:
             lines = [(number, line) for number, line in enumerate(file, 1) if line.strip()]
     except (OSError, UnicodeDecodeError) as exc:
-        raise ReplayFileError(f"cannot read transcript file {str(path)!r}: {exc.strerror or exc}") from None
+        raise ReplayFileError(f"cannot read transcript file {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
     if not lines:
         raise ReplayFileError(f"transcript file {str(path)!r} holds no episodes (expected one JSON line per episode)")
     return [_transcript(path, number, line) for number, line in lines]

@@ -239,7 +239,7 @@ class SWEBaseEnv(TextEnv):
         try:
             self.config: Any = self.config_class.from_kwargs(config, **options)
         except ValidationError as exc:
-            raise config_error(type(self).__name__, exc, keyword_names(type(self))) from None
+            raise config_error(type(self).__name__, exc, keyword_names(type(self)) or []) from None
         self.tasks, self.refused = self._load_tasks()
         self.tasks = tuple(task for task in self.tasks if task.instance_id not in self.refused)
         self.limits = self._limits_for(None)

@@ -60,7 +60,8 @@ def check_env_kwargs(spec: EnvSpec, env_kwargs: dict[str, Any], backend: str) ->
     """Raise a `ConfigError` for a keyword that is neither the env's nor the vector env's, here in the
     caller rather than once per slot; one of another backend's settings says which backend it belongs to.
     An env whose accepted names are unknown (a creator taking `**kwargs`) checks its own, in its slots."""
-    accepted = keyword_names(_creator(spec))
+    creator = _creator(spec)
+    accepted = keyword_names(creator) if creator is not None else None
     if accepted is None:
         return
     accepted += _MAKE_KEYWORDS
@@ -81,7 +82,7 @@ def check_env_kwargs(spec: EnvSpec, env_kwargs: dict[str, Any], backend: str) ->
         )
 
 
-def _creator(spec: EnvSpec) -> Callable[..., Any]:
+def _creator(spec: EnvSpec) -> Callable[..., Any] | None:
     from gymnasium.envs.registration import load_env_creator
 
     return load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point

@@ -369,12 +369,13 @@ class ConcurrentVectorEnv(VectorEnv):
 
     def _raise_callers_error(self, requests: list[Request], results: list[Any]) -> None:
         """Raise an env's verdict that the caller's reset options are bad (a value it refuses) in the
-        caller; the slots it came from have no episode now, and none is rebuilt."""
+        caller. No slot is rebuilt; every slot of the reset needs another one (those that refused have no
+        episode, the others started one whose first observation the caller never saw)."""
         errors = [(index, result) for (index, _, _), result in zip(requests, results)
                   if type(result) is SlotError and result.is_callers]
-        for index, _ in errors:
-            self._needs_reset[index] = True
         if errors:
+            for index, _, _ in requests:
+                self._needs_reset[index] = True
             errors[0][1].reraise(errors[0][0])
 
     def _raise_failures(self, results: list[Any]) -> None:
