@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from gymenvs.play import EXIT_INTERRUPTED, play_episode
 from gymenvs.registry import describe_envs
 
 
@@ -27,7 +28,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             print(f"gymenvs: {exc}", file=sys.stderr)
             return 2
-    return args.run(args)
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:  # Ctrl-C while an env starts or an eval runs: end as a shell expects, no traceback
+        print("\n[interrupted]", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def add_import_option(command: argparse.ArgumentParser) -> None:
@@ -71,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gymenvs.swe.cli import add_commands as add_swe_commands
 
     add_swe_commands(commands.add_parser("swe", help="the SWE environment: build images, list tasks, grade patches"))
+    from gymenvs.terminal.validate_cli import add_commands as add_tasks_commands
+
+    add_tasks_commands(commands.add_parser("tasks", help="Harbor task folders and SWE datasets alike: validate"))
     return parser
 
 
@@ -130,9 +138,14 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    from gymenvs.core.errors import ReplayFileError
     from gymenvs.eval import read_transcripts, replay
 
-    records = read_transcripts(args.file)
+    try:
+        records = read_transcripts(args.file)
+    except ReplayFileError as exc:
+        print(f"gymenvs replay: {exc}", file=sys.stderr)
+        return 2
     if not 0 <= args.episode < len(records):
         print(f"--episode {args.episode}: {args.file} holds episodes 0 to {len(records) - 1}", file=sys.stderr)
         return 2
@@ -184,43 +197,6 @@ def run_play(args: argparse.Namespace) -> int:
         return play_episode(env, args.seed)
     finally:
         env.close()
-
-
-def play_episode(env: Any, seed: int | None) -> int:
-    observation, info = env.reset(seed=seed)
-    print(observation)
-    print_tools(info.get("tools", []))
-    print('Type an action: free text, a tool call as JSON, or ":tools", ":state", ":quit".')
-    total = 0.0
-    while True:
-        try:
-            line = input("> ")
-        except EOFError:
-            print()
-            return 0
-        if line.strip() == ":quit":
-            return 0
-        if line.strip() == ":tools":
-            print_tools(info.get("tools", []))
-            continue
-        if line.strip() == ":state":
-            print(json.dumps(env.unwrapped.state(), indent=2))
-            continue
-        observation, reward, terminated, truncated, _ = env.step(line)
-        total += reward
-        print(observation)
-        if reward:
-            print(f"[reward {reward:+g}]")
-        if terminated or truncated:
-            print(f"Episode over ({'terminated' if terminated else 'truncated'}); return {total:g}.")
-            return 0
-
-
-def print_tools(tools: list[dict[str, Any]]) -> None:
-    for schema in tools:
-        function = schema["function"]
-        params = ", ".join(function["parameters"].get("properties", {}))
-        print(f"  tool {function['name']}({params}): {function['description']}")
 
 
 def parse_kwargs(pairs: list[str]) -> dict[str, Any]:

@@ -39,6 +39,15 @@ def ray_session():
         yield
 
 
+@pytest.fixture(scope="session")
+def terminal_images(docker_client, swe_images):
+    """The images of the Harbor fixture tasks (gymenvs/terminal/fixtures), built on the base image; their names."""
+    from gymenvs.terminal.images import ensure_task_image
+    from gymenvs.terminal.tasks import load_terminal_tasks
+
+    return {task.name: ensure_task_image(docker_client, task) for task in load_terminal_tasks()}
+
+
 # -- in CI, a skip is a failure ---------------------------------------------------------------
 # `.ci/setup` installs every extra that pyproject.toml's `all` names and starts the Docker engine, so a
 # test that skips there has lost a dependency it should have: CI must go red, not silently shrink.

@@ -362,7 +362,7 @@ def test_bad_max_turns_is_a_value_error_naming_it(bad):
 def test_bad_render_mode_and_unknown_reset_options_are_value_errors():
     with pytest.raises(ValueError, match="render_mode='human'"):
         CounterEnv(render_mode="human")
-    with pytest.raises(ValueError, match=r"unknown reset option\(s\) \['level'\]"):
+    with pytest.raises(ValueError, match=r"unknown reset option 'level'=3; accepted: none"):
         CounterEnv().reset(options={"level": 3})
 
 
