@@ -71,6 +71,11 @@ def test_gymnasium_make_with_a_module_id_imports_the_users_module(user_package):
     assert (reward, terminated, env.unwrapped.state()["guesses"]) == (1.0, True, [50])
 
 
+def test_the_users_constructor_names_a_misspelled_argument_and_the_accepted_ones(user_package):
+    with pytest.raises(ValueError, match=r"unknown argument hihg=3 \(did you mean 'high'\?\)\. Accepted: high, max_turns, render_mode"):
+        gym.make(MODULE_ID, hihg=3)
+
+
 def test_check_env_passes_the_users_env(user_package):
     check_env(gym.make(MODULE_ID), skip_render_check=False)
 
