@@ -72,7 +72,8 @@ def test_gymnasium_make_with_a_module_id_imports_the_users_module(user_package):
 
 
 def test_the_users_constructor_names_a_misspelled_argument_and_the_accepted_ones(user_package):
-    with pytest.raises(ValueError, match=r"unknown argument hihg=3 \(did you mean 'high'\?\)\. Accepted: high, max_turns, render_mode"):
+    expected = r"unknown argument hihg=3 \(did you mean 'high'\?\)\. Accepted: high, max_turns, render_mode"
+    with pytest.raises(ValueError, match=expected):
         gym.make(MODULE_ID, hihg=3)
 
 
