@@ -121,6 +121,30 @@ def test_make_vec_and_concurrent_vector_env_build_the_users_env_in_every_worker(
         vector_env.close()
 
 
+def test_worker_registrations_carry_the_users_ids_and_folder_as_plain_names(user_package):
+    """What a worker installs: the ids it lacks, a class entry point named by its module, the folder it lacks."""
+    from guess_number.env import GuessNumberEnv
+
+    from gymenvs.env_ids import worker_registrations
+
+    gym.register("mine/Guess-v0", entry_point=GuessNumberEnv, kwargs={"high": 7})
+    try:
+        registrations = worker_registrations()
+    finally:
+        del gym.registry["mine/Guess-v0"]
+    assert str(user_package) in registrations.search_path
+    sys.path.remove(str(user_package))
+    try:
+        registrations.install()
+        assert sys.path[-1] == str(user_package)  # appended: it never shadows the worker's own modules
+        assert gym.spec("mine/Guess-v0").entry_point == "guess_number.env:GuessNumberEnv"
+        assert gym.make("mine/Guess-v0").reset(seed=0)[0].startswith("I am thinking of a whole number from 1 to 7.")
+    finally:
+        sys.path.remove(str(user_package))
+        sys.path.insert(0, str(user_package))
+        del gym.registry["mine/Guess-v0"]
+
+
 @pytest.fixture(scope="module")
 def tiny(user_package):
     from wrappers.trl import tiny_model
