@@ -14,6 +14,7 @@ import os
 
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
 
+import copy  # noqa: E402
 import functools  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
@@ -145,11 +146,11 @@ def test_worker_registrations_carry_the_users_ids_and_folder_as_plain_names(user
         del gym.registry["mine/Guess-v0"]
 
 
-@pytest.fixture(scope="module")
-def tiny(user_package):
-    from wrappers.trl import tiny_model
-
-    return tiny_model(seed=0)
+@pytest.fixture
+def tiny(_tiny, user_package):
+    """A copy of the session's tiny model (training changes it), and its tokenizer."""
+    model, tokenizer = _tiny
+    return copy.deepcopy(model), tokenizer
 
 
 @pytest.mark.parametrize("backend_settings", list(BACKENDS), indirect=True)
