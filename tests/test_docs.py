@@ -32,7 +32,7 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARKER = re.compile(r"<!-- figure: (?P<body>.*?) -->", re.DOTALL)
 CHECK = re.compile(r"^(?P<label>[^=]+?) = (?P<value>\S+)(?: ± (?P<tolerance>[\d.]+))?$")
 #: A measured figure: a number with a unit of time, rate or share.
-FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?(?:%|ms|µs|s|min|steps/s|episodes/s|samples/s)(?![\w/])")
+FIGURE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?(?:%|ms|µs|s|min|x|MiB|GiB|steps/s|episodes/s|samples/s)(?![\w/])")
 #: What names a figure's source in a section.
 SOURCE = re.compile(r"<!-- figure: |examples/[\w/]+\.py|`gymenvs \w+|tests/[\w/]+\.py")
 
@@ -213,3 +213,8 @@ def test_which_textarena_games_let_the_model_think_aloud(game, thinking_aloud, b
         assert "error" not in env.step(bare_move)[4]
     finally:
         env.close()
+
+
+if __name__ == "__main__":  # the list of marked figures: `python tests/test_docs.py`
+    for figure in FIGURES:
+        print(f"{figure}  {'rerun' if figure.rerun else 'not rerun (' + figure.reason + ')'}  {figure.command}")

@@ -125,13 +125,17 @@ def evaluate_policy(
 
     start = time.perf_counter()
     seeds = range(seed, seed + num_episodes)
-    with ThreadPoolExecutor(max_workers=max_workers) as pool, tqdm(
-        total=num_episodes, desc=env_id, unit="episode", disable=not progress
-    ) as bar:
-        futures = [pool.submit(play_episode, env_id, env_kwargs or {}, policy.new_episode(), s) for s in seeds]
-        for future in futures:
-            future.add_done_callback(lambda _: bar.update())
-        records = [future.result() for future in futures]
+    pool = ThreadPoolExecutor(max_workers=max_workers)
+    with tqdm(total=num_episodes, desc=env_id, unit="episode", disable=not progress) as bar:
+        try:
+            futures = [pool.submit(play_episode, env_id, env_kwargs or {}, policy.new_episode(), s) for s in seeds]
+            for future in futures:
+                future.add_done_callback(lambda _: bar.update())
+            records = [future.result() for future in futures]
+        except KeyboardInterrupt:  # Ctrl-C: the episodes not yet started never start (only running ones finish)
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    pool.shutdown()
     summary = EvalSummary.of(env_id, policy.name, records, time.perf_counter() - start)
     if transcripts is not None:
         with open(transcripts, "w", encoding="utf-8") as file:
