@@ -7,6 +7,7 @@ the one it builds (and its heavy dependencies) on first use. The vector entry po
 `vector_entry_point(id)` gives envs that users register themselves the same. Gymnasium refuses
 `make_vec(..., wrappers=...)` for any env with a vector entry point; `gymenvs.make_vec` takes them.
 `probe(id, kwargs)` checks an id and its kwargs by building one env, as the TRL bridge does before training.
+Ids of a user's own envs may name the module that registers them, `"pkg.envs:Name-v0"` (`gymenvs.env_ids`).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ import os
 
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
 
+import copy  # noqa: E402
 import functools  # noqa: E402
 import json  # noqa: E402
 import shutil  # noqa: E402
@@ -71,6 +72,12 @@ def test_gymnasium_make_with_a_module_id_imports_the_users_module(user_package):
     assert (reward, terminated, env.unwrapped.state()["guesses"]) == (1.0, True, [50])
 
 
+def test_the_users_constructor_names_a_misspelled_argument_and_the_accepted_ones(user_package):
+    expected = r"unknown argument hihg=3 \(did you mean 'high'\?\)\. Accepted: high, max_turns, render_mode"
+    with pytest.raises(ValueError, match=expected):
+        gym.make(MODULE_ID, hihg=3)
+
+
 def test_check_env_passes_the_users_env(user_package):
     check_env(gym.make(MODULE_ID), skip_render_check=False)
 
@@ -115,11 +122,35 @@ def test_make_vec_and_concurrent_vector_env_build_the_users_env_in_every_worker(
         vector_env.close()
 
 
-@pytest.fixture(scope="module")
-def tiny(user_package):
-    from wrappers.trl import tiny_model
+def test_worker_registrations_carry_the_users_ids_and_folder_as_plain_names(user_package):
+    """What a worker installs: the ids it lacks, a class entry point named by its module, the folder it lacks."""
+    from guess_number.env import GuessNumberEnv
 
-    return tiny_model(seed=0)
+    from gymenvs.env_ids import worker_registrations
+
+    gym.register("mine/Guess-v0", entry_point=GuessNumberEnv, kwargs={"high": 7})
+    try:
+        registrations = worker_registrations()
+    finally:
+        del gym.registry["mine/Guess-v0"]
+    assert str(user_package) in registrations.search_path
+    sys.path.remove(str(user_package))
+    try:
+        registrations.install()
+        assert sys.path[-1] == str(user_package)  # appended: it never shadows the worker's own modules
+        assert gym.spec("mine/Guess-v0").entry_point == "guess_number.env:GuessNumberEnv"
+        assert gym.make("mine/Guess-v0").reset(seed=0)[0].startswith("I am thinking of a whole number from 1 to 7.")
+    finally:
+        sys.path.remove(str(user_package))
+        sys.path.insert(0, str(user_package))
+        del gym.registry["mine/Guess-v0"]
+
+
+@pytest.fixture
+def tiny(_tiny, user_package):
+    """A copy of the session's tiny model (training changes it), and its tokenizer."""
+    model, tokenizer = _tiny
+    return copy.deepcopy(model), tokenizer
 
 
 @pytest.mark.parametrize("backend_settings", list(BACKENDS), indirect=True)

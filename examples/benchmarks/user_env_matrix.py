@@ -6,7 +6,7 @@ through every entry point on every backend it has, printing one row per entry po
 
     python examples/benchmarks/user_env_matrix.py
 
-A cell is "pass", or the error's first line; "-" where an entry point has no backend choice
+A cell is "pass", or "FAIL (n)" with the error's first line under the table; "-" where an entry point has no backend choice
 (TRL's `environment_factory` builds its envs in the trainer's process). tests/test_user_env.py asserts the same.
 """
 
@@ -130,12 +130,17 @@ ENTRY_POINTS: dict[str, tuple[Callable[[dict | None], None], bool]] = {
 }
 
 
+#: The first line of each failure, printed under the table.
+FAILURES: list[str] = []
+
+
 def cell(run: Callable[[dict | None], None], settings: dict | None) -> str:
     try:
-        with contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
             run(settings)
-    except Exception as exc:  # a cell reports any failure, and the matrix goes on
-        return f"FAIL {type(exc).__name__}: {str(exc).splitlines()[0][:60] if str(exc) else ''}"
+    except (Exception, SystemExit) as exc:  # a cell reports any failure (argparse exits), and the matrix goes on
+        FAILURES.append(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:150]}")
+        return f"FAIL ({len(FAILURES)})"
     return "pass"
 
 
@@ -159,11 +164,14 @@ def main() -> int:
         ray.shutdown()
         shutil.rmtree(folder)
     width = max(len(name) for name, _ in rows)
-    print(f"| {'entry point':<{width}} | " + " | ".join(BACKENDS) + " |")
-    print(f"|{'-' * (width + 2)}|" + "|".join("-" * (len(backend) + 2) for backend in BACKENDS) + "|")
+    columns = {backend: max(len(backend), *(len(cells[backend]) for _, cells in rows)) for backend in BACKENDS}
+    print(f"| {'entry point':<{width}} | " + " | ".join(f"{backend:<{columns[backend]}}" for backend in BACKENDS) + " |")
+    print(f"|{'-' * (width + 2)}|" + "|".join("-" * (columns[backend] + 2) for backend in BACKENDS) + "|")
     for name, cells in rows:
-        print(f"| {name:<{width}} | " + " | ".join(f"{cells[backend]:<{len(backend)}}" for backend in BACKENDS) + " |")
-    failed = sum(value.startswith("FAIL") for _, cells in rows for value in cells.values())
+        print(f"| {name:<{width}} | " + " | ".join(f"{cells[backend]:<{columns[backend]}}" for backend in BACKENDS) + " |")
+    for number, failure in enumerate(FAILURES, 1):
+        print(f"({number}) {failure}")
+    failed = len(FAILURES)
     print(f"\n{sum(value == 'pass' for _, cells in rows for value in cells.values())} pass, {failed} fail")
     return 1 if failed else 0
 
