@@ -37,6 +37,9 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                        help="per-instance reports go to LOG_DIR/RUN_ID/MODEL/INSTANCE_ID (default logs/run_evaluation)")
     grade.add_argument("--report-dir", type=Path, default=Path("."), help="where MODEL.RUN_ID.json goes (default .)")
     grade.add_argument("--output", type=Path, help="also write every instance's full report to this JSON file")
+    grade.add_argument("--screen", choices=("zero", "flag"), default="zero",
+                       help="what the static screen does with code in a patch that targets the test run "
+                            "(docs/swe-security.md): zero (status screened, the default) or flag (findings in the report only)")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=_grade)
 
@@ -154,7 +157,7 @@ def _grade(args: argparse.Namespace) -> int:
             ensure_image(client, image)
         except SandboxError as exc:
             return GradeReport(task.instance_id, "error", error=str(exc))
-        return grade(client, task, patch, image=image, timeout=args.timeout)
+        return grade(client, task, patch, image=image, timeout=args.timeout, screen=args.screen)
 
     outcomes = evaluate.grade_predictions(predictions, tasks, grade_one, run_id=args.run_id, log_dir=args.log_dir,
                                           workers=args.workers, progress=not args.quiet)

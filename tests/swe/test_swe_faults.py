@@ -239,3 +239,47 @@ def test_the_trl_bridge_replays_the_episode_whose_grading_was_killed(swe_images,
     assert all(episode.trainable and episode.outcome == "model" for episode in episodes)
     assert [episode.outcome_reason for episode in episodes] == ["turn_limit"] * 2
     assert own_containers(docker_client) == []
+
+
+def always_resolving_dataset(folder) -> str:
+    """textkit-1 with a test that already passes as FAIL_TO_PASS: every episode the model ends is worth 1.0,
+    so a 0 among the rewards can only come from a fault."""
+    import json
+
+    from gymenvs.swe.tasks import task_to_row
+
+    task = TASKS[FIXTURE_IDS[0]]
+    task = dataclasses.replace(task, fail_to_pass=task.pass_to_pass[:1], pass_to_pass=task.pass_to_pass[1:])
+    path = folder / "always_resolves.jsonl"
+    path.write_text(json.dumps(task_to_row(task), default=str) + "\n")
+    return str(path)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
+def test_a_grpo_step_whose_grading_is_killed_trains_on_the_replay_never_on_a_fault_zero(swe_images, docker_client, tmp_path):
+    from trl import GRPOConfig, GRPOTrainer
+
+    from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset, make_rollout_func
+    from wrappers.trl.extras.tiny_model import tiny_model
+
+    model, tokenizer = tiny_model(seed=0)
+    rollout = make_rollout_func("gymenvs/SWE-v0", env_kwargs={"dataset": always_resolving_dataset(tmp_path), "max_turns": 1,
+                                                              "command_timeout_s": 5.0},
+                                max_tokens_per_turn=8, infra_retries=2)
+    args = GRPOConfig(output_dir=str(tmp_path), **CPU_TRAINING_ARGS, per_device_train_batch_size=4, num_generations=2,
+                      max_completion_length=40, max_steps=1, logging_steps=1, learning_rate=1e-3, seed=0,
+                      log_completions=False)
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=episode_dataset(2),
+                          rollout_func=rollout, reward_funcs=rollout.reward_func)
+    try:
+        with GradingKiller(docker_client) as killer:  # kills the grading of one episode of the four
+            trainer.train()
+    finally:
+        rollout.close()
+    assert len(killer.killed) == 1
+    assert list(trainer._logs["rewards"]["env_reward"]) == [1.0] * 4  # the replay's verdict: no 0 from the fault
+    (logged,) = [entry for entry in trainer.state.log_history if "infra_failures" in entry]
+    assert (logged["infra_failures"], logged["retries"], logged["dropped"]) == (1.0, 1.0, 0.0)
+    assert logged["reward"] == 1.0
+    assert own_containers(docker_client) == []

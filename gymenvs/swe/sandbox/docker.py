@@ -456,6 +456,8 @@ class DockerSandbox:
     def _failure(self, what: str, exc: Exception) -> SandboxError:
         try:
             self.ensure_running()
+        except ContainerPaused:
+            pass  # frozen (by grading, which reads it so, or from outside): the engine's own error says what failed
         except ContainerGone as gone:
             return gone
         return SandboxError(f"{what} in container {self.name}: {exc}")
