@@ -57,9 +57,9 @@ ATTACKS: dict[str, tuple[str, str | None]] = {
     "reward.json with NaN": ("true", "echo '{\"reward\": NaN}' > /logs/verifier/reward.json"),
     "huge reward.txt": ("true", "yes 1 | head -c 20000000 > /logs/verifier/reward.txt"),
     "reward.txt a symlink to a file of 1": ("true", "echo 1 > /tmp/one && ln -s /tmp/one /logs/verifier/reward.txt"),
-    "process left by the tests rewriting the reward": (
-        "true", "setsid nohup bash -c 'sleep 2; echo 1 > /logs/verifier/reward.txt' >/dev/null 2>&1 < /dev/null &\n"
-        "echo 0 > /logs/verifier/reward.txt"),
+    "process left by the tests, writing the reward 0.1 s after test.sh exits": (
+        "true", "setsid nohup bash -c \"while kill -0 $$ 2>/dev/null; do sleep 0.01; done; sleep 0.1; "
+        "echo 1 > /logs/verifier/reward.txt\" >/dev/null 2>&1 < /dev/null &\necho 0 > /logs/verifier/reward.txt"),
 }
 #: Two rows that are not attacks: the grading can give 1 (and a reward.json's named scores).
 CONTROLS: dict[str, tuple[str, str | None]] = {
