@@ -68,6 +68,9 @@ ATTACKS: dict[str, tuple[str, str | None]] = {
 CONTROLS: dict[str, tuple[str, str | None]] = {
     "control: task solved": ("echo hello > /app/out.txt", None),
     "control: solved, checked by pytest": ("echo hello > /app/out.txt", PYTEST),
+    "control: solved, [verifier] user = nobody": (
+        "echo hello > /app/out.txt",
+        '[ "$(id -un)" = nobody ] && grep -qx hello /app/out.txt && echo 1 > /logs/verifier/reward.txt'),
     "control: solved, reward.json scores": ("echo hello > /app/out.txt",
                                             "echo '{\"reward\": 1, \"style\": 0.5}' > /logs/verifier/reward.json"),
 }
@@ -84,14 +87,16 @@ REASONS = {**{name: "bad_reward" for name in ATTACKS if name.startswith(("reward
 
 
 def make_task(root: Path, name: str, test_sh: str | None) -> TerminalTask:
+    user = 'user = "nobody"' if name.endswith("[verifier] user = nobody") else ""
     folder = root / name.replace(" ", "-").replace("/", "_")
     (folder / "environment").mkdir(parents=True)
     (folder / "tests").mkdir()
     (folder / "instruction.md").write_text("Write the line `hello` to /app/out.txt.\n")
-    (folder / "task.toml").write_text(textwrap.dedent("""\
+    (folder / "task.toml").write_text(textwrap.dedent(f"""\
         schema_version = "1.0"
         [verifier]
         timeout_sec = 60
+        {user}
         [environment]
         cpus = 1
         memory_mb = 512
@@ -144,6 +149,7 @@ def test_the_controls_score_one_with_named_scores(outcomes):
     scored, _ = outcomes["control: solved, reward.json scores"]
     assert (solved.reward, solved.reason) == (1.0, "solved"), solved
     assert outcomes["control: solved, checked by pytest"][0].reward == 1.0
+    assert outcomes["control: solved, [verifier] user = nobody"][0].reward == 1.0
     assert (scored.reward, scored.scores) == (1.0, {"reward": 1.0, "style": 0.5}), scored
 
 
