@@ -118,7 +118,7 @@ class SWEEnv(SWEBaseEnv):
 
     @tool
     def bash(self, command: str) -> Outcome:
-        """Run a bash command in the repository's persistent shell; cwd and variables carry over.
+        """Run a bash command in a persistent shell in the working directory; cwd and variables carry over.
 
         Args:
             command: The command line, e.g. "grep -rn 'def slugify' ." (stdin is empty; it is stopped at the timeout).
@@ -141,7 +141,7 @@ class SWEEnv(SWEBaseEnv):
         """Show a file with line numbers.
 
         Args:
-            path: The file, absolute or relative to /testbed.
+            path: The file, absolute or relative to the working directory.
             start_line: The first line to show (1-based).
             end_line: The last line to show (default: the end of the file).
         """
@@ -157,7 +157,7 @@ class SWEEnv(SWEBaseEnv):
         """Replace text in a file: `old_text` must occur exactly once.
 
         Args:
-            path: The file, absolute or relative to /testbed.
+            path: The file, absolute or relative to the working directory.
             old_text: The exact text to replace, with enough context to be unique.
             new_text: The text to put in its place.
         """
@@ -177,7 +177,7 @@ class SWEEnv(SWEBaseEnv):
         """Write a file, replacing it if it exists; missing directories are created.
 
         Args:
-            path: The file, absolute or relative to /testbed.
+            path: The file, absolute or relative to the working directory.
             content: The whole content of the file.
         """
         self._write_file(path, content.encode("utf-8", "surrogateescape"), 0o644)

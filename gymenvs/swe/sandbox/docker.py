@@ -39,8 +39,10 @@ import tenacity
 from gymenvs.swe.sandbox.base import (
     TIMEOUT_EXIT_CODES,
     ContainerGone,
+    ContainerPaused,
     DiskLimitExceeded,
     ExecResult,
+    ImageMissing,
     Limits,
     OutOfMemory,
     SandboxError,
@@ -254,7 +256,7 @@ class DockerSandbox:
         try:
             return self._create(image, options)
         except docker.errors.ImageNotFound:
-            raise SandboxError(f"image {image!r} is not present locally") from None
+            raise ImageMissing(f"image {image!r} is not present locally") from None
         except docker.errors.APIError as exc:
             raise SandboxError(f"could not create a container from {image!r}: {exc.explanation or exc}") from None
 
@@ -437,6 +439,9 @@ class DockerSandbox:
     def ensure_running(self) -> None:
         """`ContainerGone` unless the container is running."""
         state = self._state()
+        if state.get("Status") == "paused":
+            raise ContainerPaused("the container was paused from outside the environment: the engine refuses to run "
+                                  "commands in it")
         if state.get("Status") != "running":
             raise (OutOfMemory if state.get("OOMKilled") else ContainerGone)(describe_stopped(state))
 
