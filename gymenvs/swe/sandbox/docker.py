@@ -81,6 +81,12 @@ exit 0
 """
 
 
+def kill_all_script(signal_name: str = "KILL", keep: tuple[int, ...] = ()) -> str:
+    """Bash (builtins only) that signals every process of the container but init, its main process, the
+    shell running it and that shell's parent, and the pids in `keep`; it ends with `exit 0`."""
+    return f"signal={signal_name} keep='{' '.join(map(str, keep))}'\n{_KILL_ALL}"
+
+
 def docker_client(timeout: int = 600):
     """A docker SDK client for the engine the environment points at (DOCKER_HOST or the local socket)."""
     try:
@@ -369,7 +375,7 @@ class DockerSandbox:
         """Signal every process of the container but its init and main process and the pids in `keep`:
         jobs that double-forked away from their shell and fork-bomb children included. The killer is a
         single bash process (no `timeout` around it), retried while a fork bomb holds every pid."""
-        script = f"signal={signal_name} keep='{' '.join(map(str, keep))}'\n{_KILL_ALL}"
+        script = kill_all_script(signal_name, keep)
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(attempts),
             wait=tenacity.wait_incrementing(start=0.05, increment=0.05),  # no pid free for the killer: a fork bomb
