@@ -264,6 +264,11 @@ class SWEBaseEnv(TextEnv):
         """The limits of the container of `task` (None: before any episode)."""
         return self.config.limits
 
+    def task_environment(self) -> dict[str, str]:
+        """Environment variables an agent program gets about the kind of task (the reference agent's
+        GYMENVS_TASK_STYLE); none for SWE tasks."""
+        return {}
+
     def _refused_as(self) -> str:
         """Why the tasks in `self.refused` are never drawn, as words after "instance_id=...": its reason follows."""
         return f"is marked invalid by validation_report={self.config.validation_report!r}"

@@ -87,7 +87,8 @@ def test_the_reference_agent_solves_a_task_through_interception(make_env):
     env = make_env("gymenvs/TerminalAgent-v0", agent="reference", call_timeout_s=60.0)
     task = TASKS["gymenvs/configure-service"]
     observation, info = env.reset(options={"instance_id": task.name})
-    assert task.instruction.splitlines()[0] in observation
+    assert observation.startswith("[system]\nYou are an autonomous agent working in a Linux container, in /root.")
+    assert f"[user]\n{task.instruction.strip()}" in observation
     assert [tool["function"]["name"] for tool in info["tools"]] == ["bash", "submit"]
     observation, *_ = env.step(bash("pwd"))
     assert observation.startswith("[tool]\n/root\n[exit code: 0]")  # the image's WORKDIR

@@ -202,7 +202,7 @@ class SWEAgentEnv(SWEBaseEnv):
             **SHELL_ENVIRONMENT, "OPENAI_API_KEY": channel.token, "OPENAI_MODEL": self.config.model_name,
             "GYMENVS_TASK_FILE": f"{MOUNT}/task.md", "GYMENVS_WORKDIR": self.workdir,
             "GYMENVS_COMMAND_TIMEOUT": f"{self.config.command_timeout_s:g}",
-            "GYMENVS_OUTPUT_LIMIT": str(self.config.output_limit), **self.agent.environment,
+            "GYMENVS_OUTPUT_LIMIT": str(self.config.output_limit), **self.task_environment(), **self.agent.environment,
         }
         script = (f"{self.shell_setup}\nexec python3 {MOUNT}/{_FORWARDER} {MOUNT}/{SOCKET_NAME} -- "
                   f"bash -c {shlex.quote(self.agent.command)}")
