@@ -128,3 +128,22 @@ def test_bad_options_are_value_errors():
         gym.make("gymenvs/Terminal-v0", instance_ids=["nope"])
     with pytest.raises(ValueError, match="verifier_timeout_s"):
         gym.make("gymenvs/Terminal-v0", verifier_timeout_s=0.0)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_mini_swe_agent_solves_a_task_in_its_derived_image(make_env, terminal_images, docker_client):
+    from gymenvs.swe.agents.install import install_agent
+    from gymenvs.swe.agents.specs import MINI_SWE_AGENT
+
+    task = TASKS["gymenvs/edit-config"]
+    install_agent(docker_client, MINI_SWE_AGENT, [terminal_images[task.name]], progress=False)
+    env = make_env("gymenvs/TerminalAgent-v0", agent="mini-swe-agent", call_timeout_s=120.0)
+    observation, info = env.reset(options={"instance_id": task.name})
+    assert info["image"] == terminal_images[task.name] + "-mini-swe-agent-2.4.6"
+    assert task.instruction.splitlines()[0] in observation
+    observation, *_ = env.step(bash("pwd"))
+    assert '"output": "/app\\n"' in observation
+    env.step(bash(task.solve_script.read_text()))
+    observation, reward, terminated, truncated, info = env.step(bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"))
+    assert (reward, terminated, truncated) == (1.0, True, False), (info.get("error"), info["agent_log"][-2000:])
