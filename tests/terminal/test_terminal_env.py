@@ -147,3 +147,21 @@ def test_mini_swe_agent_solves_a_task_in_its_derived_image(make_env, terminal_im
     env.step(bash(task.solve_script.read_text()))
     observation, reward, terminated, truncated, info = env.step(bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"))
     assert (reward, terminated, truncated) == (1.0, True, False), (info.get("error"), info["agent_log"][-2000:])
+
+
+@pytest.mark.docker
+def test_the_agent_timeout_of_task_toml_limits_the_agent_episode(make_env, tmp_path):
+    import shutil
+
+    from gymenvs.terminal.tasks import fixtures_path
+
+    folder = tmp_path / "edit-config"
+    shutil.copytree(fixtures_path() / "edit-config", folder)
+    toml = (folder / "task.toml").read_text().replace("[agent]\ntimeout_sec = 300.0", "[agent]\ntimeout_sec = 4.0")
+    (folder / "task.toml").write_text(toml)
+    env = make_env("gymenvs/TerminalAgent-v0", dataset=str(folder), agent="reference", call_timeout_s=60.0)
+    env.reset(seed=0)
+    assert env.unwrapped.episode_timeout_s() == 4.0
+    observation, reward, terminated, truncated, info = env.step(bash("sleep 8"))
+    assert (info["outcome"], info["outcome_reason"]) == ("model", "time_limit") and truncated and reward == 0.0
+    assert "wall-clock limit (4 s)" in info["error"]

@@ -175,10 +175,10 @@ class SWEAgentEnv(SWEBaseEnv):
         image = derived_image(self.task_image(), self.agent)
         reap_orphans_once(self.client)
         reap_channel_directories_once()
-        self._deadline = time.monotonic() + self.config.episode_timeout_s
+        self._deadline = time.monotonic() + self.episode_timeout_s()
         try:
             channel, agent = self._start_agent(image)
-            event = channel.next_event(min(self.config.call_timeout_s, self.config.episode_timeout_s))
+            event = channel.next_event(min(self.config.call_timeout_s, self.episode_timeout_s()))
             if not isinstance(event, AgentRequest):
                 raise AgentStartError(f"agent {self.agent.name!r} made no LLM request: {self._describe(event)}; "
                                       f"its log ends with:\n{agent.log_tail()}")
@@ -186,6 +186,10 @@ class SWEAgentEnv(SWEBaseEnv):
             self._end_agent()
             raise
         return self._accept(event.call, previous=None).observation
+
+    def episode_timeout_s(self) -> float:
+        """Seconds of wall-clock the episode may take, from reset."""
+        return self.config.episode_timeout_s
 
     def _start_agent(self, image: str) -> tuple[LLMChannel, _AgentProcess]:
         """Start the episode's container from `image` and the agent in it, talking to a new channel."""
@@ -294,7 +298,7 @@ class SWEAgentEnv(SWEBaseEnv):
         if isinstance(event, AgentExited):
             return f"the agent exited with code {event.exit_code}"
         if time.monotonic() >= self._deadline:
-            return f"the episode's wall-clock limit ({self.config.episode_timeout_s:g} s) was reached"
+            return f"the episode's wall-clock limit ({self.episode_timeout_s():g} s) was reached"
         return f"the agent sent no request within the call limit ({self.config.call_timeout_s:g} s)"
 
     def _policy_reply(self, call: ToolCall, request: dict[str, Any]) -> dict[str, Any]:
