@@ -31,6 +31,15 @@ def swe_images(docker_client):
 
 
 @pytest.fixture(scope="session")
+def ray_session():
+    """One small local Ray for the whole session, shared by every test folder (it takes seconds to start)."""
+    from vector.testing_utils import local_ray  # as tests/vector imports it (pytest puts tests/ on sys.path)
+
+    with local_ray():
+        yield
+
+
+@pytest.fixture(scope="session")
 def terminal_images(docker_client, swe_images):
     """The images of the Harbor fixture tasks (gymenvs/terminal/fixtures), built on the base image; their names."""
     from gymenvs.terminal.images import ensure_task_image

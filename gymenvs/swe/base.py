@@ -18,9 +18,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any, ClassVar, Literal, Protocol, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, field_validator
 
 from gymenvs.core import EndedBy, Outcome, TextEnv, ending
+from gymenvs.core.config import keyword_names
+from gymenvs.core.errors import ResetOptionsError, config_error, did_you_mean
 from gymenvs.core.outcomes import DETAIL_KEY, OUTCOME_KEY, REASON_KEY
 from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
 from gymenvs.swe.sandbox import (
@@ -234,7 +236,10 @@ class SWEBaseEnv(TextEnv):
         super().__init__(max_turns=max_turns, render_mode=render_mode)
         if config is not None and not isinstance(config, EpisodeConfig):
             raise ValueError(f"config={config!r}: allowed is a {self.config_class.__qualname__} or None")
-        self.config: Any = self.config_class.from_kwargs(config, **options)
+        try:
+            self.config: Any = self.config_class.from_kwargs(config, **options)
+        except ValidationError as exc:
+            raise config_error(type(self).__name__, exc, keyword_names(type(self)) or ()) from None
         self.tasks, self.refused = self._load_tasks()
         self.tasks = tuple(task for task in self.tasks if task.instance_id not in self.refused)
         self.limits = self._limits_for(None)
@@ -316,9 +321,11 @@ class SWEBaseEnv(TextEnv):
                 return task
         if options["instance_id"] in self.refused:
             name = options["instance_id"]
-            raise ValueError(f"instance_id={name!r} {self._refused_as()}: {self.refused[name]}")
+            raise ResetOptionsError(f"instance_id={name!r} {self._refused_as()}: {self.refused[name]}")
         known = ", ".join(t.instance_id for t in self.tasks[:5]) + (", ..." if len(self.tasks) > 5 else "")
-        raise ValueError(f"instance_id={options['instance_id']!r} is not a task of this env ({len(self.tasks)} tasks: {known})")
+        close = did_you_mean(str(options["instance_id"]), [task.instance_id for task in self.tasks])
+        raise ResetOptionsError(f"instance_id={options['instance_id']!r} is not a task of this env{close} "
+                                f"({len(self.tasks)} tasks: {known})")
 
     def task_image(self) -> str:
         """The image of the episode's task (the agent may run in an image derived from it)."""

@@ -33,7 +33,7 @@ def path_stat(api: Any, container_id: str, path: str) -> PathStat | None:
     import docker
 
     try:
-        response = api._head(api._url("/containers/{0}/archive", container_id), params={"path": path})
+        response = api.head(api._url("/containers/{0}/archive", container_id), params={"path": path})
         if response.status_code == 404:
             return None
         api._raise_for_status(response)

@@ -13,9 +13,10 @@ agent's container, in a fresh container, and the reward is read by the engine.
    volumes mounted over /logs/verifier and /tests (not copied from the snapshot);
 4. copies the task's `tests/` from the host into /tests and runs `bash /tests/test.sh` with the
    verifier's time limit ([verifier] timeout_sec, or `timeout_s`) and environment;
-5. stops that container when test.sh returns (nothing the tests started can write afterwards),
-   then reads `/logs/verifier/reward.txt` (one float) or `reward.json` (named scores) through the
-   engine, size-capped, never following a symbolic link.
+5. kills every other process of that container the moment test.sh exits, then stops the
+   container (nothing the tests started can write afterwards), and reads
+   `/logs/verifier/reward.txt` (one float) or `reward.json` (named scores) through the engine,
+   size-capped, never following a symbolic link.
 
 What this guarantees, and what grading a container's state cannot, is in docs/terminal-security.md.
 """
@@ -35,7 +36,7 @@ from typing import Any
 
 from gymenvs.core.outcomes import EndedBy, ending
 from gymenvs.swe.sandbox.base import SandboxError
-from gymenvs.swe.sandbox.docker import LABEL, LABEL_ROLE, DockerSandbox, owner_labels
+from gymenvs.swe.sandbox.docker import LABEL, LABEL_ROLE, DockerSandbox, kill_all_script, owner_labels
 from gymenvs.swe.sandbox.output import decode_output
 from gymenvs.terminal.engine import entries_archive, path_stat, read_entry, stop_container, write_archive
 from gymenvs.terminal.task import TerminalTask
@@ -165,13 +166,17 @@ class _GradingRun:
         return volume.name
 
     def _command(self) -> str:
-        """test.sh with the verifier's environment, as [verifier] user if the task names one."""
+        """test.sh with the verifier's environment, as [verifier] user if the task names one; the moment it
+        exits, the same shell stops every other process (what the tests left running cannot write the
+        reward after test.sh did)."""
         verifier = self.task.config.verifier
         exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in verifier.env.items())
         run = f"bash {TESTS_DIR}/test.sh"
-        if verifier.user:
-            run = f"runuser -u {shlex.quote(verifier.user)} -- {run}"
-        return f"{exports}cd {shlex.quote(self.sandbox.workdir)} 2>/dev/null || cd /\n{run}"
+        if verifier.user:  # the fresh volume is root's: hand it to the user who writes the reward
+            user = shlex.quote(verifier.user)
+            run = f"chown {user} {VERIFIER_DIR} && runuser -u {user} -- {run}"
+        return (f"{exports}cd {shlex.quote(self.sandbox.workdir)} 2>/dev/null || cd /\n{run}\n"
+                f"echo \"tests/test.sh exited $?\"\n{kill_all_script()}")
 
     def clean_up(self) -> None:
         if self.grader is not None:

@@ -12,7 +12,9 @@ the engine (`docker diff` and the archive API; no program of the container runs)
   the image's tool;
 - a PATH directory that the agent replaced by another kind of entry (/usr/local/bin a symbolic link
   to its own folder, /bin a real directory) is copied back whole;
-- /etc/ld.so.preload (a library loaded into every program) is put back as the image had it.
+- /etc/ld.so.preload (a library loaded into every program) and the test-runner files at / (the one
+  parent of /tests: a `/conftest.py` that pytest loads for /tests/test_*.py and that can turn every
+  failure into a pass, `/pytest.ini`...) are put back as the image had them, or emptied.
 
 Tools the agent installed under new names stay: installing software is what many tasks ask. What is
 not put back (libraries, interpreters' packages, configuration) is listed in docs/terminal-security.md.
@@ -28,7 +30,9 @@ from gymenvs.terminal.engine import PathStat, entries_archive, path_stat, read_e
 
 #: Searched for tools even when the image's PATH leaves them out (a test script may set its own PATH).
 SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
-LOADER_FILES = ("/etc/ld.so.preload",)
+#: Files that change every program, or every pytest run of /tests, put back as the image had them (or emptied).
+GUARDED_FILES = ("/etc/ld.so.preload", "/conftest.py", "/pytest.ini", "/.pytest.ini", "/pytest.toml", "/.pytest.toml",
+                 "/pyproject.toml", "/tox.ini", "/setup.cfg")
 _DEFAULT_PATH = ":".join(SYSTEM_BIN_DIRS)
 _CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}
 
@@ -46,13 +50,13 @@ def restore_tools(api: Any, container_id: str, image: str) -> list[str]:
     image's tools (see the module docstring); what was put back, one line per entry."""
     changes = {change["Path"]: _CHANGE_KINDS[change["Kind"]] for change in api.diff(container_id) or []}
     directories = search_path(api, image)
-    touched = [p for p in changes if p in directories or posixpath.dirname(p) in directories or p in LOADER_FILES]
+    touched = [p for p in changes if p in directories or posixpath.dirname(p) in directories or p in GUARDED_FILES]
     if not touched:
         return []
     pristine = api.create_container(image, command=["true"], labels={LABEL: "1", LABEL_ROLE: "pristine", **owner_labels()})["Id"]
     try:
         guard = _Guard(api, container_id, pristine, directories)
-        return guard.directories(changes) + guard.entries(changes) + guard.loader(changes)
+        return guard.directories(changes) + guard.entries(changes) + guard.files(changes)
     finally:
         api.remove_container(pristine, force=True)
 
@@ -95,17 +99,18 @@ class _Guard:
                 notes.append(f"{path}: {kind} by the agent, restored")
         return notes
 
-    def loader(self, changes: dict[str, str]) -> list[str]:
+    def files(self, changes: dict[str, str]) -> list[str]:
         notes = []
-        for path in LOADER_FILES:
+        for path in GUARDED_FILES:
             if path not in changes:
                 continue
-            if path_stat(self.api, self.pristine, path) is not None:
+            in_image = path_stat(self.api, self.pristine, path) is not None
+            if in_image:
                 self._copy_back(path)
             else:
                 empty = entries_archive([(posixpath.basename(path), "file", b"")])
                 write_archive(self.api, self.agent, posixpath.dirname(path), empty)
-            notes.append(f"{path}: {changes[path]} by the agent, restored")
+            notes.append(f"{path}: {changes[path]} by the agent, {'restored' if in_image else 'emptied'}")
         return notes
 
     def _resolve(self, name: str) -> str | None:

@@ -1,9 +1,11 @@
-"""The host end of one episode's LLM channel: an OpenAI-compatible HTTP endpoint on a unix socket.
+"""The host end of one episode's LLM channel: an HTTP endpoint on a unix socket speaking the three LLM wire formats.
 
 Each episode gets its own directory (bind-mounted read-only into its container) holding the socket,
 and its own token. The channel makes the directory, or takes one made by `new_channel_directory`
 for one container ahead of its episode (the warm pool's); either way it removes it at `close()`.
-A request without `Authorization: Bearer <token>` is refused. The agent's
+A request without the token (`Authorization: Bearer <token>` or `x-api-key: <token>`) is refused.
+Each POST is read in its own wire format (`gymenvs.swe.agents.wire`: Chat Completions, Responses,
+Anthropic Messages) into the one internal form, and answered in that format, streamed when asked. The agent's
 container has no network, so this socket is the only host service it can reach, and it reaches
 only its own episode.
 
@@ -30,19 +32,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gymenvs.swe.agents.wire import SIDE_MODEL, WireError, route, side_call_kind
+from gymenvs.swe.agents.wire import anthropic as anthropic_wire
+from gymenvs.swe.agents.wire import chat as chat_wire
 from gymenvs.swe.sandbox import owner_alive, process_start_time
 
 SOCKET_NAME = "llm.sock"
 _DIR_PREFIX = "gymenvs-agent-"
-_CHAT_PATHS = frozenset({"/v1/chat/completions", "/chat/completions"})
 _MODEL_PATHS = frozenset({"/v1/models", "/models"})
 
 
 @dataclass
 class Call:
-    """One chat-completions request the agent is waiting on; `answer` releases it."""
+    """One request the agent is waiting on; `answer` releases it.
+
+    `body` is the request in the internal form (`wire.common`), whatever `wire` the agent spoke;
+    `raw` the body as sent; `side` why it is a side call (`wire.side_call_kind`), None for a main turn.
+    `answer` takes the reply in the agent's own format, which the channel streams if the request asked.
+    """
 
     body: dict[str, Any]
+    wire: Any = chat_wire
+    raw: dict[str, Any] | None = None
+    side: str | None = None
     received_at: float = field(default_factory=time.monotonic)
     _reply: tuple[int, dict[str, Any]] | None = None
     _answered: threading.Event = field(default_factory=threading.Event)
@@ -89,12 +101,15 @@ class LLMChannel:
     directory. `directory`: one from `new_channel_directory` that no channel has used (default: a new one)."""
 
     def __init__(self, *, model_name: str, max_request_bytes: int = 16 << 20, max_connections: int = 8,
-                 read_timeout: float = 30.0, directory: Path | None = None):
+                 read_timeout: float = 30.0, directory: Path | None = None, side_model: str = SIDE_MODEL):
         if directory is not None and (not directory.name.startswith(_DIR_PREFIX) or (directory / SOCKET_NAME).exists()):
             raise ValueError(f"directory={str(directory)!r}: allowed is a new directory from new_channel_directory() "
                              "that no channel has used")
         self.token = uuid.uuid4().hex + uuid.uuid4().hex
         self.model_name = model_name
+        self.side_model = side_model
+        #: Each answered Responses call's conversation, by response id (`previous_response_id`).
+        self.conversations: dict[str, list] = {}
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.read_timeout = read_timeout
@@ -127,7 +142,7 @@ class LLMChannel:
             self._closed = True
             pending, self._pending = self._pending, None
         if pending is not None:
-            pending.answer(503, _error("the episode has ended"))
+            pending.answer(503, pending.wire.error("the episode has ended", "episode_ended"))
         self._server.shutdown()
         with self._lock:  # a connection still writing its reply closes itself once written (`reply_written`)
             self._server.close_connections(except_for=self._replying)
@@ -137,14 +152,14 @@ class LLMChannel:
 
     # -- called by the connection threads -------------------------------------------------------
 
-    def begin_call(self, body: dict[str, Any], connection: Any) -> Call | str:
+    def begin_call(self, call: Call, connection: Any) -> Call | str:
         """The new call, arrived on `connection`, or why it cannot be taken."""
         with self._lock:
             if self._closed:
                 return "the episode has ended"
             if self._pending is not None:
                 return "a second request arrived while the first still waits for its reply (one call at a time)"
-            self._pending = call = Call(body)
+            self._pending = call
             self._replying.add(connection)
         self.post(AgentRequest(call))
         return call
@@ -223,35 +238,46 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def address_string(self) -> str:
         return "agent"
 
+    def do_HEAD(self) -> None:
+        """A reachability probe (Claude Code's `HEAD /api/hello`, sent without a key): answered, harmless."""
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def do_GET(self) -> None:
         if not self._authorized():
             return
-        if self.path.split("?")[0].rstrip("/") in _MODEL_PATHS:
-            model = {"id": self.server.channel.model_name, "object": "model", "created": 0, "owned_by": "gymenvs"}
-            self._send(200, {"object": "list", "data": [model]})
+        model = self.server.channel.model_name
+        if self.path.split("?")[0].rstrip("/") not in _MODEL_PATHS:
+            self._send(404, chat_wire.error(f"no route GET {self.path}"))
+        elif "anthropic-version" in self.headers:
+            self._send(200, anthropic_wire.models(model))
         else:
-            self._send(404, _error(f"no route GET {self.path}"))
+            self._send(200, {"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "gymenvs"}]})
 
     def do_POST(self) -> None:
         channel = self.server.channel
         if not self._authorized():
             return
-        if self.path.split("?")[0].rstrip("/") not in _CHAT_PATHS:
-            self._send(404, _error(f"no route POST {self.path}; the endpoint is /v1/chat/completions"))
+        where = route(self.path)
+        if where is None:
+            self._send(404, chat_wire.error(f"no route POST {self.path}; the endpoints are /v1/chat/completions, "
+                                            "/v1/responses, /v1/messages and /v1/messages/count_tokens"))
+            channel.fail(f"the agent called POST {self.path}, which this channel does not serve")
             return
-        body = self._read_request()
-        if body is None:
+        call = self._read_call(where)
+        if call is None:
             return
-        call = channel.begin_call(body, self.connection)
-        if isinstance(call, str):
-            self._send(429, _error(call))
-            channel.fail(call)
+        taken = channel.begin_call(call, self.connection)
+        if isinstance(taken, str):
+            self._send(429, where.wire.error(taken))
+            channel.fail(taken)
             return
         status, payload = call.wait()
         channel.end_call(call)
         try:
-            if status == 200 and body.get("stream"):
-                self._send_stream(payload)
+            if status == 200 and call.body.get("stream") and where.endpoint == "turn":
+                self._write(200, where.wire.stream(payload, call.raw or call.body), "text/event-stream")
             else:
                 self._send(status, payload)
         except OSError:
@@ -261,17 +287,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.close_connection = True
 
     def _authorized(self) -> bool:
-        expected = f"Bearer {self.server.channel.token}"
-        if hmac.compare_digest(self.headers.get("Authorization", "").encode(), expected.encode()):
+        token = self.server.channel.token.encode()
+        bearer = self.headers.get("Authorization", "").encode()
+        api_key = self.headers.get("x-api-key", "").encode()
+        if hmac.compare_digest(bearer, b"Bearer " + token) or hmac.compare_digest(api_key, token):
             return True
-        self._send(401, _error("missing or wrong API key: use the key this episode gave the agent"))
+        self._send(401, chat_wire.error("missing or wrong API key: use the key this episode gave the agent"))
         self.server.channel.fail("the agent sent a request without the episode's API key")
         return False
 
-    def _read_request(self) -> dict[str, Any] | None:
+    def _read_call(self, where: Any) -> Call | None:
+        """The request as a `Call` in the internal form, or None once a malformed one is refused (the episode ends)."""
         channel = self.server.channel
         problem: tuple[int, str] | None = None
-        body: dict[str, Any] | None = None
+        call: Call | None = None
         length = self.headers.get("Content-Length", "")
         if not length.isdigit():
             problem = (411, "a request body with a Content-Length is required")
@@ -288,21 +317,30 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if len(raw) < int(length):
                 problem = (408, f"the request body did not arrive within {channel.read_timeout:g} s")
             else:
-                problem, body = _parse_chat_body(raw)
+                problem, call = self._parse(raw, where)
         if problem is not None:
             status, message = problem
             self.close_connection = True
-            self._send(status, _error(message))
+            self._send(status, where.wire.error(message))
             channel.fail(f"malformed request: {message}")
             return None
-        return body
+        return call
+
+    def _parse(self, raw: bytes, where: Any) -> tuple[tuple[int, str] | None, Call | None]:
+        channel = self.server.channel
+        try:
+            body = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            return (400, f"the body is not JSON ({exc})"), None
+        try:
+            request = where.wire.request(body, channel.conversations)
+        except WireError as exc:
+            return (400, f"{where.wire.NAME} request: {exc}"), None
+        side = side_call_kind(where.endpoint, self.headers, request, channel.side_model)
+        return None, Call(request, wire=where.wire, raw=body, side=side)
 
     def _send(self, status: int, payload: dict[str, Any]) -> None:
         self._write(status, json.dumps(payload).encode(), "application/json")
-
-    def _send_stream(self, completion: dict[str, Any]) -> None:
-        events = b"".join(b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in stream_chunks(completion))
-        self._write(200, events + b"data: [DONE]\n\n", "text/event-stream")
 
     def _write(self, status: int, data: bytes, content_type: str) -> None:
         self.send_response(status)
@@ -311,38 +349,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
         self.wfile.flush()
-
-
-def _parse_chat_body(raw: bytes) -> tuple[tuple[int, str] | None, dict[str, Any] | None]:
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        return (400, f"the body is not JSON ({exc})"), None
-    if not isinstance(body, dict):
-        return (400, "the body must be a JSON object"), None
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) and "role" in m for m in messages):
-        return (400, '"messages" must be a non-empty list of objects with a "role"'), None
-    return None, body
-
-
-def stream_chunks(completion: dict[str, Any]) -> list[dict[str, Any]]:
-    """A chat completion as the two chunks of a streamed answer (its content and tool calls, then the finish)."""
-    choice = completion["choices"][0]
-    message = choice["message"]
-    delta: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
-    if message.get("tool_calls"):
-        delta["tool_calls"] = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
-    base = {key: completion[key] for key in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
-    return [
-        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
-        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice.get("finish_reason")}],
-         **({"usage": completion["usage"]} if "usage" in completion else {})},
-    ]
-
-
-def _error(message: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": "gymenvs_channel_error"}}
 
 
 _reaped_in: dict[int, list[str]] = {}

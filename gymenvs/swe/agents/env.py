@@ -1,14 +1,19 @@
 """SWEAgent-v0: an agent program runs inside the task container; the env serves its LLM calls.
 
-`reset` starts the task container and the agent in it, and returns the agent's first chat request
-as the observation (`info["request"]` is the raw request). In interception mode `step(action)`
-is the policy's reply (text, or a tool call in any form the core parses); the env delivers it to
-the waiting agent as a chat-completions response and returns the agent's next request. In
-black-box mode the env forwards each request to an OpenAI-compatible upstream instead and the
-action is ignored. The episode ends when the agent exits (after submitting, or not); its changes
-are then graded host-side exactly as in SWE-v0: the engine reads them from the
-container the agent ran in and a fresh container from the task image runs the tests
-(`SWEBaseEnv._grade_and_end`).
+`reset` starts the task container and the agent in it, and returns the agent's first main-turn
+request as the observation. The agent may speak Chat Completions, Responses or Anthropic Messages
+(`gymenvs.swe.agents.wire`), streamed or not: `info["request"]` is its request in the one internal
+form (an OpenAI-style message list, function-schema tools, sampling parameters) whatever it spoke.
+In interception mode `step(action)` is the policy's reply (text, one tool call, several: parallel
+tool use; `wire.reply_from_action`); the env delivers it to the waiting agent in the agent's own
+format and returns the agent's next request. In black-box mode the env forwards each request to an
+OpenAI-compatible upstream instead and the action is ignored. Side calls (titles, summaries, token
+counts, quota probes: `wire.side_call_kind`) never reach the policy: the side responder answers them
+(`side_calls`), and `info["trajectory"]` records them marked with their kind.
+
+The episode ends when the agent exits (after submitting, or not); its changes are then graded
+host-side exactly as in SWE-v0: the engine reads them from the container the agent ran in and a
+fresh container from the task image runs the tests (`SWEBaseEnv._grade_and_end`).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any, ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, field_validator, model_validator
 
-from gymenvs.core import EndedBy, Outcome, ToolCall, ending
+from gymenvs.core import ActionError, EndedBy, Outcome, ToolCall, ending
 from gymenvs.swe.agents.channel import (
     SOCKET_NAME,
     AgentExited,
@@ -34,8 +39,11 @@ from gymenvs.swe.agents.channel import (
     new_channel_directory,
     reap_channel_directories_once,
 )
-from gymenvs.swe.agents.messages import chat_completion, extends, render, reply_message, tool_call
+from gymenvs.swe.agents.messages import extends, render
 from gymenvs.swe.agents.specs import MOUNT, AgentSpec, agent_spec, derived_image
+from gymenvs.swe.agents.wire import SIDE_MODEL, Reply, reply_from_action, reply_from_message, respond
+from gymenvs.swe.agents.wire import anthropic as anthropic_wire
+from gymenvs.swe.agents.wire import chat as chat_wire
 from gymenvs.swe.base import EpisodeConfig, SWEBaseEnv, SWEConfig, sandbox_ending
 from gymenvs.swe.env import SHELL_ENVIRONMENT
 from gymenvs.swe.sandbox import (
@@ -52,6 +60,9 @@ from gymenvs.swe.sandbox import (
 from gymenvs.swe.sandbox.images import ensure_image, image_exists
 
 _TEXT = "__text__"  # the tool-call name free text is wrapped in on its way through TextEnv
+_REPLY = "__reply__"  # the tool-call name standing for the parsed reply on its way through TextEnv
+#: The side responder's minimal answer to a side call that wants text (a title, a summary).
+SIDE_REPLY_TEXT = "ok"
 _LOG_TAIL_BYTES = 16 << 10
 _FORWARDER = "forwarder.py"
 
@@ -74,13 +85,21 @@ class AgentOptions(BaseModel):
     mode: Literal["interception", "black-box"] = "interception"
     """"interception" (step's action is the reply) or "black-box" (calls go to `upstream_url`)."""
     upstream_url: str | None = None
-    """The OpenAI-compatible base URL of the black-box upstream, e.g. http://host:8000/v1."""
+    """The OpenAI-compatible (Chat Completions) base URL of the black-box upstream, e.g. http://host:8000/v1.
+    Requests in the other formats are sent there in the internal form and the answer translated back."""
     upstream_model: str | None = None
     """The model name sent upstream (default: the agent's own)."""
     upstream_api_key: str | None = None
     """The upstream's key."""
     model_name: str = "gymenvs-policy"
     """The model name agents are told to ask for (OPENAI_MODEL)."""
+    side_model_name: str = SIDE_MODEL
+    """The model name agents are told to use for their small/background model (GYMENVS_SIDE_MODEL): calls
+    naming it are side calls."""
+    side_calls: Literal["minimal", "upstream"] | None = None
+    """Who answers side calls: "minimal" (a minimal valid answer; the default in interception mode) or
+    "upstream" (forwarded to `upstream_url`; the default in black-box mode). Token counts are always
+    answered here."""
     call_timeout_s: PositiveFloat = 600.0
     """Seconds the env waits for the agent's next request (its own work between calls), and seconds
     one upstream call may take in black-box mode."""
@@ -94,10 +113,18 @@ class AgentOptions(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        if (self.mode == "black-box") != (self.upstream_url is not None):
-            raise ValueError(f"mode={self.mode!r} with upstream_url={self.upstream_url!r}: black-box mode needs an "
-                             "upstream_url, interception mode takes none")
+        if self.mode == "black-box" and self.upstream_url is None:
+            raise ValueError(f"mode={self.mode!r} with upstream_url=None: black-box mode needs an upstream_url")
+        if self.side_responder == "upstream" and self.upstream_url is None:
+            raise ValueError("side_calls='upstream' with upstream_url=None: forwarding side calls needs an upstream_url")
+        if self.mode == "interception" and self.upstream_url is not None and self.side_responder != "upstream":
+            raise ValueError(f"mode={self.mode!r} with upstream_url={self.upstream_url!r}: interception mode takes an "
+                             "upstream_url only for side_calls='upstream'")
         return self
+
+    @property
+    def side_responder(self) -> Literal["minimal", "upstream"]:
+        return self.side_calls or ("upstream" if self.mode == "black-box" else "minimal")
 
     @property
     def agent_spec(self) -> AgentSpec:
@@ -142,6 +169,8 @@ class SWEAgentEnv(SWEBaseEnv):
         self._call: Call | None = None
         self._deadline = 0.0
         self._action: Any = None
+        self._reply: Reply | ActionError = ActionError("no reply")
+        self.side_calls = 0
 
     @property
     def reaped(self) -> list[str]:
@@ -154,12 +183,19 @@ class SWEAgentEnv(SWEBaseEnv):
         observation, info = super().reset(seed=seed, options=options)
         request = self._pending_call.body
         info.update(instance_id=self.episode_task.instance_id, image=self.episode_sandbox.image, agent=self.agent.name,
-                    request=request, tools=request.get("tools") or [])
+                    request=request, tools=request.get("tools") or [], wire=self._pending_call.wire.NAME,
+                    side_calls=self.side_calls)
         return observation, info
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         self._action = action
-        return super().step(action if self.mode == "interception" else "")
+        if self.mode != "interception":
+            return super().step("")
+        try:
+            self._reply = reply_from_action(action)
+        except ActionError as error:
+            self._reply = error  # raised by _run, inside TextEnv.step, which reports it as an invalid action
+        return super().step({"name": _REPLY})
 
     def close(self) -> None:
         self._end_agent()
@@ -171,14 +207,14 @@ class SWEAgentEnv(SWEBaseEnv):
     def _start_episode(self, options: dict[str, Any]) -> str:
         self._end_agent(wait=False)
         self.task = self.pick_task(options)
-        self.report, self.trajectory, self._call = None, [], None
+        self.report, self.trajectory, self._call, self.side_calls = None, [], None, 0
         image = derived_image(self.task_image(), self.agent)
         reap_orphans_once(self.client)
         reap_channel_directories_once()
         self._deadline = time.monotonic() + self.episode_timeout_s()
         try:
             channel, agent = self._start_agent(image)
-            event = channel.next_event(min(self.config.call_timeout_s, self.episode_timeout_s()))
+            event = self._next_event(channel)
             if not isinstance(event, AgentRequest):
                 raise AgentStartError(f"agent {self.agent.name!r} made no LLM request: {self._describe(event)}; "
                                       f"its log ends with:\n{agent.log_tail()}")
@@ -204,6 +240,8 @@ class SWEAgentEnv(SWEBaseEnv):
             (channel.directory / name).write_bytes(data)
         environment = {
             **SHELL_ENVIRONMENT, "OPENAI_API_KEY": channel.token, "OPENAI_MODEL": self.config.model_name,
+            "GYMENVS_API_KEY": channel.token, "ANTHROPIC_AUTH_TOKEN": channel.token, "ANTHROPIC_MODEL": self.config.model_name,
+            "GYMENVS_SIDE_MODEL": self.config.side_model_name,
             "GYMENVS_TASK_FILE": f"{MOUNT}/task.md", "GYMENVS_WORKDIR": self.workdir,
             "GYMENVS_COMMAND_TIMEOUT": f"{self.config.command_timeout_s:g}",
             "GYMENVS_OUTPUT_LIMIT": str(self.config.output_limit), **self.task_environment(), **self.agent.environment,
@@ -216,7 +254,7 @@ class SWEAgentEnv(SWEBaseEnv):
 
     def _new_channel(self, image: str) -> tuple[LLMChannel, Sandbox]:
         """A new channel, then a container started from `image` with its directory bound at MOUNT."""
-        channel = self._channel = LLMChannel(model_name=self.config.model_name)
+        channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name)
         sandbox = self._sandbox = DockerSandbox(self.client, image, role="agent", episode_id=self._episode_id or "",
                                                 limits=self.limits, read_only_binds={str(channel.directory): MOUNT},
                                                 workdir=self.workdir)
@@ -228,7 +266,8 @@ class SWEAgentEnv(SWEBaseEnv):
         assert directory is not None  # this env's pools give every container its own directory
         self._sandbox = sandbox
         try:
-            channel = self._channel = LLMChannel(model_name=self.config.model_name, directory=directory)
+            channel = self._channel = LLMChannel(model_name=self.config.model_name, directory=directory,
+                                                 side_model=self.config.side_model_name)
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise
@@ -247,19 +286,30 @@ class SWEAgentEnv(SWEBaseEnv):
         return ToolCall(_TEXT, {"content": text})
 
     def _run(self, call: ToolCall) -> Outcome:
+        if self.mode == "interception" and isinstance(self._reply, ActionError):
+            raise self._reply
         pending, self._call = self._pending_call, None
         started = time.monotonic()
+        reply: dict[str, Any] | None
         if self.mode == "interception":
-            status, payload = 200, self._policy_reply(call, pending.body)
+            assert isinstance(self._reply, Reply)
+            status, (payload, reply) = 200, self._respond(pending, self._policy_reply(self._reply, pending.body))
         else:
-            status, payload = self._upstream_reply(pending.body)
+            status, payload, reply = self._upstream_answer(pending)
         pending.answer(status, payload)
-        self.trajectory.append({"request": pending.body, "response": payload, "status": status,
-                                "policy_seconds": started - pending.received_at})
+        self._record(pending, status, payload, started)
         if status != 200:
             error = f"the upstream failed: HTTP {status}: {payload.get('error', payload)}"
             return self._finish(error=error, ended_as=ending(EndedBy.INFRA, "upstream_error", error))
-        return self._await_agent(previous=(pending.body["messages"], reply_message(payload)))
+        return self._await_agent(previous=(pending.body["messages"], reply))
+
+    def _respond(self, call: Call, reply: Reply) -> tuple[dict[str, Any], dict[str, Any]]:
+        """`reply` in the format `call` came in, and as an assistant message of the internal form."""
+        return respond(call.wire, call.body, call.raw or {}, reply, self.config.model_name, self._episode_channel.conversations)
+
+    def _record(self, call: Call, status: int, payload: dict[str, Any], started: float) -> None:
+        self.trajectory.append({"request": call.body, "response": payload, "status": status, "wire": call.wire.NAME,
+                                "side": call.side, "policy_seconds": started - call.received_at})
 
     def _end_at_turn_limit(self) -> Outcome:
         error = f"the step limit ({self.max_turns} replies) was reached"
@@ -268,8 +318,7 @@ class SWEAgentEnv(SWEBaseEnv):
     # -- the agent's side ----------------------------------------------------------------------
 
     def _await_agent(self, previous: tuple[list, dict | None]) -> Outcome:
-        left = self._deadline - time.monotonic()
-        event = self._episode_channel.next_event(min(self.config.call_timeout_s, left))
+        event = self._next_event(self._episode_channel)
         if isinstance(event, AgentRequest):
             try:
                 self.episode_sandbox.check_disk()  # the engine cannot cap the layer here: check at each call
@@ -284,12 +333,34 @@ class SWEAgentEnv(SWEBaseEnv):
                                 ended_as=None if error is None else ending(EndedBy.MODEL, "agent_exited", error))
         return self._finish(error=self._describe(event), ended_as=_ending_of(event, self._describe(event)))
 
+    def _next_event(self, channel: LLMChannel) -> AgentRequest | ChannelError | AgentExited | None:
+        """The agent's next main-turn request (or why none came), answering the side calls before it."""
+        while True:
+            event = channel.next_event(min(self.config.call_timeout_s, self._deadline - time.monotonic()))
+            if not (isinstance(event, AgentRequest) and event.call.side is not None):
+                return event
+            self._answer_side_call(event.call)
+
+    def _answer_side_call(self, call: Call) -> None:
+        """The side responder: a side call never reaches the policy; it is recorded and counted."""
+        started = time.monotonic()
+        self.side_calls += 1
+        if call.side == "count_tokens":
+            status, payload = 200, anthropic_wire.count_tokens(call.body)
+        elif self.config.side_responder == "upstream":
+            status, payload, _ = self._upstream_answer(call)
+        else:
+            status, (payload, _) = 200, self._respond(call, Reply(content=SIDE_REPLY_TEXT))
+        call.answer(status, payload)
+        self._record(call, status, payload, started)
+
     def _accept(self, call: Call, previous: tuple[list, dict | None] | None) -> Outcome:
         self._call = call
         messages = call.body["messages"]
         kept_history = previous is not None and extends(previous[0], previous[1], messages)
         new = messages[len(previous[0]) + 1:] if previous is not None and kept_history else messages
-        info = {"request": call.body, "history_rewritten": previous is not None and not kept_history}
+        info = {"request": call.body, "wire": call.wire.NAME, "side_calls": self.side_calls,
+                "history_rewritten": previous is not None and not kept_history}
         return Outcome(render(new) or "(the agent sent no new message)", info=info)
 
     def _describe(self, event: Any) -> str:
@@ -301,14 +372,28 @@ class SWEAgentEnv(SWEBaseEnv):
             return f"the episode's wall-clock limit ({self.episode_timeout_s():g} s) was reached"
         return f"the agent sent no request within the call limit ({self.config.call_timeout_s:g} s)"
 
-    def _policy_reply(self, call: ToolCall, request: dict[str, Any]) -> dict[str, Any]:
-        model = self.config.model_name
-        if call.name == _TEXT:
-            return chat_completion(model=model, content=call.arguments["content"], request=request)
-        if not request.get("tools"):  # the agent reads text only: hand it the action as written
-            text = self._action if isinstance(self._action, str) else json.dumps(self._action)
-            return chat_completion(model=model, content=text, request=request)
-        return chat_completion(model=model, content=None, tool_calls=[tool_call(call.name, call.arguments)], request=request)
+    def _policy_reply(self, reply: Reply, request: dict[str, Any]) -> Reply:
+        if reply.tool_calls and not request.get("tools"):  # the agent reads text only: hand it the action as written
+            return Reply(content=self._action if isinstance(self._action, str) else json.dumps(self._action))
+        return reply
+
+    def _upstream_answer(self, call: Call) -> tuple[int, dict[str, Any], dict[str, Any] | None]:
+        """The upstream's answer to `call` in the agent's format (a chat completion passed on as it came), and
+        its assistant message."""
+        status, completion = self._upstream_reply(call.body)
+        message = chat_wire.reply_of(completion) if status == 200 else None
+        if call.wire is chat_wire:
+            return status, completion, message
+        if status != 200 or message is None:
+            error = completion.get("error", completion) if status != 200 else "the upstream sent no assistant message"
+            return status if status != 200 else 502, call.wire.error(f"the upstream failed: {error}", "api_error"), None
+        reply = reply_from_message(message)
+        usage = completion.get("usage") or {}
+        reply.prompt_tokens, reply.completion_tokens = usage.get("prompt_tokens") or 0, usage.get("completion_tokens") or 0
+        finish = (completion.get("choices") or [{}])[0].get("finish_reason")
+        reply.finish_reason = finish if finish in ("stop", "tool_calls", "length") else None
+        payload, message = self._respond(call, reply)
+        return 200, payload, message
 
     def _upstream_reply(self, request: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """The upstream's answer to the agent's request, passed through as it came (status, JSON body)."""
@@ -332,7 +417,7 @@ class SWEAgentEnv(SWEBaseEnv):
         """Stop the agent, grade what changed in its container, and end the episode; `ended_as`: who ended
         it (`gymenvs.swe.base.grade_ending`), None when the agent finished by itself."""
         info: dict[str, Any] = {"exit_code": exit_code, "agent_log": self._agent.log_tail() if self._agent else "",
-                                "trajectory": self.trajectory}
+                                "trajectory": self.trajectory, "side_calls": self.side_calls}
         # The channel is closed (its directory removed) only once grading has read the container: the
         # engine re-creates a missing bind-mount source when it copies files out of a container.
         report, graded = self._grade_and_end(ended_as)
@@ -379,7 +464,8 @@ class SWEAgentEnv(SWEBaseEnv):
             **super()._episode_state(),
             "agent": self.agent.name,
             "mode": self.mode,
-            "calls": len(self.trajectory),
+            "calls": len(self.trajectory) - self.side_calls,
+            "side_calls": self.side_calls,
         }
 
 

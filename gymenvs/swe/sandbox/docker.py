@@ -39,8 +39,10 @@ import tenacity
 from gymenvs.swe.sandbox.base import (
     TIMEOUT_EXIT_CODES,
     ContainerGone,
+    ContainerPaused,
     DiskLimitExceeded,
     ExecResult,
+    ImageMissing,
     Limits,
     OutOfMemory,
     SandboxError,
@@ -77,6 +79,12 @@ for round in 1 2 3 4 5 6 7 8; do
 done
 exit 0
 """
+
+
+def kill_all_script(signal_name: str = "KILL", keep: tuple[int, ...] = ()) -> str:
+    """Bash (builtins only) that signals every process of the container but init, its main process, the
+    shell running it and that shell's parent, and the pids in `keep`; it ends with `exit 0`."""
+    return f"signal={signal_name} keep='{' '.join(map(str, keep))}'\n{_KILL_ALL}"
 
 
 def docker_client(timeout: int = 600):
@@ -248,7 +256,7 @@ class DockerSandbox:
         try:
             return self._create(image, options)
         except docker.errors.ImageNotFound:
-            raise SandboxError(f"image {image!r} is not present locally") from None
+            raise ImageMissing(f"image {image!r} is not present locally") from None
         except docker.errors.APIError as exc:
             raise SandboxError(f"could not create a container from {image!r}: {exc.explanation or exc}") from None
 
@@ -367,7 +375,7 @@ class DockerSandbox:
         """Signal every process of the container but its init and main process and the pids in `keep`:
         jobs that double-forked away from their shell and fork-bomb children included. The killer is a
         single bash process (no `timeout` around it), retried while a fork bomb holds every pid."""
-        script = f"signal={signal_name} keep='{' '.join(map(str, keep))}'\n{_KILL_ALL}"
+        script = kill_all_script(signal_name, keep)
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(attempts),
             wait=tenacity.wait_incrementing(start=0.05, increment=0.05),  # no pid free for the killer: a fork bomb
@@ -431,6 +439,9 @@ class DockerSandbox:
     def ensure_running(self) -> None:
         """`ContainerGone` unless the container is running."""
         state = self._state()
+        if state.get("Status") == "paused":
+            raise ContainerPaused("the container was paused from outside the environment: the engine refuses to run "
+                                  "commands in it")
         if state.get("Status") != "running":
             raise (OutOfMemory if state.get("OOMKilled") else ContainerGone)(describe_stopped(state))
 

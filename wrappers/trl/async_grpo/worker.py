@@ -366,20 +366,23 @@ class EnvRolloutWorker:
         advantages = (rewards - rewards.mean()) / (rewards.std() + 1e-8)
         samples = []
         for episode, advantage in zip(episodes, advantages):
-            prompt_length = len(episode.prompt_ids)
-            samples.append(
-                RolloutSample(
-                    prompt=episode.messages[: self._prompt_messages],
-                    completion=episode.messages[self._prompt_messages :],
-                    input_ids=np.asarray(episode.prompt_ids + episode.completion_ids, dtype=np.int64),
-                    completion_mask=np.asarray([0] * prompt_length + episode.env_mask, dtype=np.int64),
-                    old_log_probs=np.asarray([0.0] * prompt_length + episode.logprobs, dtype=np.float32),
-                    advantage=float(advantage),
-                    model_version=group.model_version,
-                    group_id=group.group_id,
-                    metrics={"reward": episode.reward, "reward_std": float(rewards.std()), "turns": episode.turns},
+            # An agent episode whose agent rewrote its history has several sequences: each is a sample with the
+            # episode's advantage, computed above over whole episodes, so the group stays what GRPO compares.
+            for sequence in episode.token_sequences():
+                prompt_length = len(sequence["prompt_ids"])
+                samples.append(
+                    RolloutSample(
+                        prompt=episode.messages[: self._prompt_messages],
+                        completion=episode.messages[self._prompt_messages :],
+                        input_ids=np.asarray(sequence["prompt_ids"] + sequence["completion_ids"], dtype=np.int64),
+                        completion_mask=np.asarray([0] * prompt_length + sequence["env_mask"], dtype=np.int64),
+                        old_log_probs=np.asarray([0.0] * prompt_length + sequence["logprobs"], dtype=np.float32),
+                        advantage=float(advantage),
+                        model_version=group.model_version,
+                        group_id=group.group_id,
+                        metrics={"reward": episode.reward, "reward_std": float(rewards.std()), "turns": episode.turns},
+                    )
                 )
-            )
         return samples
 
     def _put(self, sample: RolloutSample, group: _Group) -> bool:

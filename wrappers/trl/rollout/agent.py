@@ -10,10 +10,19 @@ reply.
 - When the next request extends the previous one plus the reply (the usual case), only its new
   messages are rendered and appended as tokens (`env_mask` 0): the sampled tokens are never
   re-tokenised.
-- When the agent rewrote its history (truncated, summarised, reformatted it), the episode starts a
-  new sequence from the full request. The trainer gets the episode's last sequence; the earlier
-  ones stay on `AgentEpisode.sequences`, and the count is the `agent_history_rewrites` field (and
-  `AgentRollout.metrics`), never silent.
+- When the agent rewrote its history (truncated, summarised, compacted it: compared by content, so
+  a client that re-serialises the same messages differently is not rewriting), the episode starts a
+  new sequence from the full request; the count is the `agent_history_rewrites` field (and
+  `AgentRollout.metrics`), never silent. `AgentEpisode.token_sequences()` holds every sequence.
+  - `AsyncGRPOTrainer` (`EnvRolloutWorker`): **every sequence is a training sample** with the
+    episode's advantage and its group's `group_id`: the advantages are computed per episode, over
+    the group's episodes, before the episode is split, so the group stays what GRPO compares.
+  - `GRPOTrainer(rollout_func=...)`: TRL's contract is one completion per prompt, and it groups the
+    rewards of `num_generations` consecutive rows; an extra row would shift every later group and
+    lack a dataset row for the reward functions. So the trainer gets the episode's **last sequence**
+    (the earlier ones on `AgentEpisode.sequences`). Packing the earlier sequences into the same
+    row is not done: the later sequence's tokens would be trained conditioned on tokens the model
+    never saw when it sampled them.
 
 The dataset's prompts only seed the episodes: the agent writes its own prompt.
 """
@@ -63,6 +72,12 @@ class AgentEpisode(Episode):
             self.end("max_completion_length")
             return
         self._append(tokens, [0.0] * len(tokens), model=False)
+
+    def token_sequences(self) -> list[dict[str, list]]:
+        """Every sequence of the episode: those put aside at history rewrites, then the current one (left out
+        when the model sampled nothing in it, as when the agent exited right after rewriting)."""
+        current = super().token_sequences()
+        return [*self.sequences, *(current if any(self.env_mask) or not self.sequences else [])]
 
     def _restart(self, prompt_ids: list[int], messages: list[dict[str, Any]]) -> None:
         """Put the current sequence aside and start a new one from a rewritten request."""

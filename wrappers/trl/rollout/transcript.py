@@ -155,6 +155,12 @@ class Episode:
     def finished(self) -> bool:
         return self.end_reason is not None
 
+    def token_sequences(self) -> list[dict[str, list]]:
+        """The episode's token sequences to train on, each with `prompt_ids`, `completion_ids`, `logprobs` and
+        `env_mask`: one here; an agent episode whose agent rewrote its history has more."""
+        return [{"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids, "logprobs": self.logprobs,
+                 "env_mask": self.env_mask}]
+
     @property
     def trainable(self) -> bool:
         """Whether the episode's reward is a verdict on the model (its ending was the model's)."""

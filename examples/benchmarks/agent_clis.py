@@ -1,0 +1,130 @@
+"""The coding-agent CLIs in SWEAgent-v0: what installing each costs, how fast it makes its first call,
+and how its traffic looks to a trainer.
+
+    python examples/benchmarks/agent_clis.py [--agents claude-code codex opencode pi] [--resets 5]
+        [--episodes 20] [--turns 10] [--install] [--instance-id ID]
+
+Per agent:
+- `--install`: the time of `gymenvs swe install-agent` into one fixture image, twice over: with an
+  empty npm cache (the tarballs downloaded) and with the tarballs cached but no installed tree (what
+  a second machine set-up pays), each followed by the image build (its derived image removed first,
+  so that no build cache is used); and the size the derived image adds to the task image;
+- the time from `reset` to the first main-turn request (median of `--resets`);
+- over `--episodes` scripted episodes of `--turns` shell calls each (then a text reply, which ends
+  every one of these CLIs' runs): the share of main-turn requests that extend the previous one plus
+  its reply (appended as tokens by the TRL bridge) against those that rewrote the history, and the
+  side calls per episode.
+
+Needs a Docker engine, the fixture images, npm on the host (for `--install`) and the agents' derived
+images (`gymenvs swe install-agent NAME`). Prints figures; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from gymenvs.swe.agents.env import SWEAgentEnv
+from gymenvs.swe.agents.install import default_npm_cache, install_agent
+from gymenvs.swe.agents.specs import agent_spec, derived_image
+from gymenvs.swe.sandbox.docker import docker_client
+from gymenvs.swe.sandbox.images import image_for
+from gymenvs.swe.tasks import FIXTURES, load_tasks
+
+#: Each CLI's own shell tool: its name and the argument holding the command.
+SHELL_TOOLS = {"claude-code": ("Bash", "command"), "codex": ("exec_command", "cmd"), "opencode": ("bash", "command"),
+               "pi": ("bash", "command")}
+
+
+def shell(agent: str, command: str) -> dict:
+    name, argument = SHELL_TOOLS[agent]
+    extra = {"description": "Run a command"} if name.lower() == "bash" and agent != "pi" else {}
+    return {"name": name, "arguments": {argument: command, **extra}}
+
+
+def measure_install(client, agent: str, image: str) -> None:
+    spec = agent_spec(agent)
+    added = []
+    for label, keep_tarballs in (("tarballs downloaded", False), ("tarballs cached", True)):
+        with tempfile.TemporaryDirectory(prefix="gymenvs-clis-bench-") as cache:
+            if keep_tarballs and (default_npm_cache() / "tarballs").exists():
+                shutil.copytree(default_npm_cache() / "tarballs", Path(cache) / "tarballs")
+            if client.images.list(name=derived_image(image, spec)):
+                client.images.remove(derived_image(image, spec))
+            started = time.perf_counter()
+            install_agent(client, spec, [image], cache=Path(cache), progress=False)
+            seconds = time.perf_counter() - started
+        size = client.images.get(derived_image(image, spec)).attrs["Size"] - client.images.get(image).attrs["Size"]
+        added.append(size)
+        print(f"{agent:<12} install ({label}): {seconds:6.1f} s, adds {size / 1e6:6.0f} MB to {image}")
+
+
+def measure_first_request(agent: str, instance_id: str, resets: int) -> None:
+    env = SWEAgentEnv(agent=agent, instance_ids=[instance_id])
+    times = []
+    try:
+        for seed in range(resets):
+            started = time.perf_counter()
+            env.reset(seed=seed)
+            times.append(time.perf_counter() - started)
+    finally:
+        env.close()
+    print(f"{agent:<12} reset to first main-turn request: median {statistics.median(times):5.2f} s  "
+          f"min {min(times):5.2f} s  max {max(times):5.2f} s  ({len(times)} resets)")
+
+
+def measure_episodes(agent: str, instance_id: str, episodes: int, turns: int) -> None:
+    env = SWEAgentEnv(agent=agent, instance_ids=[instance_id], max_turns=turns + 5)
+    appended = rewritten = side_calls = ended_ok = 0
+    try:
+        for seed in range(episodes):
+            env.reset(seed=seed)
+            for turn in range(turns):
+                _, _, terminated, truncated, info = env.step(shell(agent, f"echo turn-{turn}"))
+                if terminated or truncated:
+                    break
+                rewritten += bool(info["history_rewritten"])
+                appended += not info["history_rewritten"]
+            else:
+                _, _, terminated, truncated, info = env.step("done")
+                rewritten += bool(info.get("history_rewritten"))
+            ended_ok += bool(terminated and not truncated)
+            side_calls += info["side_calls"]
+    finally:
+        env.close()
+    total = appended + rewritten
+    print(f"{agent:<12} {episodes} episodes x {turns} turns: {appended}/{total} requests appended "
+          f"({100 * appended / max(total, 1):.1f} %), {rewritten} rewritten ({100 * rewritten / max(total, 1):.1f} per 100 turns); "
+          f"side calls per episode {side_calls / episodes:.2f}; {ended_ok}/{episodes} ended by the agent")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agents", nargs="+", default=sorted(SHELL_TOOLS), choices=sorted(SHELL_TOOLS))
+    parser.add_argument("--resets", type=int, default=5)
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--turns", type=int, default=10)
+    parser.add_argument("--install", action="store_true", help="also time the installs (rebuilds the derived images)")
+    parser.add_argument("--instance-id", default="gymenvs-fixtures__textkit-1")
+    args = parser.parse_args()
+    task = next(task for task in load_tasks(FIXTURES) if task.instance_id == args.instance_id)
+    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    client = docker_client()
+    for agent in args.agents:
+        if args.install:
+            measure_install(client, agent, image_for(task))
+        install_agent(client, agent_spec(agent), [image_for(task)], progress=False)
+        if args.resets:
+            measure_first_request(agent, args.instance_id, args.resets)
+        if args.episodes:
+            measure_episodes(agent, args.instance_id, args.episodes, args.turns)
+        print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""An agent that only calls, in one wire format: GYMENVS_PINGS requests over one keep-alive connection
+(stdlib only). GYMENVS_WIRE = chat | responses | anthropic; GYMENVS_STREAM=1 asks for server-sent events.
+Each request carries a system prompt, the task and one tool, as a coding agent's first turn does."""
+
+import http.client
+import json
+import os
+import urllib.parse
+
+WIRE = os.environ["GYMENVS_WIRE"]
+STREAM = os.environ.get("GYMENVS_STREAM") == "1"
+SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+SYSTEM, TASK = "You are a benchmark agent.", "Fix the failing test."
+MODEL = os.environ.get("OPENAI_MODEL", "m")
+BODIES = {
+    "chat": ("/v1/chat/completions", {
+        "model": MODEL, "stream": STREAM, "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}],
+        "tools": [{"type": "function", "function": {"name": "bash", "description": "Run a command.", "parameters": SCHEMA}}]}),
+    "responses": ("/v1/responses", {
+        "model": MODEL, "stream": STREAM, "instructions": SYSTEM, "input": [{"role": "user", "content": TASK}], "store": False,
+        "tools": [{"type": "function", "name": "bash", "description": "Run a command.", "parameters": SCHEMA}]}),
+    "anthropic": ("/v1/messages?beta=true", {
+        "model": MODEL, "stream": STREAM, "max_tokens": 1024, "system": SYSTEM, "messages": [{"role": "user", "content": TASK}],
+        "tools": [{"name": "bash", "description": "Run a command.", "input_schema": SCHEMA}]}),
+}
+
+url = urllib.parse.urlparse(os.environ["GYMENVS_ORIGIN"])
+connection = http.client.HTTPConnection(url.hostname, url.port)
+path, body = BODIES[WIRE]
+data = json.dumps(body)
+headers = {"Authorization": "Bearer " + os.environ["GYMENVS_API_KEY"], "Content-Type": "application/json"}
+for _ in range(int(os.environ.get("GYMENVS_PINGS", "1000"))):
+    connection.request("POST", path, data, headers)
+    response = connection.getresponse()
+    reply = response.read()
+    assert response.status == 200 and b"bash" in reply, reply[:300]

@@ -1,0 +1,194 @@
+"""The coding-agent CLIs (Claude Code, Codex, OpenCode, Pi) from their derived images, driven through
+SWEAgent-v0 by a scripted policy: real containers, no network.
+
+Each agent runs on a fixture task of its own (so the four together cover the four fixtures, one
+derived image each): its own system prompt reaches the policy, its own shell tool round-trips
+(streamed, as every one of them asks), the gold patch applied through that tool grades 1.0 and a
+run that changes nothing grades 0. Then eight agents of mixed kinds share one ConcurrentVectorEnv.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ..agent_support import TASKS, agent_threads, apply_patch, own_containers
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+@dataclass(frozen=True)
+class CLI:
+    agent: str
+    instance_id: str
+    #: Text the agent's own system prompt holds.
+    system_prompt: str
+    #: Its shell tool's name and the argument holding the command.
+    shell_tool: str
+    command_argument: str
+    extra_arguments: tuple[tuple[str, str], ...] = ()
+
+    def shell(self, command: str) -> dict:
+        return {"name": self.shell_tool, "arguments": {self.command_argument: command, **dict(self.extra_arguments)}}
+
+
+CLIS = {
+    cli.agent: cli
+    for cli in (
+        CLI("opencode", "gymenvs-fixtures__textkit-1", "You are opencode, an interactive CLI tool", "bash", "command",
+            (("description", "Run a command"),)),
+        CLI("pi", "gymenvs-fixtures__intervals-1", "You are an expert coding assistant operating inside pi", "bash", "command"),
+        CLI("claude-code", "gymenvs-fixtures__romans-1", "You are a Claude agent, built on Anthropic's Claude Agent SDK.", "Bash",
+            "command", (("description", "Run a command"),)),
+        CLI("codex", "gymenvs-upstream__itsdangerous-2.1.1", "You are a coding agent running in the Codex CLI", "exec_command", "cmd"),
+    )
+}
+
+
+def shell_call(cli: CLI, command: str) -> dict:
+    """`command` as a call of the agent's own shell tool."""
+    return cli.shell(command)
+
+
+def patched_file(patch: str) -> str:
+    return next(line[len("+++ b/"):] for line in patch.splitlines() if line.startswith("+++ b/"))
+
+
+def gold_patch_call(cli: CLI) -> dict:
+    return cli.shell(apply_patch(TASKS[cli.instance_id].patch)["arguments"]["command"])
+
+
+@pytest.fixture(scope="module")
+def cli_images(swe_images, docker_client):
+    """Each CLI's derived image of its task's image (built by .ci/setup; here if missing: a minute or two each)."""
+    from gymenvs.swe.agents.install import install_agent
+    from gymenvs.swe.agents.specs import agent_spec
+    from gymenvs.swe.sandbox.images import image_for
+
+    for cli in CLIS.values():
+        install_agent(docker_client, agent_spec(cli.agent), [image_for(TASKS[cli.instance_id])], progress=False)
+
+
+def make_env(cli: CLI, **kwargs):
+    import gymnasium as gym
+
+    import gymenvs  # noqa: F401
+
+    return gym.make("gymenvs/SWEAgent-v0", agent=cli.agent, instance_ids=[cli.instance_id], call_timeout_s=120.0,
+                    max_turns=10, **kwargs)
+
+
+def tool_round_trip(request: dict, name: str) -> tuple[dict, dict]:
+    """The last assistant tool call named `name` in the request's messages, and the tool result answering it."""
+    messages = request["messages"]
+    calls = [(i, call) for i, m in enumerate(messages) if m["role"] == "assistant" for call in m.get("tool_calls") or []
+             if call["function"]["name"] == name]
+    assert calls, f"no {name} call in the history: {json.dumps(messages)[-2000:]}"
+    index, call = calls[-1]
+    results = [m for m in messages[index + 1:] if m["role"] == "tool" and m.get("tool_call_id") == call["id"]]
+    assert results, f"no tool result for {call['id']}: {json.dumps(messages[index:])[-2000:]}"
+    return call, results[0]
+
+
+@pytest.mark.parametrize("agent", sorted(CLIS))
+def test_the_gold_patch_through_the_agents_own_shell_grades_one(cli_images, agent):
+    cli = CLIS[agent]
+    task = TASKS[cli.instance_id]
+    env = make_env(cli)
+    try:
+        observation, info = env.reset()
+        assert info["image"].endswith(env.unwrapped.agent.image_suffix)
+        assert observation.startswith("[system]\n") and cli.system_prompt in observation
+        assert task.problem_statement.split("\n")[0] in observation
+        assert cli.shell_tool in [tool["function"]["name"] for tool in info["tools"]]
+        assert info["request"]["stream"] is True  # each CLI streams by default, and gets server-sent events back
+
+        observation, reward, terminated, truncated, info = env.step(shell_call(cli, "pwd && echo marker-$((6 * 7))"))
+        assert "/testbed\nmarker-42" in observation and not (terminated or truncated), (observation, info.get("error"))
+        call, result = tool_round_trip(info["request"], cli.shell_tool)
+        assert "marker-$((6 * 7))" in json.loads(call["function"]["arguments"])[cli.command_argument]
+        assert "marker-42" in json.dumps(result["content"])
+
+        observation, reward, terminated, truncated, info = env.step(gold_patch_call(cli))
+        assert f"M {patched_file(task.patch)}" in observation and not (terminated or truncated), (observation, info.get("error"))
+        observation, reward, terminated, truncated, info = env.step("The issue is fixed.")
+        assert terminated and not truncated and info["exit_code"] == 0, (info.get("error"), info["agent_log"][-2000:])
+        assert reward == 1.0 and info["report"]["status"] == "resolved"
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("agent", sorted(CLIS))
+def test_a_run_that_changes_nothing_grades_zero(cli_images, agent):
+    env = make_env(CLIS[agent])
+    try:
+        env.reset()
+        observation, reward, terminated, truncated, info = env.step("Nothing to do.")
+        assert terminated and not truncated and info["exit_code"] == 0, (info.get("error"), info["agent_log"][-2000:])
+        assert reward == 0.0 and info["report"]["status"] != "resolved" and info["patch"] == ""
+    finally:
+        env.close()
+
+
+def test_eight_agents_of_mixed_kinds_in_one_vector_env_without_cross_talk(cli_images, docker_client):
+    import functools
+
+    from gymenvs.swe.agents.env import SWEAgentEnv
+    from wrappers.vector import ConcurrentVectorEnv
+
+    kinds = [*sorted(CLIS), "reference"]
+    slots = [kinds[i % len(kinds)] for i in range(8)]
+
+    def factory(agent: str):
+        cli = CLIS.get(agent)
+        instance_ids = [cli.instance_id if cli else "gymenvs-fixtures__romans-1"]
+        return SWEAgentEnv(agent=agent, instance_ids=instance_ids, call_timeout_s=120.0, max_turns=10)
+
+    def echo(agent: str, text: str) -> dict:
+        command = f"echo {text}"
+        return CLIS[agent].shell(command) if agent in CLIS else {"name": "bash", "arguments": {"command": command}}
+
+    envs = ConcurrentVectorEnv([functools.partial(factory, agent) for agent in slots], backend="thread")
+    try:
+        observations, infos = envs.reset(seed=list(range(8)))
+        assert list(infos["agent"]) == slots
+        for round_ in range(2):
+            observations, rewards, terminated, truncated, infos = envs.step(
+                [echo(agent, f"slot-{i}-round-{round_}") for i, agent in enumerate(slots)])
+            assert not terminated.any() and not truncated.any(), infos.get("error")
+            for i, observation in enumerate(observations):
+                assert f"slot-{i}-round-{round_}" in observation, (i, slots[i], observation)
+                others = [f"slot-{j}-round-{round_}" for j in range(8) if j != i]
+                assert not any(other in observation for other in others), (i, observation)
+    finally:
+        envs.close()
+    assert not own_containers(docker_client) and not agent_threads()
+
+
+KILLED = ("import gymnasium as gym, gymenvs, json, os, signal, sys\n"
+          "env = gym.make('gymenvs/SWEAgent-v0', agent=sys.argv[1], instance_ids=[sys.argv[2]]); env.reset()\n"
+          "print(json.dumps([env.unwrapped._sandbox.name, str(env.unwrapped._channel.directory)]), flush=True)\n"
+          "os.kill(os.getpid(), signal.SIGKILL)\n")
+
+
+@pytest.mark.parametrize("agent", sorted(CLIS))
+def test_a_sigkilled_owner_leaves_nothing_that_reap_does_not_remove(cli_images, docker_client, agent):
+    from gymenvs.swe.agents.channel import reap_channel_directories
+    from gymenvs.swe.sandbox.docker import reap_orphans
+
+    cli = CLIS[agent]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
+    result = subprocess.run([sys.executable, "-c", KILLED, agent, cli.instance_id], capture_output=True, text=True,
+                            timeout=300, env=env)
+    container, directory = json.loads(result.stdout)
+    assert docker_client.containers.list(all=True, filters={"name": container}) and Path(directory).exists()
+    reaped = reap_orphans(docker_client) + reap_channel_directories()
+    assert container in reaped and directory in reaped
+    assert not docker_client.containers.list(all=True, filters={"name": container}) and not Path(directory).exists()
