@@ -123,6 +123,9 @@ class TerminalTasks:
     def task_text(self) -> str:
         return self.episode_task.instruction
 
+    def task_environment(self) -> dict[str, str]:
+        return {"GYMENVS_TASK_STYLE": "terminal"}
+
     def _grade_and_end(self, ended: dict[str, str] | None = None) -> tuple[Any, dict[str, Any]]:
         """Grade the episode's container with the task's tests (`grade_task`, which stops everything in it),
         then remove it; the report and the info keys it fills (report, status, scores, who ended the episode)."""

@@ -51,7 +51,8 @@ class TerminalAgentConfig(TerminalConfig, AgentOptions):
 class TerminalAgentEnv(TerminalTasks, SWEAgentEnv):
     """TerminalAgent-v0. SWEAgent-v0's agents (`agent="reference"`, `"mini-swe-agent"`, an `AgentSpec`) on
     Harbor tasks: the agent reads instruction.md from its task file and works in the task's WORKDIR; its
-    LLM calls are the observations (interception) or go to an upstream (black-box). Graded as Terminal-v0.
+    LLM calls are the observations (interception) or go to an upstream (black-box); the episode's wall-clock
+    limit is the task's [agent] timeout_sec (at most `episode_timeout_s`). Graded as Terminal-v0.
 
     Args:
         config: a `TerminalAgentConfig` (or its fields as keyword arguments: `agent=`, `mode=`, `dataset=`, ...).
@@ -60,3 +61,7 @@ class TerminalAgentEnv(TerminalTasks, SWEAgentEnv):
     """
 
     config_class: ClassVar[type[EpisodeConfig]] = TerminalAgentConfig
+
+    def episode_timeout_s(self) -> float:
+        """The task's [agent] timeout_sec, capped by `episode_timeout_s`."""
+        return min(self.config.episode_timeout_s, self.episode_task.config.agent.timeout_sec)

@@ -87,7 +87,8 @@ def test_the_reference_agent_solves_a_task_through_interception(make_env):
     env = make_env("gymenvs/TerminalAgent-v0", agent="reference", call_timeout_s=60.0)
     task = TASKS["gymenvs/configure-service"]
     observation, info = env.reset(options={"instance_id": task.name})
-    assert task.instruction.splitlines()[0] in observation
+    assert observation.startswith("[system]\nYou are an autonomous agent working in a Linux container, in /root.")
+    assert f"[user]\n{task.instruction.strip()}" in observation
     assert [tool["function"]["name"] for tool in info["tools"]] == ["bash", "submit"]
     observation, *_ = env.step(bash("pwd"))
     assert observation.startswith("[tool]\n/root\n[exit code: 0]")  # the image's WORKDIR
@@ -127,3 +128,40 @@ def test_bad_options_are_value_errors():
         gym.make("gymenvs/Terminal-v0", instance_ids=["nope"])
     with pytest.raises(ValueError, match="verifier_timeout_s"):
         gym.make("gymenvs/Terminal-v0", verifier_timeout_s=0.0)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_mini_swe_agent_solves_a_task_in_its_derived_image(make_env, terminal_images, docker_client):
+    from gymenvs.swe.agents.install import install_agent
+    from gymenvs.swe.agents.specs import MINI_SWE_AGENT
+
+    task = TASKS["gymenvs/edit-config"]
+    install_agent(docker_client, MINI_SWE_AGENT, [terminal_images[task.name]], progress=False)
+    env = make_env("gymenvs/TerminalAgent-v0", agent="mini-swe-agent", call_timeout_s=120.0)
+    observation, info = env.reset(options={"instance_id": task.name})
+    assert info["image"] == terminal_images[task.name] + "-mini-swe-agent-2.4.6"
+    assert task.instruction.splitlines()[0] in observation
+    observation, *_ = env.step(bash("pwd"))
+    assert '"output": "/app\\n"' in observation
+    env.step(bash(task.solve_script.read_text()))
+    observation, reward, terminated, truncated, info = env.step(bash("echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"))
+    assert (reward, terminated, truncated) == (1.0, True, False), (info.get("error"), info["agent_log"][-2000:])
+
+
+@pytest.mark.docker
+def test_the_agent_timeout_of_task_toml_limits_the_agent_episode(make_env, tmp_path):
+    import shutil
+
+    from gymenvs.terminal.tasks import fixtures_path
+
+    folder = tmp_path / "edit-config"
+    shutil.copytree(fixtures_path() / "edit-config", folder)
+    toml = (folder / "task.toml").read_text().replace("[agent]\ntimeout_sec = 300.0", "[agent]\ntimeout_sec = 4.0")
+    (folder / "task.toml").write_text(toml)
+    env = make_env("gymenvs/TerminalAgent-v0", dataset=str(folder), agent="reference", call_timeout_s=60.0)
+    env.reset(seed=0)
+    assert env.unwrapped.episode_timeout_s() == 4.0
+    observation, reward, terminated, truncated, info = env.step(bash("sleep 8"))
+    assert (info["outcome"], info["outcome_reason"]) == ("model", "time_limit") and truncated and reward == 0.0
+    assert "wall-clock limit (4 s)" in info["error"]

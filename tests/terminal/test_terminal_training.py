@@ -98,3 +98,23 @@ def test_environment_factory_trains_one_step(terminal_images, tiny, tmp_path):
     finally:
         for environment in trainer._environment_pool[None]:
             environment._close()
+
+
+def test_the_agent_variant_trains_through_the_agent_rollout(terminal_images, tiny):
+    from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
+    from wrappers.trl.rollout.agent import AgentRollout
+
+    model, tokenizer = tiny
+    generator = Recording(TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=0.8)))
+    rollout = make_rollout_func("gymenvs/TerminalAgent-v0", env_kwargs={"max_turns": 2, "instance_ids": [TASK]},
+                                max_tokens_per_turn=12)
+    assert isinstance(rollout, AgentRollout)
+    try:
+        (episode,) = rollout.run([""], generator, tokenizer, seeds=[0], max_completion_length=800)
+    finally:
+        rollout.close()
+    assert episode.turns == 2 and episode.outcome == "model" and episode.reward == 0.0
+    assert "autonomous agent working in a Linux container, in /app" in tokenizer.decode(episode.prompt_ids)
+    mask = torch.tensor(episode.env_mask, dtype=torch.bool)
+    forward = teacher_forced_logprobs(model, episode.prompt_ids, episode.completion_ids, temperature=0.8)
+    assert torch.allclose(torch.tensor(episode.logprobs)[mask], forward[mask], atol=1e-4, rtol=0)

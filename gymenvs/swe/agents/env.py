@@ -211,7 +211,7 @@ class SWEAgentEnv(SWEBaseEnv):
         image = derived_image(self.task_image(), self.agent)
         reap_orphans_once(self.client)
         reap_channel_directories_once()
-        self._deadline = time.monotonic() + self.config.episode_timeout_s
+        self._deadline = time.monotonic() + self.episode_timeout_s()
         try:
             channel, agent = self._start_agent(image)
             event = self._next_event(channel)
@@ -222,6 +222,10 @@ class SWEAgentEnv(SWEBaseEnv):
             self._end_agent()
             raise
         return self._accept(event.call, previous=None).observation
+
+    def episode_timeout_s(self) -> float:
+        """Seconds of wall-clock the episode may take, from reset."""
+        return self.config.episode_timeout_s
 
     def _start_agent(self, image: str) -> tuple[LLMChannel, _AgentProcess]:
         """Start the episode's container from `image` and the agent in it, talking to a new channel."""
@@ -240,7 +244,7 @@ class SWEAgentEnv(SWEBaseEnv):
             "GYMENVS_SIDE_MODEL": self.config.side_model_name,
             "GYMENVS_TASK_FILE": f"{MOUNT}/task.md", "GYMENVS_WORKDIR": self.workdir,
             "GYMENVS_COMMAND_TIMEOUT": f"{self.config.command_timeout_s:g}",
-            "GYMENVS_OUTPUT_LIMIT": str(self.config.output_limit), **self.agent.environment,
+            "GYMENVS_OUTPUT_LIMIT": str(self.config.output_limit), **self.task_environment(), **self.agent.environment,
         }
         script = (f"{self.shell_setup}\nexec python3 {MOUNT}/{_FORWARDER} {MOUNT}/{SOCKET_NAME} -- "
                   f"bash -c {shlex.quote(self.agent.command)}")
@@ -365,7 +369,7 @@ class SWEAgentEnv(SWEBaseEnv):
         if isinstance(event, AgentExited):
             return f"the agent exited with code {event.exit_code}"
         if time.monotonic() >= self._deadline:
-            return f"the episode's wall-clock limit ({self.config.episode_timeout_s:g} s) was reached"
+            return f"the episode's wall-clock limit ({self.episode_timeout_s():g} s) was reached"
         return f"the agent sent no request within the call limit ({self.config.call_timeout_s:g} s)"
 
     def _policy_reply(self, reply: Reply, request: dict[str, Any]) -> Reply:
