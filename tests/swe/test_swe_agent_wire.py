@@ -657,3 +657,70 @@ def test_a_malformed_request_ends_that_episode_with_a_clear_error(agent_env):
     assert truncated and not terminated
     assert info["error"].startswith("malformed request: anthropic request:") and '"messages" must be' in info["error"]
     assert info["outcome_reason"] == "protocol_error"
+
+
+# -- history by content: re-serialised histories are not rewrites -------------------------------------------------
+
+
+def test_claude_codes_reserialised_history_still_extends_the_previous_request():
+    """Claude Code moves `cache_control` every turn and resends a block list as a string: by content, that is the
+    same history (a byte-level check would call every turn a rewrite)."""
+    from gymenvs.swe.agents.messages import extends
+
+    system_blocks = [{"type": "text", "text": "Environment: Linux.", "cache_control": {"type": "ephemeral"}}]
+    first_body = {
+        "system": [{"type": "text", "text": "You are Claude."}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "List files.", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "system", "content": system_blocks},
+        ],
+    }
+    first = anthropic_wire.request(first_body)
+    reply = Reply(content="Listing.", tool_calls=[ReplyCall("Bash", '{"command": "ls"}')], reasoning="ls it")
+    payload, reply_message = respond(anthropic_wire, first, first_body, reply, "policy", {})
+    echoed = [{**block, "signature": "s"} if block["type"] == "thinking" else block for block in payload["content"]]
+    tool_use_id = echoed[-1]["id"]
+    second_body = {
+        "system": [{"type": "text", "text": "You are Claude."}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "List files."}]},
+            {"role": "system", "content": "Environment: Linux."},  # the same text, now a string
+            {"role": "assistant", "content": echoed},
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": tool_use_id,
+                        "content": "a.txt",
+                        "cache_control": {"type": "ephemeral"},
+                    }
+                ],
+            },
+        ],
+    }
+    second = anthropic_wire.request(second_body)
+    assert extends(first["messages"], reply_message, second["messages"])
+    assert second["messages"][-1] == {"role": "tool", "tool_call_id": tool_use_id, "content": "a.txt"}
+    # ... and a real rewrite (a summary in place of the history) is one.
+    summary = anthropic_wire.request({"messages": [{"role": "user", "content": "Summary: listed files."}]})
+    assert not extends(first["messages"], reply_message, summary["messages"])
+
+
+def test_codex_echoing_its_reply_items_still_extends_the_previous_request():
+    from gymenvs.swe.agents.messages import extends
+
+    body = {
+        "input": [
+            {"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Rules."}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "List files."}]},
+        ]
+    }
+    first = responses_wire.request(body)
+    reply = Reply(content="Two at once.", tool_calls=[LS, PWD], reasoning="both")
+    raw = {**body, "include": ["reasoning.encrypted_content"]}
+    payload, reply_message = respond(responses_wire, first, raw, reply, "policy", {})
+    outputs = [{"type": "function_call_output", "call_id": c.id, "output": "x"} for c in (LS, PWD)]
+    second = responses_wire.request({"input": [*body["input"], *payload["output"], *outputs]})
+    assert extends(first["messages"], reply_message, second["messages"])
+    assert second["messages"][2]["reasoning_content"] == "both"  # the reasoning item came back

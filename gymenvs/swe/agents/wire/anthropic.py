@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
 from gymenvs.swe.agents.messages import count_text_pieces, render
-from gymenvs.swe.agents.wire import sse
 from gymenvs.swe.agents.wire.common import Reply, WireError, arguments_object, function_tool, json_object, new_id, text_parts
+from gymenvs.swe.agents.wire.sse import typed_events
 
 NAME = "anthropic"
 _TEXT = ("text",)
@@ -158,7 +158,7 @@ def count_tokens(request: Mapping[str, Any]) -> dict[str, Any]:
 def stream(payload: Mapping[str, Any], request: Mapping[str, Any]) -> bytes:
     """The message as the documented event sequence: message_start, each block (start, deltas, stop),
     message_delta (stop reason, output tokens), message_stop."""
-    return sse.typed_events(stream_events(payload))
+    return typed_events(stream_events(payload))
 
 
 def stream_events(payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:

@@ -6,8 +6,8 @@ import time
 from collections.abc import Mapping, MutableMapping
 from typing import Any
 
-from gymenvs.swe.agents.wire import sse
 from gymenvs.swe.agents.wire.common import Reply, WireError, json_object, new_id
+from gymenvs.swe.agents.wire.sse import data_events
 
 NAME = "chat"
 
@@ -49,7 +49,7 @@ def reply_of(payload: Mapping[str, Any]) -> dict[str, Any] | None:
 def stream(payload: Mapping[str, Any], request: Mapping[str, Any]) -> bytes:
     """The completion as `chat.completion.chunk` events: role and content, one chunk per tool call, the finish,
     then the usage when `stream_options.include_usage` asked for it; then `[DONE]`."""
-    return sse.data_events(stream_chunks(payload, include_usage=bool((request.get("stream_options") or {}).get("include_usage"))))
+    return data_events(stream_chunks(payload, include_usage=bool((request.get("stream_options") or {}).get("include_usage"))))
 
 
 def stream_chunks(completion: Mapping[str, Any], include_usage: bool = False) -> list[dict[str, Any]]:

@@ -18,8 +18,8 @@ import time
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
-from gymenvs.swe.agents.wire import sse
 from gymenvs.swe.agents.wire.common import Reply, WireError, arguments_object, function_tool, json_object, new_id, text_parts
+from gymenvs.swe.agents.wire.sse import typed_events
 
 NAME = "responses"
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal")
@@ -186,7 +186,7 @@ def response(reply: Reply, request: Mapping[str, Any], model: str, raw: Mapping[
 def stream(payload: Mapping[str, Any], request: Mapping[str, Any]) -> bytes:
     """The response as the documented event sequence: created, in_progress, each output item (added, its
     deltas and dones, done), then completed (or incomplete); `sequence_number` counts from 0."""
-    return sse.typed_events({**event, "sequence_number": number} for number, event in enumerate(stream_events(payload)))
+    return typed_events({**event, "sequence_number": number} for number, event in enumerate(stream_events(payload)))
 
 
 def stream_events(payload: Mapping[str, Any]) -> Iterator[dict[str, Any]]:

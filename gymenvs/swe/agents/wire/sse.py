@@ -18,5 +18,8 @@ def typed_events(events: Iterable[dict[str, Any]]) -> bytes:
     return b"".join(b"event: " + event["type"].encode() + b"\ndata: " + _json(event) + b"\n\n" for event in events)
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"))  # built once: json.dumps with options builds one per call
+
+
 def _json(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":")).encode()
+    return _ENCODER.encode(value).encode()
