@@ -97,9 +97,9 @@ def measure_episodes(agent: str, instance_id: str, episodes: int, turns: int) ->
             side_calls += info["side_calls"]
     finally:
         env.close()
-    total = appended + rewritten
-    print(f"{agent:<12} {episodes} episodes x {turns} turns: {appended}/{total} requests appended "
-          f"({100 * appended / max(total, 1):.1f} %), {rewritten} rewritten ({100 * rewritten / max(total, 1):.1f} per 100 turns); "
+    total = max(appended + rewritten, 1)
+    print(f"{agent:<12} {episodes} episodes x {turns} turns: {appended}/{appended + rewritten} requests appended "
+          f"({100 * appended / total:.1f} %), {rewritten} rewritten ({100 * rewritten / total:.1f} per 100 turns); "
           f"side calls per episode {side_calls / episodes:.2f}; {ended_ok}/{episodes} ended by the agent")
 
 

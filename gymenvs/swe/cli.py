@@ -49,7 +49,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     validate.set_defaults(run=validate_swe, format="swe")
 
     install = commands.add_parser("install-agent", help="install an agent offline into derived images of task images")
-    install.add_argument("agent", help="the agent to install, e.g. mini-swe-agent")
+    install.add_argument("agent", help="the agent to install: mini-swe-agent, claude-code, codex, opencode or pi")
     install.add_argument("images", nargs="*", metavar="IMAGE", help="task images (default: every task image of --dataset)")
     _add_dataset_options(install)
     install.add_argument("--force", action="store_true", help="rebuild derived images that exist")

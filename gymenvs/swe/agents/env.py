@@ -80,8 +80,9 @@ class AgentOptions(BaseModel):
                               arbitrary_types_allowed=True)
 
     agent: str | AgentSpec = "reference"
-    """"reference" (a stdlib-only bash-tool agent shipped here), "mini-swe-agent" (2.4.6, installed into
-    derived images by `gymenvs swe install-agent`) or an `AgentSpec`."""
+    """"reference" (a stdlib-only bash-tool agent shipped here), "mini-swe-agent" (2.4.6), the coding-agent
+    CLIs "claude-code" (2.1.331), "codex" (0.169.0), "opencode" (1.18.33), "pi" (0.73.1) (each installed into
+    derived images by `gymenvs swe install-agent NAME`), or an `AgentSpec`."""
     mode: Literal["interception", "black-box"] = "interception"
     """"interception" (step's action is the reply) or "black-box" (calls go to `upstream_url`)."""
     upstream_url: str | None = None

@@ -136,9 +136,13 @@ def build_derived_image(client: Any, spec: AgentSpec, image: str, *, python: str
 
 
 def _docker_build(client: Any, context: Path, dockerfile: str, tag: str) -> str:
-    """`docker build` of `context` with `dockerfile` (its text), network off; the Dockerfile is removed after."""
+    """`docker build` of `context` with `dockerfile` (its text), network off; the Dockerfile is removed after,
+    and so is the image `tag` named before (a rebuild would leave it dangling), unless a container uses it."""
+    import docker.errors
+
     name = f".Dockerfile.{uuid.uuid4().hex[:8]}"
     (context / name).write_text(dockerfile)
+    replaced = image_id(client, tag)
     log: list[str] = []
     try:
         for chunk in client.api.build(path=str(context), dockerfile=name, tag=tag, network_mode="none",
@@ -148,7 +152,21 @@ def _docker_build(client: Any, context: Path, dockerfile: str, tag: str) -> str:
             log.append(chunk.get("stream", ""))
     finally:
         (context / name).unlink(missing_ok=True)
+    if replaced is not None and replaced != image_id(client, tag):
+        try:
+            client.images.remove(replaced)
+        except docker.errors.APIError:  # a container still runs from it: it goes when that container does
+            pass
     return tag
+
+
+def image_id(client: Any, name: str) -> str | None:
+    import docker.errors
+
+    try:
+        return client.images.get(name).id
+    except docker.errors.ImageNotFound:
+        return None
 
 
 # -- npm agents ------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +46,8 @@ CLIS = {
         CLI("pi", "gymenvs-fixtures__intervals-1", "You are an expert coding assistant operating inside pi", "bash", "command"),
         CLI("claude-code", "gymenvs-fixtures__romans-1", "You are a Claude agent, built on Anthropic's Claude Agent SDK.", "Bash",
             "command", (("description", "Run a command"),)),
-        CLI("codex", "gymenvs-upstream__itsdangerous-2.1.1", "You are a coding agent running in the Codex CLI", "exec_command", "cmd"),
+        CLI("codex", "gymenvs-upstream__itsdangerous-2.1.1", "You are a coding agent running in the Codex CLI", "exec_command",
+            "cmd"),
     )
 }
 
@@ -173,22 +173,26 @@ def test_eight_agents_of_mixed_kinds_in_one_vector_env_without_cross_talk(cli_im
 
 
 KILLED = ("import gymnasium as gym, gymenvs, json, os, signal, sys\n"
-          "env = gym.make('gymenvs/SWEAgent-v0', agent=sys.argv[1], instance_ids=[sys.argv[2]]); env.reset()\n"
-          "print(json.dumps([env.unwrapped._sandbox.name, str(env.unwrapped._channel.directory)]), flush=True)\n"
+          "started = []\n"
+          "for agent, instance_id in zip(sys.argv[1::2], sys.argv[2::2]):\n"
+          "    env = gym.make('gymenvs/SWEAgent-v0', agent=agent, instance_ids=[instance_id]); env.reset()\n"
+          "    started += [env.unwrapped._sandbox.name, str(env.unwrapped._channel.directory)]\n"
+          "print(json.dumps(started), flush=True)\n"
           "os.kill(os.getpid(), signal.SIGKILL)\n")
 
 
-@pytest.mark.parametrize("agent", sorted(CLIS))
-def test_a_sigkilled_owner_leaves_nothing_that_reap_does_not_remove(cli_images, docker_client, agent):
+def test_a_sigkilled_owner_of_every_cli_leaves_nothing_that_reap_does_not_remove(cli_images, docker_client):
     from gymenvs.swe.agents.channel import reap_channel_directories
     from gymenvs.swe.sandbox.docker import reap_orphans
 
-    cli = CLIS[agent]
+    argv = [arg for cli in CLIS.values() for arg in (cli.agent, cli.instance_id)]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
-    result = subprocess.run([sys.executable, "-c", KILLED, agent, cli.instance_id], capture_output=True, text=True,
-                            timeout=300, env=env)
-    container, directory = json.loads(result.stdout)
-    assert docker_client.containers.list(all=True, filters={"name": container}) and Path(directory).exists()
+    result = subprocess.run([sys.executable, "-c", KILLED, *argv], capture_output=True, text=True, timeout=600, env=env)
+    left = json.loads(result.stdout)
+    containers, directories = left[0::2], left[1::2]
+    assert len(containers) == len(CLIS) and all(Path(directory).exists() for directory in directories)
+    assert all(docker_client.containers.list(all=True, filters={"name": container}) for container in containers)
     reaped = reap_orphans(docker_client) + reap_channel_directories()
-    assert container in reaped and directory in reaped
-    assert not docker_client.containers.list(all=True, filters={"name": container}) and not Path(directory).exists()
+    assert set(left) <= set(reaped)
+    assert not any(docker_client.containers.list(all=True, filters={"name": container}) for container in containers)
+    assert not any(Path(directory).exists() for directory in directories)

