@@ -239,7 +239,7 @@ class SWEBaseEnv(TextEnv):
         try:
             self.config: Any = self.config_class.from_kwargs(config, **options)
         except ValidationError as exc:
-            raise config_error(type(self).__name__, exc, keyword_names(type(self)) or []) from None
+            raise config_error(type(self).__name__, exc, keyword_names(type(self)) or ()) from None
         self.tasks, self.refused = self._load_tasks()
         self.tasks = tuple(task for task in self.tasks if task.instance_id not in self.refused)
         self.limits = self._limits_for(None)
@@ -268,6 +268,11 @@ class SWEBaseEnv(TextEnv):
     def _limits_for(self, task: Any) -> Limits:
         """The limits of the container of `task` (None: before any episode)."""
         return self.config.limits
+
+    def task_environment(self) -> dict[str, str]:
+        """Environment variables an agent program gets about the kind of task (the reference agent's
+        GYMENVS_TASK_STYLE); none for SWE tasks."""
+        return {}
 
     def _refused_as(self) -> str:
         """Why the tasks in `self.refused` are never drawn, as words after "instance_id=...": its reason follows."""
