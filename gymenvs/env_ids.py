@@ -15,6 +15,7 @@ from __future__ import annotations
 import difflib
 import importlib
 import importlib.util
+import pickle
 import re
 import sys
 import warnings
@@ -102,15 +103,12 @@ class WorkerRegistrations:
         for folder in self.search_path:
             if folder not in sys.path:
                 sys.path.append(folder)
-        import pickle
-
         specs: list[EnvSpec] = pickle.loads(self.specs)
-        installed = [spec.id for spec in specs if spec.id not in gym.registry]
-        for spec in specs:
-            if spec.id in installed:
-                gym.registry[spec.id] = spec
-        if installed:  # the user's module registers its ids again when a factory imports it: that is expected
-            pattern = "|".join(map(re.escape, installed))
+        missing = [spec for spec in specs if spec.id not in gym.registry]
+        for spec in missing:
+            gym.registry[spec.id] = spec
+        if missing:  # the user's module registers its ids again when a factory imports it: that is expected
+            pattern = "|".join(re.escape(spec.id) for spec in missing)
             warnings.filterwarnings("ignore", message=rf".*Overriding environment ({pattern}) already in registry")
 
 

@@ -91,7 +91,7 @@ def test_cli_lists_and_evaluates_the_users_env_with_the_users_policy(user_packag
     assert main(["eval", ENV_ID, "--import", PACKAGE, "--policy", f"{PACKAGE}.policy:bisect", "-n", "2", "--no-progress"]) == 0
 
 
-def test_the_gymenvs_command_finds_the_users_module_in_its_working_directory(user_package):
+def test_the_gymenvs_command_finds_the_users_module_in_its_working_directory(user_package):  # eval and play
     """As `python -m` does, though a console script's own folder is on its path, not the working directory."""
     command = Path(sys.executable).with_name("gymenvs")
     result = subprocess.run(
@@ -100,6 +100,13 @@ def test_the_gymenvs_command_finds_the_users_module_in_its_working_directory(use
     )
     assert result.returncode == 0, result.stderr
     assert "success rate     100.0%" in result.stdout
+    played = subprocess.run(
+        [str(command), "play", ENV_ID, "--import", PACKAGE, "--seed", "0"],
+        cwd=user_package, input='{"name": "guess", "arguments": {"number": 50}}\n:quit\n', capture_output=True, text=True,
+        timeout=120,
+    )
+    assert played.returncode == 0, played.stderr
+    assert "I am thinking of a whole number from 1 to 100." in played.stdout and "50: " in played.stdout
 
 
 @pytest.mark.parametrize("backend_settings", list(BACKENDS), indirect=True)
