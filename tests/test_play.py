@@ -21,7 +21,7 @@ def terminal(tmp_path):
     def start(*args):
         env = {**os.environ, "TERM": "xterm", "INPUTRC": os.devnull, "GYMENVS_PLAY_HISTORY": str(tmp_path / "history")}
         child = pexpect.spawn(
-            sys.executable, ["-m", "gymenvs.cli", "play", *args], env=env, encoding="utf-8", timeout=15, dimensions=(40, 200)
+            sys.executable, ["-m", "gymenvs.cli", "play", *args], env=env, encoding="utf-8", timeout=60, dimensions=(40, 200)
         )
         sessions.append(child)
         child.expect_exact(PROMPT)
