@@ -36,7 +36,17 @@ from typing import Any
 
 from gymenvs.core.outcomes import EndedBy, ending
 from gymenvs.swe.sandbox.base import SandboxError
-from gymenvs.swe.sandbox.docker import LABEL, LABEL_ROLE, DockerSandbox, kill_all_script, owner_labels
+from gymenvs.swe.sandbox.docker import (
+    LABEL,
+    LABEL_HOST,
+    LABEL_PID,
+    LABEL_ROLE,
+    LABEL_START,
+    DockerSandbox,
+    kill_all_script,
+    owner_alive,
+    owner_labels,
+)
 from gymenvs.swe.sandbox.output import decode_output
 from gymenvs.terminal.engine import entries_archive, path_stat, read_entry, stop_container, write_archive
 from gymenvs.terminal.task import TerminalTask
@@ -52,6 +62,7 @@ REWARD_TXT_LIMIT = 4096
 REWARD_JSON_LIMIT = 64 << 10
 _LOG_LIMIT = 1 << 20
 _SNAPSHOT_REPOSITORY = "gymenvs-terminal-snapshot"
+_ROLE = "verifier"
 
 
 @dataclass
@@ -142,7 +153,9 @@ class _GradingRun:
                                                                        (TESTS_DIR, "dir", "")]))
         restored = restore_tools(self.api, self.sandbox.id, self.sandbox.image) if restore else []
         try:
-            self.snapshot = self.api.commit(self.sandbox.id, repository=_SNAPSHOT_REPOSITORY, tag=self.nonce)["Id"]
+            owner = [f'LABEL {key}="{value}"' for key, value in {LABEL_ROLE: _ROLE, **owner_labels()}.items()]
+            self.snapshot = self.api.commit(self.sandbox.id, repository=_SNAPSHOT_REPOSITORY, tag=self.nonce,
+                                            changes=owner)["Id"]
         except Exception as exc:
             raise SandboxError(f"could not snapshot the agent's container: {exc}") from None
         return restored
@@ -161,7 +174,7 @@ class _GradingRun:
 
     def _volume(self, name: str) -> str:
         volume = self.client.volumes.create(name=f"gymenvs-terminal-{self.nonce}-{name}",
-                                            labels={LABEL: "1", LABEL_ROLE: "verifier", **owner_labels()})
+                                            labels={LABEL: "1", LABEL_ROLE: _ROLE, **owner_labels()})
         self.volumes.append(volume.name)
         return volume.name
 
@@ -191,6 +204,28 @@ class _GradingRun:
                 self.api.remove_image(self.snapshot, force=True, noprune=False)
             except Exception:
                 pass
+
+
+def reap_grading_leftovers(client: Any) -> list[str]:
+    """Remove the snapshot images and volumes that gradings of this host left behind when their process
+    died (killed mid-grading: its `finally` never ran); return their names."""
+    removed = []
+    mine = [f"{LABEL_ROLE}={_ROLE}", f"{LABEL_HOST}={owner_labels()[LABEL_HOST]}"]
+    for volume in client.volumes.list(filters={"label": mine}):
+        if _orphaned(volume.attrs.get("Labels") or {}):
+            volume.remove(force=True)
+            removed.append(volume.name)
+    for image in client.images.list(name=_SNAPSHOT_REPOSITORY):
+        if _orphaned(image.labels or {}) and image.labels.get(LABEL_ROLE) == _ROLE:
+            client.api.remove_image(image.id, force=True)
+            removed += image.tags or [image.id]
+    return removed
+
+
+def _orphaned(labels: dict[str, str]) -> bool:
+    pid = labels.get(LABEL_PID, "")
+    ours = labels.get(LABEL_HOST) == owner_labels()[LABEL_HOST]
+    return ours and pid.isdigit() and not owner_alive(int(pid), labels.get(LABEL_START, ""))
 
 
 def verifier_network(task: TerminalTask) -> bool:

@@ -43,6 +43,7 @@ def run_validate(args: argparse.Namespace) -> int:
 
 def validate_harbor(args: argparse.Namespace) -> int:
     from gymenvs.swe.sandbox.docker import docker_client, reap_orphans
+    from gymenvs.terminal.grading import reap_grading_leftovers
     from gymenvs.terminal.tasks import load_terminal_tasks
     from gymenvs.terminal.validate import run_episode, validate_terminal_tasks, write_valid_tasks
 
@@ -66,6 +67,7 @@ def validate_harbor(args: argparse.Namespace) -> int:
         return 2
     client = docker_client()
     reap_orphans(client)
+    reap_grading_leftovers(client)
     verdicts = validate_terminal_tasks(tasks, lambda task, oracle: run_episode(client, task, oracle, timeout_s=args.timeout_s),
                                        report=args.report, runs=args.runs, workers=args.workers, progress=not args.quiet)
     valid_tasks = args.valid_tasks or Path("valid_tasks.txt")

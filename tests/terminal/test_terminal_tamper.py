@@ -176,3 +176,30 @@ def test_table(outcomes):
         lines.append(f"| {name} | {result.reward} | {result.outcome} | {result.reason} | {detail[:110]} |")
     print("\n" + "\n".join(lines))
     assert len(lines) == 2 + len(ATTACKS) + len(CONTROLS) + len(INHERENT)
+
+
+def test_leftovers_of_a_dead_grading_process_are_reaped_and_live_ones_kept(docker_client, swe_images):
+    from gymenvs.swe.sandbox.docker import LABEL_PID, LABEL_ROLE, LABEL_START, owner_labels
+    from gymenvs.terminal.grading import reap_grading_leftovers
+
+    dead = {LABEL_ROLE: "verifier", **owner_labels(), LABEL_PID: "999999", LABEL_START: "1"}
+    live = {LABEL_ROLE: "verifier", **owner_labels()}
+    volumes = [docker_client.volumes.create(name=f"gymenvs-terminal-reaptest-{kind}", labels=labels)
+               for kind, labels in (("dead", dead), ("live", live))]
+    container = docker_client.containers.create(BASE, ["true"], name="gymenvs-terminal-reaptest")
+    try:
+        changes = [f'LABEL {key}="{value}"' for key, value in dead.items()]
+        docker_client.api.commit(container.id, repository="gymenvs-terminal-snapshot", tag="reaptest", changes=changes)
+        removed = reap_grading_leftovers(docker_client)
+        assert "gymenvs-terminal-reaptest-dead" in removed and "gymenvs-terminal-snapshot:reaptest" in removed
+        assert "gymenvs-terminal-reaptest-live" not in removed
+        assert not docker_client.images.list(name="gymenvs-terminal-snapshot:reaptest")
+    finally:
+        container.remove(force=True)
+        for image in docker_client.images.list(name="gymenvs-terminal-snapshot:reaptest"):  # the reaper failed
+            docker_client.api.remove_image(image.id, force=True)
+        for volume in volumes:
+            try:
+                volume.remove(force=True)
+            except Exception:  # the reaper removed it
+                pass
