@@ -165,3 +165,35 @@ def test_the_agent_timeout_of_task_toml_limits_the_agent_episode(make_env, tmp_p
     observation, reward, terminated, truncated, info = env.step(bash("sleep 8"))
     assert (info["outcome"], info["outcome_reason"]) == ("model", "time_limit") and truncated and reward == 0.0
     assert "wall-clock limit (4 s)" in info["error"]
+
+
+def copy_fixture(tmp_path, name, *replacements):
+    """A copy of the fixture task `name` whose task.toml has each (old, new) replaced, read back."""
+    import shutil
+
+    from gymenvs.terminal.task import TerminalTask
+    from gymenvs.terminal.tasks import fixtures_path
+
+    folder = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(fixtures_path() / name, folder)
+    toml = (folder / "task.toml").read_text()
+    for old, new in replacements:
+        toml = toml.replace(old, new)
+    (folder / "task.toml").write_text(toml)
+    return TerminalTask.from_dir(folder)
+
+
+def test_the_network_follows_the_task_unless_the_env_forbids_it(tmp_path):
+    online = copy_fixture(tmp_path, "edit-config", ("allow_internet = false", "allow_internet = true"))
+    gpu = copy_fixture(tmp_path, "edit-config", ("allow_internet = false", "gpus = 1"))
+    offline = TASKS["gymenvs/edit-config"]
+    for internet, expected in ((True, [True, False]), (False, [False, False])):
+        env = gym.make("gymenvs/Terminal-v0", internet=internet)
+        try:
+            limits = [env.unwrapped._limits_for(task) for task in (online, offline)]
+            assert [limit.network for limit in limits] == expected
+            assert (limits[0].mem_limit, limits[0].cpus, limits[0].disk_limit) == ("512m", 1.0, 1024 << 20)
+            with pytest.raises(ValueError, match="asks for 1 GPU"):
+                env.unwrapped._limits_for(gpu)
+        finally:
+            env.close()
