@@ -197,3 +197,11 @@ def test_the_network_follows_the_task_unless_the_env_forbids_it(tmp_path):
                 env.unwrapped._limits_for(gpu)
         finally:
             env.close()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_gymnasium_env_checker_passes(make_env):
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(make_env(max_turns=3, instance_ids=["gymenvs/csv-report"]).unwrapped, skip_render_check=True)
