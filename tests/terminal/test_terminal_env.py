@@ -205,3 +205,14 @@ def test_gymnasium_env_checker_passes(make_env):
     from gymnasium.utils.env_checker import check_env
 
     check_env(make_env(max_turns=3, instance_ids=["gymenvs/csv-report"]).unwrapped, skip_render_check=True)
+
+
+@pytest.mark.docker
+def test_a_missing_derived_image_says_how_to_build_it(make_env, terminal_images):
+    from gymenvs.swe.agents.specs import AgentSpec
+    from gymenvs.swe.sandbox import SandboxError
+
+    env = make_env("gymenvs/TerminalAgent-v0", agent=AgentSpec("ghost", command="true", image_suffix="ghost-1"))
+    image = terminal_images["gymenvs/edit-config"]
+    with pytest.raises(SandboxError, match=f"install-agent ghost {image}`"):
+        env.reset(options={"instance_id": "gymenvs/edit-config"})
