@@ -83,6 +83,8 @@ class TerminalTasks:
     """Mixed in before an SWE env (`class TerminalEnv(TerminalTasks, SWEEnv)`): Harbor tasks as its tasks."""
 
     config_class: ClassVar[type[EpisodeConfig]] = TerminalConfig
+    #: A task is picked by its name: `reset(options={"task": name})`, or "instance_id" as in the SWE envs.
+    reset_option_keys: ClassVar[frozenset[str]] = frozenset({"instance_id", "task"})
     # Set by the SWE env this is mixed into.
     config: Any
     client: Any
@@ -99,6 +101,14 @@ class TerminalTasks:
         if len(refused) == len(tasks):
             raise ValueError(f"dataset={self.config.dataset!r}: no task gymenvs can run: {refused}")
         return tasks, refused
+
+    def _find_task(self, options: dict[str, Any]) -> TerminalTask:
+        if "task" in options:
+            if "instance_id" in options and options["instance_id"] != options["task"]:
+                raise ValueError(f"reset(options=...): task={options['task']!r} and instance_id={options['instance_id']!r} "
+                                 "name different tasks: give one")
+            options = {**options, "instance_id": options["task"]}
+        return super()._find_task(options)  # type: ignore[misc]
 
     def _refused_as(self) -> str:
         return "cannot run here"

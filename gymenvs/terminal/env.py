@@ -28,7 +28,7 @@ class TerminalEnv(TerminalTasks, SWEEnv):
     cpus, memory, storage and network. The policy reads instruction.md and acts with SWE-v0's tools;
     after `submit` (or at the turn limit) the task's tests/test.sh grades the container's state
     (`gymenvs.terminal.grading.grade_task`): the reward is its reward.txt, or reward.json's "reward"
-    (its named scores in `info["scores"]`). `reset(options={"instance_id": name})` picks a task by its name.
+    (its named scores in `info["scores"]`). `reset(options={"task": name})` (or "instance_id") picks a task by its name.
 
     Args:
         config: a `gymenvs.terminal.base.TerminalConfig`; its fields (`dataset=`, `instance_ids=`,

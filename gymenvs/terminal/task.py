@@ -192,7 +192,7 @@ EnvironmentKind = Literal["dockerfile", "compose", "image"]
 class TerminalTask(BaseModel):
     """One Harbor task, read from its folder (`TerminalTask.from_dir`)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str
     """The task's name: [task] name, else the folder's name."""

@@ -49,7 +49,7 @@ def test_the_oracle_run_through_bash_scores_one(make_env):
 @pytest.mark.docker
 def test_partial_scores_from_reward_json_and_an_empty_run(make_env):
     env = make_env()
-    env.reset(options={"instance_id": "gymenvs/csv-report"})
+    env.reset(options={"task": "gymenvs/csv-report"})  # Harbor's word for it; "instance_id" works too
     env.step({"name": "create_file", "arguments": {"path": "out/count.txt", "content": "7\n"}})  # relative to /app
     env.step(bash("echo bob > /app/out/top.txt"))
     observation, reward, terminated, _, info = env.step(SUBMIT)
@@ -165,3 +165,54 @@ def test_the_agent_timeout_of_task_toml_limits_the_agent_episode(make_env, tmp_p
     observation, reward, terminated, truncated, info = env.step(bash("sleep 8"))
     assert (info["outcome"], info["outcome_reason"]) == ("model", "time_limit") and truncated and reward == 0.0
     assert "wall-clock limit (4 s)" in info["error"]
+
+
+def copy_fixture(tmp_path, name, *replacements):
+    """A copy of the fixture task `name` whose task.toml has each (old, new) replaced, read back."""
+    import shutil
+
+    from gymenvs.terminal.task import TerminalTask
+    from gymenvs.terminal.tasks import fixtures_path
+
+    folder = tmp_path / f"{name}-{len(list(tmp_path.iterdir()))}"
+    shutil.copytree(fixtures_path() / name, folder)
+    toml = (folder / "task.toml").read_text()
+    for old, new in replacements:
+        toml = toml.replace(old, new)
+    (folder / "task.toml").write_text(toml)
+    return TerminalTask.from_dir(folder)
+
+
+def test_the_network_follows_the_task_unless_the_env_forbids_it(tmp_path):
+    online = copy_fixture(tmp_path, "edit-config", ("allow_internet = false", "allow_internet = true"))
+    gpu = copy_fixture(tmp_path, "edit-config", ("allow_internet = false", "gpus = 1"))
+    offline = TASKS["gymenvs/edit-config"]
+    for internet, expected in ((True, [True, False]), (False, [False, False])):
+        env = gym.make("gymenvs/Terminal-v0", internet=internet)
+        try:
+            limits = [env.unwrapped._limits_for(task) for task in (online, offline)]
+            assert [limit.network for limit in limits] == expected
+            assert (limits[0].mem_limit, limits[0].cpus, limits[0].disk_limit) == ("512m", 1.0, 1024 << 20)
+            with pytest.raises(ValueError, match="asks for 1 GPU"):
+                env.unwrapped._limits_for(gpu)
+        finally:
+            env.close()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_gymnasium_env_checker_passes(make_env):
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(make_env(max_turns=3, instance_ids=["gymenvs/csv-report"]).unwrapped, skip_render_check=True)
+
+
+@pytest.mark.docker
+def test_a_missing_derived_image_says_how_to_build_it(make_env, terminal_images):
+    from gymenvs.swe.agents.specs import AgentSpec
+    from gymenvs.swe.sandbox import SandboxError
+
+    env = make_env("gymenvs/TerminalAgent-v0", agent=AgentSpec("ghost", command="true", image_suffix="ghost-1"))
+    image = terminal_images["gymenvs/edit-config"]
+    with pytest.raises(SandboxError, match=f"install-agent ghost {image}`"):
+        env.reset(options={"instance_id": "gymenvs/edit-config"})

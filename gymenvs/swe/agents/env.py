@@ -233,7 +233,8 @@ class SWEAgentEnv(SWEBaseEnv):
         if self.agent.image_suffix is None:
             ensure_image(self.client, image, pull=self.config.pull)
         elif not image_exists(self.client, image):
-            raise SandboxError(f"image {image!r} is not present: build it with `gymenvs swe install-agent {self.agent.name}`")
+            raise SandboxError(f"image {image!r} is not present: build it with `gymenvs swe install-agent {self.agent.name} "
+                               f"{self.task_image()}`")
         channel, sandbox = self._pooled_channel(image) if self.config.warm_pool else self._new_channel(image)
         files = {_FORWARDER: _package_file(_FORWARDER), **self.agent.file_contents(),
                  "task.md": self.task_text().encode("utf-8", "surrogateescape")}
