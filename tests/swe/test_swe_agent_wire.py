@@ -746,3 +746,21 @@ def test_codex_echoing_its_reply_items_still_extends_the_previous_request():
     second = responses_wire.request({"input": [*body["input"], *payload["output"], *outputs]})
     assert extends(first["messages"], reply_message, second["messages"])
     assert second["messages"][2]["reasoning_content"] == "both"  # the reasoning item came back
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"side_calls": "upstream"}, "side_calls='upstream' with upstream_url=None"),
+        ({"upstream_url": "http://upstream/v1"}, "interception mode takes an upstream_url only for side_calls='upstream'"),
+        ({"side_calls": "everything"}, "side_calls"),
+    ],
+)
+def test_bad_side_call_options_are_refused_at_construction(options, words):
+    from gymenvs.swe.agents.env import SWEAgentConfig
+
+    with pytest.raises(ValueError, match=words.replace("(", r"\(")):
+        SWEAgentConfig(**options)
+    assert SWEAgentConfig(side_calls="upstream", upstream_url="http://upstream/v1").side_responder == "upstream"
+    assert SWEAgentConfig(mode="black-box", upstream_url="http://upstream/v1").side_responder == "upstream"
+    assert SWEAgentConfig().side_responder == "minimal"
