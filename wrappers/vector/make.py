@@ -64,10 +64,9 @@ def check_env_kwargs(spec: EnvSpec, env_kwargs: dict[str, Any], backend: str) ->
     accepted = keyword_names(creator) if creator is not None else None
     if accepted is None:
         return
-    accepted += _MAKE_KEYWORDS
     vector_names = setting_names(backend)
     for name, value in env_kwargs.items():
-        if name in accepted:
+        if name in accepted or name in _MAKE_KEYWORDS:
             continue
         given = f"{name}={short_repr(value)}"
         owners = [other for other in backends() if name in setting_names(other)]
