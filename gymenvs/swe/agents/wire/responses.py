@@ -155,7 +155,7 @@ def response(reply: Reply, request: Mapping[str, Any], model: str, raw: Mapping[
         if "reasoning.encrypted_content" in (raw.get("include") or ()):
             reasoning["encrypted_content"] = reply.reasoning  # opaque to the client; it comes back as it went
         output.append(reasoning)
-    if reply.content:
+    if reply.content or not (reply.tool_calls or reply.reasoning):  # an empty reply is still an (empty) message
         output.append({"id": new_id("msg_"), "type": "message", "role": "assistant", "status": "completed",
                        "content": [{"type": "output_text", "text": reply.content, "annotations": [], "logprobs": []}]})
     custom = _custom_tools(raw)
