@@ -91,7 +91,7 @@ def test_an_anthropic_agent_in_black_box_mode_gets_the_upstreams_answer_as_a_mes
 
     from .test_swe_agent_wire import wire_agent
 
-    env = SWEAgentEnv(agent=wire_agent("anthropic"), mode="black-box", upstream_url=upstream.base_url,
+    env = SWEAgentEnv(agent=wire_agent("anthropic", GYMENVS_MAX_TOKENS="16"), mode="black-box", upstream_url=upstream.base_url,
                       upstream_model="tiny-qwen2", max_turns=3, call_timeout_s=60.0, instance_ids=[FIXTURE_IDS[0]])
     before = len(upstream.exchanges)
     try:
@@ -105,5 +105,6 @@ def test_an_anthropic_agent_in_black_box_mode_gets_the_upstreams_answer_as_a_mes
     sent = [request for request, _ in upstream.exchanges[before:]]
     assert len(sent) == 2 and sent[1]["messages"] == main["request"]["messages"]  # the token count stayed here
     message = Message.model_validate(main["response"])
-    answered = upstream.exchanges[before + 1][1]["choices"][0]["message"]["content"]
-    assert message.content[0].type == "text" and message.content[0].text == answered and message.stop_reason == "end_turn"
+    choice = upstream.exchanges[before + 1][1]["choices"][0]
+    assert message.content[0].type == "text" and message.content[0].text == choice["message"]["content"]
+    assert message.stop_reason == {"stop": "end_turn", "length": "max_tokens"}[choice["finish_reason"]]
