@@ -96,7 +96,7 @@ def test_an_anthropic_request_becomes_the_internal_form():
                         "type": "tool_result",
                         "tool_use_id": "toolu_2",
                         "is_error": False,
-                        "content": [{"type": "text", "text": "/testbed"}],
+                        "content": [{"type": "text", "text": "/testbed"}, {"type": "tool_reference", "tool_name": "Read"}],
                     },
                     {"type": "text", "text": "Go on.", "cache_control": {"type": "ephemeral"}},
                 ],
@@ -118,7 +118,7 @@ def test_an_anthropic_request_becomes_the_internal_form():
             ],
         },
         {"role": "tool", "tool_call_id": "toolu_1", "content": "a.txt"},
-        {"role": "tool", "tool_call_id": "toolu_2", "content": "/testbed"},
+        {"role": "tool", "tool_call_id": "toolu_2", "content": "/testbed[tool_reference omitted]"},  # a CLI's own part
         {"role": "user", "content": "Go on."},
     ]
     assert request["tools"] == [

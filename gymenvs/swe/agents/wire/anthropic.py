@@ -67,7 +67,7 @@ def _convert(message: dict[str, Any], what: str) -> list[dict[str, Any]]:
             if not isinstance(block.get("tool_use_id"), str):
                 raise WireError(f'{what}: a tool_result needs a "tool_use_id" (a string)')
             converted.append({"role": "tool", "tool_call_id": block["tool_use_id"],
-                              "content": text_parts(block.get("content"), f"{what} tool_result", _TEXT)})
+                              "content": text_parts(block.get("content"), f"{what} tool_result", _TEXT, lenient=True)})
         else:
             texts.append(block)
     if texts:

@@ -93,7 +93,7 @@ def _messages(items: list[Any]) -> list[dict[str, Any]]:
         elif kind in ("function_call_output", "custom_tool_call_output"):
             if not isinstance(item.get("call_id"), str):
                 raise WireError(f'{what}: a "call_id" (a string) is required')
-            output = text_parts(item.get("output"), what, _TEXT_PARTS)
+            output = text_parts(item.get("output"), what, _TEXT_PARTS, lenient=True)
             messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": output})
             turn = None
         else:
