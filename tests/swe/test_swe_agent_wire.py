@@ -752,7 +752,7 @@ def test_codex_echoing_its_reply_items_still_extends_the_previous_request():
     ("options", "words"),
     [
         ({"side_calls": "upstream"}, "side_calls='upstream' with upstream_url=None"),
-        ({"upstream_url": "http://upstream/v1"}, "interception mode takes an upstream_url only for side_calls='upstream'"),
+        ({"upstream_url": "http://upstream/v1"}, "interception mode takes none unless side_calls='upstream'"),
         ({"side_calls": "everything"}, "side_calls"),
     ],
 )
