@@ -96,7 +96,7 @@ def test_an_anthropic_request_becomes_the_internal_form():
                         "type": "tool_result",
                         "tool_use_id": "toolu_2",
                         "is_error": False,
-                        "content": [{"type": "text", "text": "/testbed"}],
+                        "content": [{"type": "text", "text": "/testbed"}, {"type": "tool_reference", "tool_name": "Read"}],
                     },
                     {"type": "text", "text": "Go on.", "cache_control": {"type": "ephemeral"}},
                 ],
@@ -118,7 +118,7 @@ def test_an_anthropic_request_becomes_the_internal_form():
             ],
         },
         {"role": "tool", "tool_call_id": "toolu_1", "content": "a.txt"},
-        {"role": "tool", "tool_call_id": "toolu_2", "content": "/testbed"},
+        {"role": "tool", "tool_call_id": "toolu_2", "content": "/testbed[tool_reference omitted]"},  # a CLI's own part
         {"role": "user", "content": "Go on."},
     ]
     assert request["tools"] == [
@@ -752,7 +752,7 @@ def test_codex_echoing_its_reply_items_still_extends_the_previous_request():
     ("options", "words"),
     [
         ({"side_calls": "upstream"}, "side_calls='upstream' with upstream_url=None"),
-        ({"upstream_url": "http://upstream/v1"}, "interception mode takes an upstream_url only for side_calls='upstream'"),
+        ({"upstream_url": "http://upstream/v1"}, "interception mode takes none unless side_calls='upstream'"),
         ({"side_calls": "everything"}, "side_calls"),
     ],
 )
@@ -764,3 +764,37 @@ def test_bad_side_call_options_are_refused_at_construction(options, words):
     assert SWEAgentConfig(side_calls="upstream", upstream_url="http://upstream/v1").side_responder == "upstream"
     assert SWEAgentConfig(mode="black-box", upstream_url="http://upstream/v1").side_responder == "upstream"
     assert SWEAgentConfig().side_responder == "minimal"
+
+
+@pytest.mark.parametrize("wire", ["responses", "anthropic"])
+def test_the_trl_bridge_renders_the_internal_form_of_every_format(wire):
+    """What the TRL bridge renders is `info["request"]`: the internal form, whatever the agent spoke."""
+    from wrappers.trl.extras.tiny_model import tiny_tokenizer
+    from wrappers.trl.rollout.agent import request_prompt_ids
+    from wrappers.trl.rollout.transcript import ChatRenderer
+
+    bodies = {
+        "responses": {
+            "instructions": "Be brief.",
+            "tools": [{"type": "function", "name": "bash", "parameters": BASH}],
+            "input": [
+                {"role": "user", "content": "List files."},
+                {"type": "function_call", "call_id": "c1", "name": "bash", "arguments": '{"command": "ls"}'},
+                {"type": "function_call_output", "call_id": "c1", "output": "a.txt"},
+            ],
+        },
+        "anthropic": {
+            "system": "Be brief.",
+            "tools": [{"name": "bash", "input_schema": BASH}],
+            "messages": [
+                {"role": "user", "content": "List files."},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": "ls"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "a.txt"}]},
+            ],
+        },
+    }
+    request = {"responses": responses_wire, "anthropic": anthropic_wire}[wire].request(bodies[wire])
+    tokenizer = tiny_tokenizer()
+    text = tokenizer.decode(request_prompt_ids(ChatRenderer(tokenizer, None), request))
+    assert "Be brief." in text and "List files." in text and "a.txt" in text and '"bash"' in text
+    assert text.index("Be brief.") < text.index("List files.") < text.index("a.txt")

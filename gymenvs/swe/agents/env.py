@@ -119,8 +119,8 @@ class AgentOptions(BaseModel):
         if self.side_responder == "upstream" and self.upstream_url is None:
             raise ValueError("side_calls='upstream' with upstream_url=None: forwarding side calls needs an upstream_url")
         if self.mode == "interception" and self.upstream_url is not None and self.side_responder != "upstream":
-            raise ValueError(f"mode={self.mode!r} with upstream_url={self.upstream_url!r}: interception mode takes an "
-                             "upstream_url only for side_calls='upstream'")
+            raise ValueError(f"mode={self.mode!r} with upstream_url={self.upstream_url!r}: interception mode takes none "
+                             "unless side_calls='upstream'")
         return self
 
     @property
