@@ -47,9 +47,9 @@ def test_each_bad_shared_value_is_a_value_error_naming_it(env_class, name, value
 
 
 @pytest.mark.parametrize(("name", "value", "allowed"), [
-    ("agent", "claude", "known agents are ['claude-code', 'codex', 'mini-swe-agent', 'opencode', 'pi', 'reference']"),
+    ("agent", "claude-code", "known agents are ['mini-swe-agent', 'reference']"),
     ("mode", "white-box", "'interception' or 'black-box'"),
-    ("upstream_url", "http://upstream:8000/v1", "interception mode takes an upstream_url only for side_calls='upstream'"),
+    ("upstream_url", "http://upstream:8000/v1", "interception mode takes none"),
     ("call_timeout_s", 0, "greater than 0"),
     ("episode_timeout_s", -1, "greater than 0"),
 ])
