@@ -77,7 +77,9 @@ def config_error(owner: str, exc: pydantic.ValidationError, accepted: Iterable[s
         elif error["type"] == "unexpected_positional_argument":
             problems.append(f"positional argument {given} (pass every argument by name)")
         else:
-            problems.append(f"{name}={given}: {error['msg'][0].lower()}{error['msg'][1:]}")
+            message = error["msg"].removeprefix("Value error, ")  # a validator's own ValueError says it all
+            message = message[0].lower() + message[1:]
+            problems.append(f"{name}={given}: {message}" if error["loc"] else message)
     unknown = any(error["type"] in ("unexpected_keyword_argument", "extra_forbidden") for error in exc.errors())
     return ConfigError(f"{owner} got {'; '.join(problems)}" + (f". Accepted: {listing(accepted)}." if unknown else ""))
 

@@ -85,7 +85,7 @@ def construction_cases() -> list[Case]:
     cases.append(
         Case("unknown kwarg via make_vec, found by the slots", KWARGS_ECHO, ConfigError, ValueError,
              r"^EchoEnv got an unknown argument max_turn=3 \(did you mean 'max_turns'\?\)\. Accepted: ",
-             lambda _: gym.make_vec(KWARGS_ECHO, num_envs=2, max_turn=3)))
+             lambda _: _registered_kwargs_echo(lambda: gym.make_vec(KWARGS_ECHO, num_envs=2, max_turn=3))))
     cases += [
         Case("tool returns an int", "a user env", ToolResultError, TypeError,
              r"tool 'count' of BadToolEnv returned int \(3\): a tool returns a str or an Outcome",
@@ -208,8 +208,15 @@ def make_echo(**kwargs: Any) -> TextEnv:
 
 
 KWARGS_ECHO = "misuse/KwargsEcho-v0"
-if KWARGS_ECHO not in gym.registry:
+
+
+def _registered_kwargs_echo(run: Callable[[], Any]) -> Any:
+    """`run()` with `KWARGS_ECHO` registered, and unregistered after (`gymenvs list` shows every user id)."""
     gym.register(KWARGS_ECHO, entry_point=make_echo, vector_entry_point=gymenvs.vector_entry_point(KWARGS_ECHO))
+    try:
+        return run()
+    finally:
+        del gym.registry[KWARGS_ECHO]
 
 
 class BadToolEnv(TextEnv):
