@@ -47,7 +47,7 @@ def test_each_bad_shared_value_is_a_value_error_naming_it(env_class, name, value
 
 
 @pytest.mark.parametrize(("name", "value", "allowed"), [
-    ("agent", "claude-code", "known agents are ['mini-swe-agent', 'reference']"),
+    ("agent", "claude", "known agents are ['claude-code', 'codex', 'mini-swe-agent', 'opencode', 'pi', 'reference']"),
     ("mode", "white-box", "'interception' or 'black-box'"),
     ("upstream_url", "http://upstream:8000/v1", "interception mode takes none"),
     ("call_timeout_s", 0, "greater than 0"),
