@@ -17,6 +17,7 @@ os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFL
 import copy  # noqa: E402
 import functools  # noqa: E402
 import json  # noqa: E402
+import re  # noqa: E402
 import shutil  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -84,7 +85,9 @@ def test_check_env_passes_the_users_env(user_package):
 
 def test_cli_lists_and_evaluates_the_users_env_with_the_users_policy(user_package, capsys):
     assert main(["list", "--import", PACKAGE]) == 0
-    assert "guess_number/GuessNumber-v0  Guess a secret number between 1 and `high`." in capsys.readouterr().out
+    # the column is as wide as the longest id listed (other packages imported in this session register ids too)
+    listed = capsys.readouterr().out
+    assert re.search(r"^guess_number/GuessNumber-v0 +Guess a secret number between 1 and `high`\.$", listed, re.M)
     assert main(["eval", MODULE_ID, "--policy", f"{PACKAGE}.policy:bisect", "-n", "10", "--no-progress"]) == 0
     table = capsys.readouterr().out
     assert "success rate     100.0%" in table and "failed episodes  0" in table
