@@ -4,24 +4,46 @@
 
     import gymnasium, gymenvs
     env = gymnasium.make("gymenvs/Wordle-v0")
+
+Writing your own env (`TextEnv`, `@tool`, `validate_config`, `check_env`): docs/writing-envs.md.
 """
 
 from gymenvs._moved import alias_moved_modules
-from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool
+from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, check_env, tool, validate_config
+from gymenvs.core.errors import (
+    ActionsError,
+    ConfigError,
+    EnvClosedError,
+    GymenvsError,
+    ReplayFileError,
+    ResetOptionsError,
+    ToolResultError,
+    hint_unwrapped_attributes,
+)
 from gymenvs.registry import describe_envs, list_envs, make_vec, register_envs, vector_entry_point
 
 __version__ = "0.1.0"
 __all__ = [
     "ActionError",
+    "ActionsError",
+    "ConfigError",
+    "EnvClosedError",
+    "GymenvsError",
+    "ReplayFileError",
+    "ResetOptionsError",
+    "ToolResultError",
     "Outcome",
     "TextEnv",
     "ToolCall",
+    "check_env",
     "describe_envs",
     "list_envs",
     "make_vec",
     "tool",
+    "validate_config",
     "vector_entry_point",
 ]
 
 register_envs()
+hint_unwrapped_attributes()
 alias_moved_modules({"gymenvs.evaluation": "gymenvs.eval.evaluate", "gymenvs.policies": "gymenvs.eval.policies"})

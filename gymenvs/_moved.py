@@ -2,7 +2,8 @@
 
 A package that moved modules calls `alias_moved_modules({"old.path": "new.path", ...})` from its
 `__init__`. Importing an old path then returns the new module itself (so pickles of the process and
-Ray backends that name an old path still load, and `isinstance` checks keep holding) and warns once.
+Ray backends that name an old path still load, and `isinstance` checks keep holding) and warns once;
+`python -m old.path` runs the new module as `__main__` (with a `FutureWarning`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import importlib.abc
 import importlib.util
 import sys
 import warnings
-from types import ModuleType
+from types import CodeType, ModuleType
 
 _MOVED: dict[str, str] = {}
 
@@ -35,13 +36,25 @@ class _MovedModuleLoader(importlib.abc.Loader):
         # The new module already ran; give it back the spec the import machinery just overwrote.
         module.__spec__ = self._own_spec
 
+    def get_code(self, fullname: str) -> CodeType | None:
+        """`python -m old.path`: runpy runs the new module's code as `__main__`. Shown by default
+        (a `FutureWarning`): it is a command a person typed."""
+        warnings.warn(f"{fullname} moved to {self.new_name}: run `python -m {self.new_name}`; the old path goes away "
+                      "in the next release", FutureWarning, stacklevel=2)
+        spec = importlib.util.find_spec(self.new_name)
+        if spec is None or not isinstance(spec.loader, importlib.abc.InspectLoader):
+            raise ImportError(f"{self.new_name} has no code to run")
+        return spec.loader.get_code(self.new_name)
+
 
 class _MovedModuleFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
         new_name = _MOVED.get(fullname)
         if new_name is None:
             return None
-        return importlib.util.spec_from_loader(fullname, _MovedModuleLoader(new_name))
+        new_spec = importlib.util.find_spec(new_name)  # its file: what `python -m old.path` shows as argv[0]
+        return importlib.util.spec_from_loader(fullname, _MovedModuleLoader(new_name),
+                                               origin=new_spec.origin if new_spec is not None else None)
 
 
 _FINDER = _MovedModuleFinder()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+from gymenvs.play import EXIT_INTERRUPTED, play_episode
 from gymenvs.registry import describe_envs
 
 
@@ -17,18 +19,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
-    return args.run(args)
+    if hasattr(args, "imports"):
+        # As `python -m` does: your own modules (--import, module:EnvId, --policy module:name) load from here.
+        if os.getcwd() not in sys.path:
+            sys.path.append(os.getcwd())
+        try:
+            import_user_envs(args.imports)
+        except ValueError as exc:
+            print(f"gymenvs: {exc}", file=sys.stderr)
+            return 2
+    try:
+        return args.run(args)
+    except KeyboardInterrupt:  # Ctrl-C while an env starts or an eval runs: end as a shell expects, no traceback
+        print("\n[interrupted]", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def add_import_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--import", dest="imports", action="append", default=[], metavar="MODULE",
+        help="import MODULE first, to register your own envs (repeatable); or name it in the id, as module:EnvId",
+    )
+
+
+def import_user_envs(modules: list[str]) -> None:
+    """Import the modules given with --import (they register your envs)."""
+    from gymenvs.env_ids import import_env_modules
+
+    import_env_modules(modules)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gymenvs", description="Text environments for LLM agents.")
     commands = parser.add_subparsers(title="commands")
 
-    listing = commands.add_parser("list", help="list the registered environments")
+    listing = commands.add_parser("list", help="list the gymenvs environments, and those your --import modules register")
+    add_import_option(listing)
     listing.set_defaults(run=run_list)
 
     play = commands.add_parser("play", help="play an environment in the terminal")
-    play.add_argument("env_id", help="an id from `gymenvs list`, e.g. gymenvs/Wordle-v0")
+    play.add_argument("env_id", help="an id from `gymenvs list`, e.g. gymenvs/Wordle-v0, or module:EnvId for your own")
+    add_import_option(play)
     play.add_argument("--seed", type=int, default=None, help="episode seed (same seed, same episode)")
     play.add_argument(
         "--kwarg", "-k", action="append", default=[], metavar="NAME=VALUE",
@@ -45,13 +76,21 @@ def build_parser() -> argparse.ArgumentParser:
     from gymenvs.swe.cli import add_commands as add_swe_commands
 
     add_swe_commands(commands.add_parser("swe", help="the SWE environment: build images, list tasks, grade patches"))
+    from gymenvs.terminal.validate_cli import add_commands as add_tasks_commands
+
+    add_tasks_commands(commands.add_parser("tasks", help="Harbor task folders and SWE datasets alike: validate"))
     return parser
 
 
 def add_eval_command(commands: Any) -> None:
     evaluation = commands.add_parser("eval", help="run a policy over N episodes and print a summary table")
-    evaluation.add_argument("env_id", help="an id from `gymenvs list`")
-    evaluation.add_argument("--policy", choices=["scripted", "openai", "transformers"], default="scripted")
+    evaluation.add_argument("env_id", help="an id from `gymenvs list`, or module:EnvId for your own")
+    add_import_option(evaluation)
+    evaluation.add_argument(
+        "--policy", default="scripted", metavar="POLICY",
+        help="scripted (default), openai, transformers, or module:name for your own: a function "
+        "(messages, tools) -> action, or a Policy class or object (see gymenvs.eval.policies)",
+    )
     evaluation.add_argument("--episodes", "-n", type=int, default=100, help="number of episodes (default 100)")
     evaluation.add_argument("--seed", type=int, default=0, help="first episode seed; episode i uses seed + i")
     evaluation.add_argument("--workers", type=int, default=1, help="episodes played at once, on threads")
@@ -99,9 +138,14 @@ def run_eval(args: argparse.Namespace) -> int:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    from gymenvs.core.errors import ReplayFileError
     from gymenvs.eval import read_transcripts, replay
 
-    records = read_transcripts(args.file)
+    try:
+        records = read_transcripts(args.file)
+    except ReplayFileError as exc:
+        print(f"gymenvs replay: {exc}", file=sys.stderr)
+        return 2
     if not 0 <= args.episode < len(records):
         print(f"--episode {args.episode}: {args.file} holds episodes 0 to {len(records) - 1}", file=sys.stderr)
         return 2
@@ -110,20 +154,39 @@ def run_replay(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    entries = describe_envs()
+    from gymenvs.env_ids import user_env_ids
+
+    entries = {**describe_envs(), **{env_id: describe_registered(env_id) for env_id in user_env_ids()}}
     width = max(map(len, entries))
     for env_id, description in entries.items():
         print(f"{env_id:<{width}}  {description}")
     return 0
 
 
+def describe_registered(env_id: str) -> str:
+    """The first sentence of the docstring of the class an id is registered with."""
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    entry_point = gym.spec(env_id).entry_point
+    try:
+        creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    except Exception as exc:  # a broken entry point is worth seeing in the list, not a traceback
+        return f"(cannot load {entry_point!r}: {type(exc).__name__})"
+    paragraph = " ".join((creator.__doc__ or "").strip().split("\n\n")[0].split())
+    return paragraph.split(". ")[0].rstrip(".") + "." if paragraph else ""
+
+
 def run_play(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     import gymenvs  # noqa: F401  (registers the envs)
+    from gymenvs.env_ids import find_spec
 
-    if args.env_id not in gym.registry:
-        print(f"unknown environment {args.env_id!r}; run `gymenvs list`", file=sys.stderr)
+    try:
+        find_spec(args.env_id)
+    except ValueError as exc:
+        print(f"gymenvs play: {exc}; run `gymenvs list`", file=sys.stderr)
         return 2
     try:
         env = gym.make(args.env_id, **parse_kwargs(args.kwarg))
@@ -134,43 +197,6 @@ def run_play(args: argparse.Namespace) -> int:
         return play_episode(env, args.seed)
     finally:
         env.close()
-
-
-def play_episode(env: Any, seed: int | None) -> int:
-    observation, info = env.reset(seed=seed)
-    print(observation)
-    print_tools(info.get("tools", []))
-    print('Type an action: free text, a tool call as JSON, or ":tools", ":state", ":quit".')
-    total = 0.0
-    while True:
-        try:
-            line = input("> ")
-        except EOFError:
-            print()
-            return 0
-        if line.strip() == ":quit":
-            return 0
-        if line.strip() == ":tools":
-            print_tools(info.get("tools", []))
-            continue
-        if line.strip() == ":state":
-            print(json.dumps(env.unwrapped.state(), indent=2))
-            continue
-        observation, reward, terminated, truncated, _ = env.step(line)
-        total += reward
-        print(observation)
-        if reward:
-            print(f"[reward {reward:+g}]")
-        if terminated or truncated:
-            print(f"Episode over ({'terminated' if terminated else 'truncated'}); return {total:g}.")
-            return 0
-
-
-def print_tools(tools: list[dict[str, Any]]) -> None:
-    for schema in tools:
-        function = schema["function"]
-        params = ", ".join(function["parameters"].get("properties", {}))
-        print(f"  tool {function['name']}({params}): {function['description']}")
 
 
 def parse_kwargs(pairs: list[str]) -> dict[str, Any]:

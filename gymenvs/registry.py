@@ -7,6 +7,7 @@ the one it builds (and its heavy dependencies) on first use. The vector entry po
 `vector_entry_point(id)` gives envs that users register themselves the same. Gymnasium refuses
 `make_vec(..., wrappers=...)` for any env with a vector entry point; `gymenvs.make_vec` takes them.
 `probe(id, kwargs)` checks an id and its kwargs by building one env, as the TRL bridge does before training.
+Ids of a user's own envs may name the module that registers them, `"pkg.envs:Name-v0"` (`gymenvs.env_ids`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from gymnasium.envs.registration import EnvSpec, VectorizeMode, load_env_creator
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import create_shared_memory
 
+from gymenvs.core.errors import ConfigError, short_repr
 from gymenvs.core.spaces import UnicodeText
+from gymenvs.env_ids import find_spec
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,16 @@ ENVS: tuple[EnvEntry, ...] = (
         "gymenvs.swe.agents.env:SWEAgentEnv",
         "An agent program runs in the task container; its LLM calls are the env's steps (or go to an upstream).",
     ),
+    EnvEntry(
+        "gymenvs/Terminal-v0",
+        "gymenvs.terminal.env:TerminalEnv",
+        "A Harbor-format task (Terminal-Bench 2, its adapters) in its container, with SWE-v0's tools; graded by its tests.",
+    ),
+    EnvEntry(
+        "gymenvs/TerminalAgent-v0",
+        "gymenvs.terminal.env:TerminalAgentEnv",
+        "SWEAgent-v0's agents on Harbor-format tasks; the agent's LLM calls are the env's steps (or go to an upstream).",
+    ),
 )
 
 
@@ -94,13 +107,17 @@ def make_vec(
     (`vector_entry_point(id)`, a `ConcurrentVectorEnv`) applies them, in order, to each slot's env.
     Every other call goes to `gymnasium.make_vec` unchanged.
     """
-    spec = gym.spec(env_id) if isinstance(env_id, str) else env_id
+    spec = find_spec(env_id)
     entry_point = spec.vector_entry_point
     entry_point_mode = (None, VectorizeMode.VECTOR_ENTRY_POINT, VectorizeMode.VECTOR_ENTRY_POINT.value)
-    if not wrappers or entry_point is None or vectorization_mode not in entry_point_mode:
+    by_entry_point = entry_point is not None and vectorization_mode in entry_point_mode
+    if by_entry_point and kwargs.get("vector_kwargs"):
+        vector_kwargs = kwargs["vector_kwargs"]
+        as_keywords = ", ".join(f"{name}={value!r}" for name, value in dict(vector_kwargs).items())
+        raise ConfigError(f"vector_kwargs={short_repr(vector_kwargs)}: the vector env of {spec.id} takes its settings as "
+                          f"plain keywords: make_vec({spec.id!r}, {num_envs}, {as_keywords})")
+    if not wrappers or entry_point is None or not by_entry_point:
         return gym.make_vec(spec, num_envs, vectorization_mode=vectorization_mode, wrappers=wrappers, **kwargs)
-    if kwargs.get("vector_kwargs"):
-        raise ValueError(f"vector_kwargs={kwargs['vector_kwargs']!r}: a vector entry point takes its settings as plain keywords")
     kwargs.pop("vector_kwargs", None)
     creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
     vector_env = creator(num_envs=num_envs, wrappers=list(wrappers), **kwargs)
@@ -152,9 +169,7 @@ def probe(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> ProbedEnv
     rather than at the first training step; the env's own error for bad kwargs."""
     from gymenvs.core.env import TextEnv
 
-    if env_id not in gym.registry:
-        raise ValueError(f"env id {env_id!r} is not registered; gymenvs envs are {list_envs()}")
-    env = gym.make(env_id, **(env_kwargs or {}))
+    env = gym.make(find_spec(env_id), **(env_kwargs or {}))
     try:
         unwrapped = env.unwrapped
         tools = unwrapped.tool_schemas() if isinstance(unwrapped, TextEnv) else []

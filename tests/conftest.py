@@ -30,6 +30,33 @@ def swe_images(docker_client):
     return BASE_IMAGE
 
 
+@pytest.fixture(scope="session")
+def ray_session():
+    """One small local Ray for the whole session, shared by every test folder (it takes seconds to start)."""
+    from vector.testing_utils import local_ray  # as tests/vector imports it (pytest puts tests/ on sys.path)
+
+    with local_ray():
+        yield
+
+
+@pytest.fixture(scope="session")
+def terminal_images(docker_client, swe_images):
+    """The images of the Harbor fixture tasks (gymenvs/terminal/fixtures), built on the base image; their names."""
+    from gymenvs.terminal.images import ensure_task_image
+    from gymenvs.terminal.tasks import load_terminal_tasks
+
+    return {task.name: ensure_task_image(docker_client, task) for task in load_terminal_tasks()}
+
+
+@pytest.fixture(scope="session")
+def _tiny():
+    """The tiny offline model and tokenizer, built once per session (training its tokenizer takes ~10 s):
+    tests/trl and tests/test_user_env.py share it. Copy the model before training it."""
+    from wrappers.trl.extras.tiny_model import tiny_model
+
+    return tiny_model(seed=0)
+
+
 # -- in CI, a skip is a failure ---------------------------------------------------------------
 # `.ci/setup` installs every extra that pyproject.toml's `all` names and starts the Docker engine, so a
 # test that skips there has lost a dependency it should have: CI must go red, not silently shrink.

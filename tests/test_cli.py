@@ -36,6 +36,23 @@ def test_play_shows_state_and_takes_json_tool_calls():
 
 
 def test_play_reports_bad_ids_and_bad_arguments():
-    assert "unknown environment 'gymenvs/Nope-v0'" in gymenvs_cli("play", "gymenvs/Nope-v0").stderr
+    assert "env id 'gymenvs/Nope-v0' is not registered" in gymenvs_cli("play", "gymenvs/Nope-v0").stderr
     bad = gymenvs_cli("play", "gymenvs/Catch-v0", "-k", "rows=1")
     assert bad.returncode == 2 and "rows" in bad.stderr and "greater than or equal to 2" in bad.stderr
+
+
+def test_ctrl_c_stops_an_eval_without_starting_the_remaining_episodes():
+    import signal
+    import time
+
+    # 200,000 Wordle episodes take minutes; Ctrl-C must end the run within seconds, as a shell expects.
+    process = subprocess.Popen([sys.executable, "-m", "gymenvs.cli", "eval", "gymenvs/Wordle-v0", "-n", "200000",
+                                "--workers", "2", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # past start-up: the episodes are running
+    process.send_signal(signal.SIGINT)
+    try:
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr

@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOTS = ("gymenvs", "wrappers")
-EXCLUDE = ("gymenvs/swe/tasks/fixtures/repos",)
+EXCLUDE = ("gymenvs/swe/tasks/fixtures/repos", "gymenvs/terminal/fixtures")
 HTTP_CALLS = {
     ("httpx", "Client"), ("httpx", "AsyncClient"), ("httpx", "get"), ("httpx", "post"), ("httpx", "request"),
     ("httpx", "stream"), ("requests", "get"), ("requests", "post"), ("requests", "Session"),

@@ -12,6 +12,7 @@ from pydantic import PositiveInt
 
 from gymenvs.core.actions import ActionError, ToolCall, parse_action
 from gymenvs.core.config import validate_config
+from gymenvs.core.errors import EnvClosedError, ResetOptionsError, ToolResultError, did_you_mean, listing, short_repr
 from gymenvs.core.outcomes import OUTCOME_KEY, EndedBy, ending
 from gymenvs.core.spaces import UnicodeText, clip_text, to_valid_text
 from gymenvs.core.tools import ToolSpec, tool_schemas, tool_spec
@@ -87,15 +88,13 @@ class TextEnv(gym.Env[str, str]):
         self._step_count = 0
         self._done = False
         self._last_observation = ""
+        self._closed = False
 
     # -- the gymnasium API ---------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        options = dict(options or {})
-        unknown = set(options) - self.reset_option_keys
-        if unknown:
-            allowed = sorted(self.reset_option_keys) or "none"
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)} for {self._name()}: allowed are {allowed}")
+        self._check_open("reset")
+        options = checked_reset_options(self._name(), options, self.reset_option_keys)
         super().reset(seed=seed)
         self._episode_id = uuid.uuid4().hex
         self._step_count = 0
@@ -109,6 +108,7 @@ class TextEnv(gym.Env[str, str]):
         return observation, info
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        self._check_open("step")
         if self._episode_id is None:
             raise ResetNeeded(f"{self._name()}: call reset() before step()")
         if self._done:
@@ -128,6 +128,12 @@ class TextEnv(gym.Env[str, str]):
             outcome.info.update(self._default_ending(outcome, truncated))
         observation = self._observation(self._finish_observation(outcome.observation), outcome.info)
         return observation, float(outcome.reward), bool(outcome.terminated), truncated, outcome.info
+
+    def close(self) -> None:
+        """Release what the env holds; later `reset` and `step` raise `EnvClosedError`. A subclass that
+        overrides it calls `super().close()`."""
+        self._closed = True
+        super().close()
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":
@@ -193,7 +199,19 @@ class TextEnv(gym.Env[str, str]):
         if spec is None:
             raise ActionError(f"unknown tool {call.name!r}; available: {self._tool_list()}")
         result = getattr(self, call.name)(**spec.validate(call.arguments))
+        observation = result.observation if isinstance(result, Outcome) else result
+        if not isinstance(observation, str):
+            returned = f"an Outcome whose observation is {type(observation).__name__}" if isinstance(result, Outcome) \
+                else type(result).__name__
+            raise ToolResultError(
+                f"tool {call.name!r} of {type(self).__name__} returned {returned} ({short_repr(observation)}): "
+                "a tool returns a str or an Outcome(observation: str, ...)"
+            )
         return result if isinstance(result, Outcome) else Outcome(result)
+
+    def _check_open(self, method: str) -> None:
+        if getattr(self, "_closed", False):
+            raise EnvClosedError(f"{method}() on {self._name()} after close(): make a new env with gymnasium.make")
 
     def _finish_observation(self, text: str) -> str:
         self._last_observation = clip_text(to_valid_text(text), self.max_observation_length)
@@ -204,3 +222,19 @@ class TextEnv(gym.Env[str, str]):
 
     def _name(self) -> str:
         return self.spec.id if self.spec is not None else type(self).__name__
+
+
+def checked_reset_options(owner: str, options: Any, accepted: frozenset[str]) -> dict[str, Any]:
+    """`options` as a new dict, or a `ResetOptionsError` naming the option that `owner` does not accept."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ResetOptionsError(f"{owner}: reset(options={short_repr(options)}): expected a dict or None; accepted keys: "
+                                f"{listing(accepted)}")
+    for key in options:
+        if key not in accepted:
+            raise ResetOptionsError(
+                f"{owner}: unknown reset option {key!r}={short_repr(options[key])}{did_you_mean(str(key), accepted)}; "
+                f"accepted: {listing(accepted)}"
+            )
+    return dict(options)

@@ -65,10 +65,14 @@ def owner_prefix(pid: int | None = None) -> str:
 class Browser:
     """One headless Chromium and its chromedriver. `driver` is the Selenium `WebDriver`.
 
+    `viewport` is the page's size in CSS pixels (`window.innerWidth`, `window.innerHeight`), which a
+    screenshot covers pixel for pixel: it is set through the DevTools protocol, because
+    `--window-size` sizes the outer window and headless Chromium keeps part of it for its own frame.
+
     Selenium talks HTTP to chromedriver, so any thread may drive the browser, one at a time.
     """
 
-    def __init__(self, *, chromium: str, chromedriver: str, window_size: tuple[int, int], page_load_timeout_s: float = 120):
+    def __init__(self, *, chromium: str, chromedriver: str, viewport: tuple[int, int], page_load_timeout_s: float = 120):
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
 
@@ -83,7 +87,7 @@ class Browser:
         _start_guard()
         options = webdriver.ChromeOptions()
         options.binary_location = chromium
-        width, height = window_size
+        width, height = viewport
         for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={self.directory / 'profile'}", f"--window-size={width},{height}"):
             options.add_argument(flag)
         service = Service(
@@ -94,6 +98,9 @@ class Browser:
         try:
             self.driver = webdriver.Chrome(service=service, options=options)
             self.driver.set_page_load_timeout(page_load_timeout_s)
+            self.driver.execute_cdp_cmd(
+                "Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+            )
         except BaseException:
             kill_browser_processes(str(self.directory))
             shutil.rmtree(self.directory, ignore_errors=True)

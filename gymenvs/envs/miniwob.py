@@ -101,7 +101,7 @@ class MiniWoBEnv(TextEnv):
         self._browser = Browser(
             chromium=shutil.which(chromium) or chromium,
             chromedriver=shutil.which(chromedriver) or chromedriver,
-            window_size=(instance.window_width, instance.window_height),
+            viewport=(instance.window_width, instance.window_height),
         )
         self._closer = weakref.finalize(self, self._browser.close)
         try:

@@ -13,6 +13,7 @@ code outside textarena keeps its global `random` stream.
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 import sys
@@ -344,3 +345,8 @@ def make_textarena_env(*, game: str = "TowerOfHanoi-v0", **kwargs: Any) -> TextA
     """The entry point of gymenvs/TextArena-v0: the env class with the game's typed tools, if it has any."""
     family = game.split("-v", 1)[0] if isinstance(game, str) else ""
     return TYPED_GAMES.get(family, TextArenaEnv)(game=game, **kwargs)
+
+
+# What `gymnasium.make_vec` checks keyword arguments against, in the caller, before any slot is built.
+_init = inspect.signature(TextArenaEnv.__init__)
+make_textarena_env.__signature__ = _init.replace(parameters=list(_init.parameters.values())[1:])  # type: ignore[attr-defined]

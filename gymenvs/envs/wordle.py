@@ -134,7 +134,12 @@ class WordleEnv(TextEnv):
         return f"{' '.join(word.upper())}\n{' '.join(_MARKS[m] for m in marks)}"
 
     def _episode_state(self) -> dict[str, Any]:
-        return {"secret": self._secret, "guesses": [word for word, _ in self._guesses], "max_guesses": self.max_guesses}
+        return {
+            "secret": self._secret,
+            "guesses": [word for word, _ in self._guesses],
+            "marks": [[_MARKS[mark] for mark in marks] for _, marks in self._guesses],  # G, Y, - per letter, a row per guess
+            "max_guesses": self.max_guesses,
+        }
 
     def _render_ansi(self) -> str:
         rows = [self._feedback(word, marks) for word, marks in self._guesses]

@@ -15,10 +15,13 @@ import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NotRequired, TextIO
 
 import gymnasium as gym
+import pydantic
+from typing_extensions import TypedDict
 
+from gymenvs.core.errors import ReplayFileError, short_repr
 from gymenvs.eval.policies.base import Policy, as_text
 from gymenvs.registry import probe
 
@@ -121,13 +124,17 @@ def evaluate_policy(
 
     start = time.perf_counter()
     seeds = range(seed, seed + num_episodes)
-    with ThreadPoolExecutor(max_workers=max_workers) as pool, tqdm(
-        total=num_episodes, desc=env_id, unit="episode", disable=not progress
-    ) as bar:
-        futures = [pool.submit(play_episode, env_id, env_kwargs or {}, policy.new_episode(), s) for s in seeds]
-        for future in futures:
-            future.add_done_callback(lambda _: bar.update())
-        records = [future.result() for future in futures]
+    pool = ThreadPoolExecutor(max_workers=max_workers)
+    with tqdm(total=num_episodes, desc=env_id, unit="episode", disable=not progress) as bar:
+        try:
+            futures = [pool.submit(play_episode, env_id, env_kwargs or {}, policy.new_episode(), s) for s in seeds]
+            for future in futures:
+                future.add_done_callback(lambda _: bar.update())
+            records = [future.result() for future in futures]
+        except KeyboardInterrupt:  # Ctrl-C: the episodes not yet started never start (only running ones finish)
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    pool.shutdown()
     summary = EvalSummary.of(env_id, policy.name, records, time.perf_counter() - start)
     if transcripts is not None:
         with open(transcripts, "w", encoding="utf-8") as file:
@@ -173,9 +180,68 @@ def play_episode(env_id: str, env_kwargs: dict[str, Any], policy: Policy, seed: 
     return record
 
 
+class _Function(TypedDict):
+    name: str
+
+
+class _Tool(TypedDict):
+    function: _Function
+
+
+class _Message(TypedDict):
+    role: str
+    content: Any
+
+
+class _Transcript(TypedDict):
+    """The fields of an `EpisodeRecord` line that `replay` reads."""
+
+    env_id: str
+    seed: int | None
+    reward: float
+    turns: int
+    end: str
+    messages: list[_Message]
+    tools: NotRequired[list[_Tool]]
+    error: NotRequired[str | None]
+
+
+_TRANSCRIPT = pydantic.TypeAdapter(_Transcript)
+
+
 def read_transcripts(path: str | Path) -> list[dict[str, Any]]:
-    with open(path, encoding="utf-8") as file:
-        return [json.loads(line) for line in file if line.strip()]
+    """The episodes of a transcript file written by `evaluate_policy(transcripts=...)`, one per line;
+    a `ReplayFileError` naming the file, the line and what is wrong with it."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            lines = [(number, line) for number, line in enumerate(file, 1) if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReplayFileError(f"cannot read transcript file {str(path)!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not lines:
+        raise ReplayFileError(f"transcript file {str(path)!r} holds no episodes (expected one JSON line per episode)")
+    return [_transcript(path, number, line) for number, line in lines]
+
+
+def _transcript(path: str | Path, number: int, line: str) -> dict[str, Any]:
+    where = f"{path}:{number}"
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ReplayFileError(f"{where}: not JSON ({exc.msg} at column {exc.colno}); expected one episode per line, "
+                              "as `gymenvs eval --transcripts` writes") from None
+    try:
+        _TRANSCRIPT.validate_python(record)
+    except pydantic.ValidationError as exc:
+        raise ReplayFileError(f"{where}: not an episode transcript of `gymenvs eval --transcripts`: "
+                              f"{_problems(exc)}") from None
+    return record
+
+
+def _problems(exc: pydantic.ValidationError) -> str:
+    missing = [".".join(map(str, error["loc"])) for error in exc.errors() if error["type"] == "missing"]
+    others = [f"{'.'.join(map(str, error['loc'])) or 'the line'}={short_repr(error['input'])}: {error['msg'].lower()}"
+              for error in exc.errors() if error["type"] != "missing"]
+    return "; ".join(([f"missing field(s) {', '.join(missing)}"] if missing else []) + others)
 
 
 def replay(record: dict[str, Any], out: TextIO) -> None:

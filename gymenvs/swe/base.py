@@ -16,11 +16,13 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from types import FrameType
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Protocol, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, field_validator
 
 from gymenvs.core import EndedBy, Outcome, TextEnv, ending
+from gymenvs.core.config import keyword_names
+from gymenvs.core.errors import ResetOptionsError, config_error, did_you_mean
 from gymenvs.core.outcomes import DETAIL_KEY, OUTCOME_KEY, REASON_KEY
 from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
 from gymenvs.swe.sandbox import (
@@ -34,12 +36,19 @@ from gymenvs.swe.sandbox import (
     reap_orphans_once,
     shared_client,
 )
-from gymenvs.swe.sandbox.images import check_template, image_for
+from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR, check_template, image_for
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
 from gymenvs.swe.tasks.validate import invalid_tasks
 
 #: Docker's size syntax, for every size option: a number of bytes with an optional unit ("512m", "10g").
 Size = Annotated[str, Field(pattern=SIZE_PATTERN)]
+
+class _HasId(Protocol):
+    @property
+    def instance_id(self) -> str: ...
+
+
+TaskT = TypeVar("TaskT", bound=_HasId)
 
 #: Old option names that still work for one release (with a DeprecationWarning), and their new names.
 DEPRECATED_NAMES = {
@@ -50,50 +59,69 @@ DEPRECATED_NAMES = {
 }
 
 
-class SWEConfig(BaseModel):
-    """The options SWE-v0 and SWEAgent-v0 share. A bad value is a `ValueError` (pydantic's
-    `ValidationError`) naming the option, the value and what is allowed; so is an unknown option."""
+class EpisodeConfig(BaseModel):
+    """The options every sandboxed env shares (SWE-v0, SWEAgent-v0, Terminal-v0, TerminalAgent-v0): which
+    tasks, the container's process limit, the shell and the warm pool. A bad value is a `ValueError`
+    (pydantic's `ValidationError`) naming the option, the value and what is allowed; so is an unknown option."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, use_attribute_docstrings=True)
 
-    # -- tasks ------------------------------------------------------------------------------------
     dataset: str = FIXTURES
-    """"fixtures" (the tasks shipped with gymenvs), a .json/.jsonl/.parquet file, or a Hub dataset name."""
+    """"fixtures" (the tasks shipped with gymenvs), or where the tasks are (each env says which forms it reads)."""
     split: str | None = None
     """The dataset split (default: the only one, or "test")."""
     instance_ids: tuple[str, ...] | None = None
     """Restrict the episodes to these tasks (each must be in the dataset)."""
-    image_template: str | None = None
-    """Image name for rows without an `image`, with the fields {instance_id}, {swebench_id}, {swegym_id},
-    {repo}, {version} (default: the SWE-Gym / SWE-bench convention)."""
-    validation_report: str | None = None
-    """A `gymenvs swe validate` report (JSONL): the tasks it marks invalid are never drawn, and naming
-    one in `reset(options={"instance_id": ...})` is a ValueError saying which rule it broke."""
     pull: bool = False
     """Pull a missing image from its registry (default: no; a missing image fails at reset, saying how to
     build or pull it)."""
-
-    # -- limits of each container -------------------------------------------------------------------
-    mem_limit: Size = "2g"
-    """Memory of each container (docker size syntax, e.g. "2g")."""
-    cpus: PositiveFloat = 1.0
-    """CPUs of each container."""
     pids_limit: PositiveInt = 512
     """Processes allowed in each container."""
-    disk_limit: Size = "10g"
-    """Bytes the agent's container may write (docker size syntax, e.g. "10g"); the episode is stopped beyond it."""
-    network: bool = False
-    """Give the agent's container network access (grading never has any)."""
     output_limit: Annotated[int, Field(ge=256, le=1 << 20)] = 10_000
     """Bytes of a command's output shown to the agent (its head and tail)."""
     warm_pool: Annotated[int, Field(ge=0, le=256)] = 0
     """Containers kept started ahead of time per image (0: none), so that `reset` does not wait for
     `docker run`; each serves one episode only. SWEAgent-v0's have each their own channel directory
     (see docs/swe-warm-pool.md)."""
-
-    # -- timeouts and grading -------------------------------------------------------------------------
     command_timeout_s: PositiveFloat = 60.0
     """Seconds one bash command may run before it is stopped."""
+
+    @field_validator("instance_ids", mode="before")
+    @classmethod
+    def _ids_as_tuple(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value
+
+    @classmethod
+    def from_kwargs(cls, config: EpisodeConfig | None = None, /, **options: Any) -> Self:
+        """`config`'s options (default: all defaults) with `options` over them; old option names are
+        renamed with a DeprecationWarning."""
+        options = renamed_options(options)
+        given = {name: getattr(config, name) for name in config.model_fields_set} if config is not None else {}
+        return cls.model_validate({**given, **options})
+
+
+class SWEConfig(EpisodeConfig):
+    """The options SWE-v0 and SWEAgent-v0 share: `EpisodeConfig`'s, the image names, the container
+    limits and grading. A bad value is a `ValueError` naming the option, the value and what is allowed."""
+
+    image_template: str | None = None
+    """Image name for rows without an `image`, with the fields {instance_id}, {swebench_id}, {swegym_id},
+    {repo}, {version} (default: the SWE-Gym / SWE-bench convention)."""
+    validation_report: str | None = None
+    """A `gymenvs swe validate` report (JSONL): the tasks it marks invalid are never drawn, and naming
+    one in `reset(options={"instance_id": ...})` is a ValueError saying which rule it broke."""
+
+    # -- limits of each container -------------------------------------------------------------------
+    mem_limit: Size = "2g"
+    """Memory of each container (docker size syntax, e.g. "2g")."""
+    cpus: PositiveFloat = 1.0
+    """CPUs of each container."""
+    disk_limit: Size = "10g"
+    """Bytes the agent's container may write (docker size syntax, e.g. "10g"); the episode is stopped beyond it."""
+    network: bool = False
+    """Give the agent's container network access (grading never has any)."""
+
+    # -- timeouts and grading -------------------------------------------------------------------------
     grading_timeout_s: PositiveFloat = 1800.0
     """Seconds the tests may run when grading."""
     grade_as_root: bool = False
@@ -103,23 +131,10 @@ class SWEConfig(BaseModel):
     """What grading's static screen does with code in the agent's changes that targets the test run
     (docs/swe-security.md): "zero" (reward 0, status "screened") or "flag" (only `info["report"]["screen"]`)."""
 
-    @field_validator("instance_ids", mode="before")
-    @classmethod
-    def _ids_as_tuple(cls, value: Any) -> Any:
-        return tuple(value) if isinstance(value, list) else value
-
     @field_validator("image_template")
     @classmethod
     def _known_fields(cls, value: str | None) -> str | None:
         return None if value is None else check_template(value)
-
-    @classmethod
-    def from_kwargs(cls, config: SWEConfig | None = None, /, **options: Any) -> Self:
-        """`config`'s options (default: all defaults) with `options` over them; old option names are
-        renamed with a DeprecationWarning."""
-        options = renamed_options(options)
-        given = {name: getattr(config, name) for name in config.model_fields_set} if config is not None else {}
-        return cls.model_validate({**given, **options})
 
     @property
     def limits(self) -> Limits:
@@ -180,7 +195,7 @@ def grade_ending(report: GradeReport, ended: dict[str, str] | None = None) -> di
     return ending(EndedBy.MODEL, report.reason, report.error or "")
 
 
-def select_tasks(tasks: tuple[Task, ...], instance_ids: Sequence[str] | None) -> tuple[Task, ...]:
+def select_tasks(tasks: tuple[TaskT, ...], instance_ids: Sequence[str] | None) -> tuple[TaskT, ...]:
     """`tasks`, restricted to `instance_ids` (in their order) when given; each id must be in `tasks`."""
     if instance_ids is None:
         return tasks
@@ -210,20 +225,26 @@ class SWEBaseEnv(TextEnv):
     """
 
     reset_option_keys = frozenset({"instance_id"})
-    config_class: ClassVar[type[SWEConfig]] = SWEConfig
+    config_class: ClassVar[type[EpisodeConfig]] = SWEConfig
+    #: Where the agent works in the container, and the shell lines that put a command there (an env whose
+    #: tasks each have their own may set them per episode).
+    workdir: str = WORKDIR
+    shell_setup: str = ENV_SETUP
 
-    def __init__(self, config: SWEConfig | None = None, *, max_turns: PositiveInt | None = None,
+    def __init__(self, config: EpisodeConfig | None = None, *, max_turns: PositiveInt | None = None,
                  render_mode: str | None = None, **options: Any):
         super().__init__(max_turns=max_turns, render_mode=render_mode)
-        if config is not None and not isinstance(config, SWEConfig):
-            raise ValueError(f"config={config!r}: allowed is a gymenvs.swe.base.SWEConfig or None")
-        self.config = self.config_class.from_kwargs(config, **options)
-        self.tasks = select_tasks(load_tasks(self.config.dataset, split=self.config.split), self.config.instance_ids)
-        self.refused = refused_tasks(self.tasks, self.config.validation_report)
+        if config is not None and not isinstance(config, EpisodeConfig):
+            raise ValueError(f"config={config!r}: allowed is a {self.config_class.__qualname__} or None")
+        try:
+            self.config: Any = self.config_class.from_kwargs(config, **options)
+        except ValidationError as exc:
+            raise config_error(type(self).__name__, exc, keyword_names(type(self)) or ()) from None
+        self.tasks, self.refused = self._load_tasks()
         self.tasks = tuple(task for task in self.tasks if task.instance_id not in self.refused)
-        self.limits = self.config.limits
-        self.task: Task | None = None
-        self.report: GradeReport | None = None
+        self.limits = self._limits_for(None)
+        self.task: Any = None
+        self.report: Any = None
         self._sandbox: Sandbox | None = None
         self._pools: list[WarmPool] = []  # the warm pools this env has joined
         self._removals: list[Future] = []  # containers of ended episodes still being removed in the background
@@ -237,6 +258,30 @@ class SWEBaseEnv(TextEnv):
             pool.leave()
         self._pools.clear()
 
+    # -- what a family of tasks decides (SWE here; Terminal-v0 overrides them) --------------------
+
+    def _load_tasks(self) -> tuple[tuple[Any, ...], dict[str, str]]:
+        """The env's tasks (each with an `instance_id`), and {instance_id: why} of those never to draw."""
+        tasks = select_tasks(load_tasks(self.config.dataset, split=self.config.split), self.config.instance_ids)
+        return tasks, refused_tasks(tasks, self.config.validation_report)
+
+    def _limits_for(self, task: Any) -> Limits:
+        """The limits of the container of `task` (None: before any episode)."""
+        return self.config.limits
+
+    def task_environment(self) -> dict[str, str]:
+        """Environment variables an agent program gets about the kind of task (the reference agent's
+        GYMENVS_TASK_STYLE); none for SWE tasks."""
+        return {}
+
+    def _refused_as(self) -> str:
+        """Why the tasks in `self.refused` are never drawn, as words after "instance_id=...": its reason follows."""
+        return f"is marked invalid by validation_report={self.config.validation_report!r}"
+
+    def task_text(self) -> str:
+        """The episode task's statement, as an agent program reads it from its task file."""
+        return self.episode_task.problem_statement
+
     @property
     def client(self) -> Any:
         """The process's docker client, created at the first reset (constructing an env touches no engine)."""
@@ -248,7 +293,7 @@ class SWEBaseEnv(TextEnv):
         return reap_orphans_once(self.client)
 
     @property
-    def episode_task(self) -> Task:
+    def episode_task(self) -> Any:
         """The task of the current (or last) episode."""
         if self.task is None:
             raise RuntimeError("no episode has started: call reset()")
@@ -261,24 +306,32 @@ class SWEBaseEnv(TextEnv):
             raise RuntimeError("the episode has no container: it has ended, or none started")
         return self._sandbox
 
-    def pick_task(self, options: dict[str, Any]) -> Task:
-        """The task `options["instance_id"]` names, else one drawn with the episode's seed."""
+    def pick_task(self, options: dict[str, Any]) -> Any:
+        """The task `options["instance_id"]` names, else one drawn with the episode's seed; its limits become
+        the episode's (`self.limits`)."""
+        task = self._find_task(options)
+        self.limits = self._limits_for(task)
+        return task
+
+    def _find_task(self, options: dict[str, Any]) -> Any:
         if "instance_id" not in options:
             return self.tasks[int(self.np_random.integers(len(self.tasks)))]
         for task in self.tasks:
             if task.instance_id == options["instance_id"]:
                 return task
         if options["instance_id"] in self.refused:
-            raise ValueError(f"instance_id={options['instance_id']!r} is marked invalid by validation_report="
-                             f"{self.config.validation_report!r}: {self.refused[options['instance_id']]}")
+            name = options["instance_id"]
+            raise ResetOptionsError(f"instance_id={name!r} {self._refused_as()}: {self.refused[name]}")
         known = ", ".join(t.instance_id for t in self.tasks[:5]) + (", ..." if len(self.tasks) > 5 else "")
-        raise ValueError(f"instance_id={options['instance_id']!r} is not a task of this env ({len(self.tasks)} tasks: {known})")
+        close = did_you_mean(str(options["instance_id"]), [task.instance_id for task in self.tasks])
+        raise ResetOptionsError(f"instance_id={options['instance_id']!r} is not a task of this env{close} "
+                                f"({len(self.tasks)} tasks: {known})")
 
     def task_image(self) -> str:
         """The image of the episode's task (the agent may run in an image derived from it)."""
         return image_for(self.episode_task, self.config.image_template)
 
-    def _grade_and_end(self, ended: dict[str, str] | None = None) -> tuple[GradeReport, dict[str, Any]]:
+    def _grade_and_end(self, ended: dict[str, str] | None = None) -> tuple[Any, dict[str, Any]]:
         """Freeze the episode's container, grade what changed in it in a fresh container from the task
         image, then release it; the report and the info keys it fills (report, status, patch, and who
         ended the episode: `grade_ending` of `ended`, how the episode itself ended, None if by submitting).

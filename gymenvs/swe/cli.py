@@ -7,6 +7,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
@@ -36,28 +37,16 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                        help="per-instance reports go to LOG_DIR/RUN_ID/MODEL/INSTANCE_ID (default logs/run_evaluation)")
     grade.add_argument("--report-dir", type=Path, default=Path("."), help="where MODEL.RUN_ID.json goes (default .)")
     grade.add_argument("--output", type=Path, help="also write every instance's full report to this JSON file")
+    grade.add_argument("--screen", choices=("zero", "flag"), default="zero",
+                       help="what the static screen does with code in a patch that targets the test run "
+                            "(docs/swe-security.md): zero (status screened, the default) or flag (findings in the report only)")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=_grade)
 
-    validate = commands.add_parser("validate", help="check each task of a dataset before training on it: the gold patch "
-                                   "resolves, the empty patch does not, every listed test fails or passes as it should, "
-                                   "every time; writes a report and a dataset of the valid tasks; a rerun resumes")
-    validate.add_argument("dataset", nargs="?", default="fixtures",
-                          help='"fixtures" (default), a .json/.jsonl/.parquet file or a Hub dataset name')
-    validate.add_argument("--split", help="dataset split (default: the only one, or test)")
-    validate.add_argument("--image-template", help="image name template, e.g. 'myorg/{swebench_id}:latest'")
-    validate.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these tasks")
-    validate.add_argument("--runs", type=int, default=1, help="grade each patch this many times; a test whose result "
-                          "changes between runs is flaky (default 1)")
-    validate.add_argument("--workers", type=int, default=2, help="tasks validated at once (default 2)")
-    validate.add_argument("--timeout-s", type=float, default=1800, help="seconds the tests of one run may take (default 1800)")
-    validate.add_argument("--report", type=Path, default=Path("validation.jsonl"),
-                          help="the per-task report (JSONL); tasks it already judged are skipped (default validation.jsonl)")
-    validate.add_argument("--valid-tasks", type=Path, default=Path("valid_tasks.jsonl"),
-                          help="write the rows of the valid tasks here, a dataset SWE-v0 reads (default valid_tasks.jsonl)")
-    validate.add_argument("--grade-as-root", action="store_true", help="run the tests as root, as SWE-v0's grade_as_root")
-    validate.add_argument("--quiet", action="store_true", help="no progress bar")
-    validate.set_defaults(run=_validate)
+    validate = commands.add_parser("validate", help="the same as `gymenvs tasks validate --format swe`: check each task "
+                                   "of a dataset before training on it; writes a report and a dataset of the valid tasks")
+    add_validate_arguments(validate)
+    validate.set_defaults(run=validate_swe, format="swe")
 
     install = commands.add_parser("install-agent", help="install an agent offline into derived images of task images")
     install.add_argument("agent", help="the agent to install: mini-swe-agent, claude-code, codex, opencode or pi")
@@ -69,6 +58,28 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
 
     reap = commands.add_parser("reap", help="remove SWE containers whose owning process is gone")
     reap.set_defaults(run=_reap)
+
+
+def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `gymenvs tasks validate` (and its alias `gymenvs swe validate`)."""
+    parser.add_argument("dataset", nargs="?", default="fixtures",
+                        help='SWE: "fixtures" (default), a .json/.jsonl/.parquet file or a Hub dataset name; '
+                        "Harbor: a folder of task folders or an archive of one")
+    parser.add_argument("--split", help="dataset split (default: the only one, or test)")
+    parser.add_argument("--image-template", help="SWE: image name template, e.g. 'myorg/{swebench_id}:latest'")
+    parser.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these tasks (Harbor: task names)")
+    parser.add_argument("--runs", type=int, default=1, help="grade each patch (Harbor: the oracle and the empty run) this "
+                        "many times; a result that changes between runs is flaky (default 1)")
+    parser.add_argument("--workers", type=int, default=2, help="tasks validated at once (default 2)")
+    parser.add_argument("--timeout-s", type=float, default=None,
+                        help="seconds the tests of one run may take (default: SWE 1800, Harbor [verifier] timeout_sec)")
+    parser.add_argument("--report", type=Path, default=Path("validation.jsonl"),
+                        help="the per-task report (JSONL); tasks it already judged are skipped (default validation.jsonl)")
+    parser.add_argument("--valid-tasks", type=Path, default=None,
+                        help="write the valid tasks here: SWE, their rows, a dataset SWE-v0 reads (default valid_tasks.jsonl); "
+                        "Harbor, their folders, one per line (default valid_tasks.txt)")
+    parser.add_argument("--grade-as-root", action="store_true", help="SWE: run the tests as root, as SWE-v0's grade_as_root")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
 def _add_base_options(parser: argparse.ArgumentParser) -> None:
@@ -146,7 +157,7 @@ def _grade(args: argparse.Namespace) -> int:
             ensure_image(client, image)
         except SandboxError as exc:
             return GradeReport(task.instance_id, "error", error=str(exc))
-        return grade(client, task, patch, image=image, timeout=args.timeout)
+        return grade(client, task, patch, image=image, timeout=args.timeout, screen=args.screen)
 
     outcomes = evaluate.grade_predictions(predictions, tasks, grade_one, run_id=args.run_id, log_dir=args.log_dir,
                                           workers=args.workers, progress=not args.quiet)
@@ -165,13 +176,13 @@ def _grade(args: argparse.Namespace) -> int:
     return 0 if summary["resolved_instances"] == len(predictions) else 1
 
 
-def _validate(args: argparse.Namespace) -> int:
+def validate_swe(args: argparse.Namespace) -> int:
     from gymenvs.swe.base import select_tasks
     from gymenvs.swe.grading.grading import TEST_USER, GradeReport, grade
     from gymenvs.swe.sandbox.docker import SandboxError, docker_client, reap_orphans
     from gymenvs.swe.sandbox.images import ensure_image, image_for
     from gymenvs.swe.tasks.tasks import Task, load_tasks
-    from gymenvs.swe.tasks.validate import INVALID, VALID, validate_tasks, write_valid_tasks
+    from gymenvs.swe.tasks.validate import validate_tasks, write_valid_tasks
 
     if args.runs < 1 or args.workers < 1:
         print(f"--runs={args.runs} --workers={args.workers}: give 1 or more", file=sys.stderr)
@@ -190,18 +201,25 @@ def _validate(args: argparse.Namespace) -> int:
             ensure_image(client, image)
         except SandboxError as exc:
             return GradeReport(task.instance_id, "error", error=str(exc))
-        return grade(client, task, patch, image=image, timeout=args.timeout_s,
+        return grade(client, task, patch, image=image, timeout=1800 if args.timeout_s is None else args.timeout_s,
                      test_user=None if args.grade_as_root else TEST_USER)
 
     verdicts = validate_tasks(tasks, grade_one, report=args.report, runs=args.runs, workers=args.workers,
                               progress=not args.quiet)
+    valid_tasks = args.valid_tasks or Path("valid_tasks.jsonl")
+    return print_verdicts(verdicts, args.report, valid_tasks, write_valid_tasks(tasks, verdicts, valid_tasks))
+
+
+def print_verdicts(verdicts: list[Any], report: Path, valid_tasks: Path, kept: int) -> int:
+    """One line per task and a count; the exit code (0 only if every task is valid)."""
+    from gymenvs.swe.tasks.validate import INVALID, VALID
+
     for verdict in verdicts:
         note = " (from the report)" if verdict.resumed else f"\t{verdict.seconds:.1f}s"
         print(f"{verdict.instance_id}\t{verdict.summary()}{note}")
-    kept = write_valid_tasks(tasks, verdicts, args.valid_tasks)
     counts = {status: sum(v.status == status for v in verdicts) for status in (VALID, INVALID, "error")}
     print(f"valid {counts[VALID]}/{len(verdicts)}, invalid {counts[INVALID]}, errors {counts['error']}; "
-          f"report: {args.report}; valid tasks: {args.valid_tasks} ({kept})")
+          f"report: {report}; valid tasks: {valid_tasks} ({kept})")
     return 0 if counts[VALID] == len(verdicts) else 1
 
 

@@ -19,7 +19,7 @@ from gymenvs.swe.sandbox import (
     reap_orphans_once,
     start_container,
 )
-from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR, ensure_image
+from gymenvs.swe.sandbox.images import ensure_image
 
 #: Environment of the agent's shell: no pagers or progress bars waiting on a terminal.
 SHELL_ENVIRONMENT = {
@@ -86,15 +86,19 @@ class SWEEnv(SWEBaseEnv):
         else:
             ensure_image(self.client, image, pull=self.config.pull)
             sandbox, shell = start_container(self.client, image, episode_id=self._episode_id or "", limits=self.limits,
-                                             setup=ENV_SETUP, environment=SHELL_ENVIRONMENT)
+                                             setup=self.shell_setup, environment=SHELL_ENVIRONMENT, workdir=self.workdir)
         shell.output_limit = self.config.output_limit
         self._sandbox, self._shell = sandbox, shell
-        return _PROMPT.format(repo=task.repo, workdir=WORKDIR, commit=task.base_commit[:12],
+        return self._prompt(task)
+
+    def _prompt(self, task: Any) -> str:
+        """The first observation: the task, the tools and how the work is graded."""
+        return _PROMPT.format(repo=task.repo, workdir=self.workdir, commit=task.base_commit[:12],
                               problem=task.problem_statement.strip(), timeout=self.config.command_timeout_s)
 
     def _pool_for(self, image: str) -> WarmPool:
-        pool = WarmPool.for_image(self.client, image, size=self.config.warm_pool, limits=self.limits, setup=ENV_SETUP,
-                                  environment=SHELL_ENVIRONMENT, pull=self.config.pull)
+        pool = WarmPool.for_image(self.client, image, size=self.config.warm_pool, limits=self.limits, setup=self.shell_setup,
+                                  environment=SHELL_ENVIRONMENT, pull=self.config.pull, workdir=self.workdir)
         if pool not in self._pools:
             pool.join()
             self._pools.append(pool)
@@ -114,7 +118,7 @@ class SWEEnv(SWEBaseEnv):
 
     @tool
     def bash(self, command: str) -> Outcome:
-        """Run a bash command in the repository's persistent shell; cwd and variables carry over.
+        """Run a bash command in a persistent shell in the working directory; cwd and variables carry over.
 
         Args:
             command: The command line, e.g. "grep -rn 'def slugify' ." (stdin is empty; it is stopped at the timeout).
@@ -137,7 +141,7 @@ class SWEEnv(SWEBaseEnv):
         """Show a file with line numbers.
 
         Args:
-            path: The file, absolute or relative to /testbed.
+            path: The file, absolute or relative to the working directory.
             start_line: The first line to show (1-based).
             end_line: The last line to show (default: the end of the file).
         """
@@ -153,7 +157,7 @@ class SWEEnv(SWEBaseEnv):
         """Replace text in a file: `old_text` must occur exactly once.
 
         Args:
-            path: The file, absolute or relative to /testbed.
+            path: The file, absolute or relative to the working directory.
             old_text: The exact text to replace, with enough context to be unique.
             new_text: The text to put in its place.
         """
@@ -173,7 +177,7 @@ class SWEEnv(SWEBaseEnv):
         """Write a file, replacing it if it exists; missing directories are created.
 
         Args:
-            path: The file, absolute or relative to /testbed.
+            path: The file, absolute or relative to the working directory.
             content: The whole content of the file.
         """
         self._write_file(path, content.encode("utf-8", "surrogateescape"), 0o644)
@@ -218,7 +222,7 @@ class SWEEnv(SWEBaseEnv):
     def _absolute(self, path: str) -> str:
         if not path.strip():
             raise ActionError("the path is empty")
-        return str(PurePosixPath(WORKDIR, path))
+        return str(PurePosixPath(self.workdir, path))
 
     def _read_file(self, path: str) -> tuple[bytes, int]:
         try:

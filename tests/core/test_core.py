@@ -362,7 +362,7 @@ def test_bad_max_turns_is_a_value_error_naming_it(bad):
 def test_bad_render_mode_and_unknown_reset_options_are_value_errors():
     with pytest.raises(ValueError, match="render_mode='human'"):
         CounterEnv(render_mode="human")
-    with pytest.raises(ValueError, match=r"unknown reset option\(s\) \['level'\]"):
+    with pytest.raises(ValueError, match=r"unknown reset option 'level'=3; accepted: none"):
         CounterEnv().reset(options={"level": 3})
 
 
@@ -488,3 +488,42 @@ def test_check_env_catches_an_env_that_shows_other_tools_than_its_schemas():
     check_env(CounterEnv(), skip_render_check=True)
     with pytest.raises(AssertionError, match=r"tool_schemas\(\) shows a model"):
         check_env(Drifted(), skip_render_check=True)
+
+
+def test_check_env_fails_an_env_without_any_action():
+    from gymenvs.core import check_env
+
+    class Mute(TextEnv):
+        def _start_episode(self, options):
+            return "nothing to do"
+
+    class Talks(Mute):
+        def _parse_text(self, text):
+            raise ActionError("say something else")
+
+    check_env(Talks(), skip_render_check=True)  # free text it understands is an action
+    with pytest.raises(AssertionError, match="Mute has no @tool methods and does not override _parse_text"):
+        check_env(Mute(), skip_render_check=True)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"max_observation_length": 20}, "too small to hold a clipped observation"),
+        ({"observation_space": UnicodeText(100)}, "holds fewer characters than max_observation_length=400"),
+        ({"observation_space": UnicodeText(400, min_length=1)}, "expected min_length 0"),
+    ],
+    ids=["limit-below-cut-marker", "space-shorter-than-limit", "space-needs-text"],
+)
+def test_check_env_fails_inconsistent_length_limits(change, message):
+    from gymenvs.core import check_env
+
+    class Limited(CounterEnv):
+        def __init__(self):
+            super().__init__()
+            self.observation_space = change.get("observation_space", self.observation_space)
+
+    if "max_observation_length" in change:
+        Limited.max_observation_length = change["max_observation_length"]
+    with pytest.raises(AssertionError, match=message):
+        check_env(Limited(), skip_render_check=True)

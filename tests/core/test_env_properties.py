@@ -15,7 +15,9 @@ from tests.action_strategies import actions, play_arbitrary_actions
 # SWE-v0 drives Docker containers: tests/swe/test_swe_properties.py runs these properties on it.
 # SWEAgent-v0 drives Docker containers: tests/swe/test_swe_agent_env.py runs gymnasium's checker on it.
 # MiniWoB-v0 drives a browser: tests/test_miniwob.py runs gymnasium's checker on it.
-NOT_IN_PROCESS = ("gymenvs/SWE-v0", "gymenvs/SWEAgent-v0", "gymenvs/MiniWoB-v0")
+# Terminal-v0 and TerminalAgent-v0 are the SWE envs on Harbor tasks: tests/terminal/test_terminal_env.py plays them.
+NOT_IN_PROCESS = ("gymenvs/SWE-v0", "gymenvs/SWEAgent-v0", "gymenvs/MiniWoB-v0", "gymenvs/Terminal-v0",
+                  "gymenvs/TerminalAgent-v0")
 IN_PROCESS_ENVS = [env_id for env_id in gymenvs.list_envs() if env_id not in NOT_IN_PROCESS]
 #: Keyword arguments where the defaults make no use of the seed (Tower of Hanoi always starts alike).
 ENV_KWARGS = {"gymenvs/TextArena-v0": {"game": "TicTacToe-v0", "agent_player": 1}}  # the random opponent opens

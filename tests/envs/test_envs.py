@@ -267,5 +267,6 @@ def test_probe_builds_one_env_and_reports_its_class_turn_limit_and_tools():
     probed = probe("gymenvs/Catch-v0", {"max_turns": 5})
     assert probed.env_class is CatchEnv and probed.max_turns == 5
     assert probed.tools == CatchEnv(max_turns=5).tool_schemas()
-    with pytest.raises(ValueError, match=r"env id 'gymenvs/Nope-v0' is not registered; gymenvs envs are \['gymenvs/Echo-v0'"):
+    unknown = r"env id 'gymenvs/Nope-v0' is not registered \(did you mean .*\); gymenvs envs are \['gymenvs/Echo-v0'"
+    with pytest.raises(ValueError, match=unknown):
         probe("gymenvs/Nope-v0")

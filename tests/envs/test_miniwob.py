@@ -168,6 +168,30 @@ def test_screenshot_and_text_observations_pass_check_env(envs):
     assert (typed["image"] != image).any()  # the screenshot shows the typed text
 
 
+BUTTON_BOXES = """
+return Array.from(document.querySelectorAll('#area button')).map(function (button) {
+  var r = button.getBoundingClientRect();
+  return [r.left, r.top, r.right, r.bottom, getComputedStyle(button).backgroundColor];
+});
+"""
+
+
+def test_the_screenshot_is_the_whole_task_area_pixel_for_pixel(envs):
+    """count-shape's answer buttons sit at rows 185 to 206 of the 210-row task area: each button's box,
+    read from the DOM, is filled with the button's own background colour in the image."""
+    env = envs("count-shape", observation="screenshot+text")
+    image = env.reset(seed=0)[0]["image"]
+    assert image.shape == (210, 160, 3)
+    boxes = env.unwrapped._instance.driver.execute_script(BUTTON_BOXES)
+    assert len(boxes) >= 2 and min(box[3] for box in boxes) > 200  # the test needs content in the bottom rows
+    for left, top, right, bottom, css_colour in boxes:
+        inside = image[round(top) + 3 : round(bottom) - 3, round(left) + 3 : round(right) - 3].reshape(-1, 3)
+        colours, counts = np.unique(inside, axis=0, return_counts=True)
+        expected = [int(value) for value in re.findall(r"\d+", css_colour)[:3]]
+        assert colours[counts.argmax()].tolist() == expected, (left, top, css_colour)
+        assert (image[round(top) - 2, round(left) : round(right)] == 255).all()  # white just above the button
+
+
 @pytest.mark.parametrize("num_envs", [1, 4, 8])
 def test_thread_backend_vector_env_one_browser_per_slot(num_envs):
     vector_env = gym.make_vec("gymenvs/MiniWoB-v0", num_envs=num_envs, task="click-button", backend="thread")

@@ -80,3 +80,31 @@ def test_black_box_mode_needs_an_upstream():
 
     with pytest.raises(ValueError, match="black-box mode needs an upstream_url"):
         SWEAgentEnv(mode="black-box")
+
+
+def test_an_anthropic_agent_in_black_box_mode_gets_the_upstreams_answer_as_a_message(swe_images, upstream):
+    """The request goes upstream in the internal form (Chat Completions); the answer comes back to the agent as an
+    Anthropic message, streamed; its side calls go upstream too, but its token count is answered here."""
+    from anthropic.types import Message
+
+    from gymenvs.swe.agents.env import SWEAgentEnv
+
+    from .test_swe_agent_wire import wire_agent
+
+    env = SWEAgentEnv(agent=wire_agent("anthropic", GYMENVS_MAX_TOKENS="16"), mode="black-box", upstream_url=upstream.base_url,
+                      upstream_model="tiny-qwen2", max_turns=3, call_timeout_s=60.0, instance_ids=[FIXTURE_IDS[0]])
+    before = len(upstream.exchanges)
+    try:
+        _, info = env.reset(seed=0)
+        assert info["wire"] == "anthropic" and info["side_calls"] == 2
+        _, _, terminated, truncated, info = env.step(None)
+    finally:
+        env.close()
+    side, main = info["trajectory"][:2], info["trajectory"][2]
+    assert [record["side"] for record in side] == ["count_tokens", "small_model"] and main["side"] is None
+    sent = [request for request, _ in upstream.exchanges[before:]]
+    assert len(sent) == 2 and sent[1]["messages"] == main["request"]["messages"]  # the token count stayed here
+    message = Message.model_validate(main["response"])
+    choice = upstream.exchanges[before + 1][1]["choices"][0]
+    assert message.content[0].type == "text" and message.content[0].text == choice["message"]["content"]
+    assert message.stop_reason == {"stop": "end_turn", "length": "max_tokens"}[choice["finish_reason"]]

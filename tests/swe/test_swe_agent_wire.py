@@ -96,7 +96,7 @@ def test_an_anthropic_request_becomes_the_internal_form():
                         "type": "tool_result",
                         "tool_use_id": "toolu_2",
                         "is_error": False,
-                        "content": [{"type": "text", "text": "/testbed"}],
+                        "content": [{"type": "text", "text": "/testbed"}, {"type": "tool_reference", "tool_name": "Read"}],
                     },
                     {"type": "text", "text": "Go on.", "cache_control": {"type": "ephemeral"}},
                 ],
@@ -118,7 +118,7 @@ def test_an_anthropic_request_becomes_the_internal_form():
             ],
         },
         {"role": "tool", "tool_call_id": "toolu_1", "content": "a.txt"},
-        {"role": "tool", "tool_call_id": "toolu_2", "content": "/testbed"},
+        {"role": "tool", "tool_call_id": "toolu_2", "content": "/testbed[tool_reference omitted]"},  # a CLI's own part
         {"role": "user", "content": "Go on."},
     ]
     assert request["tools"] == [
@@ -424,6 +424,9 @@ class ScriptedPolicy:
                 reply = Reply(content="ok")
             else:
                 self.requests.append(call.body)
+                if not self.actions:  # a call the script did not expect reached the policy
+                    call.answer(500, call.wire.error("the scripted policy has no reply left", "api_error"))
+                    continue
                 reply = reply_from_action(self.actions.pop(0))
             payload, _ = respond(call.wire, call.body, call.raw or {}, reply, "policy", self.channel.conversations)
             call.answer(200, payload)
@@ -440,12 +443,22 @@ def http_client(channel: LLMChannel) -> httpx.Client:
     return httpx.Client(transport=httpx.HTTPTransport(uds=str(channel.socket_path)))
 
 
-def anthropic_client(channel: LLMChannel, **key: str) -> anthropic.Anthropic:
-    """The Anthropic SDK on the channel's socket (it brings its own fork of httpx, `httpx2`)."""
+def anthropic_client(channel: LLMChannel, auth: str = "bearer") -> anthropic.Anthropic:
+    """The Anthropic SDK on the channel's socket (it brings its own fork of httpx, `httpx2`), sending the key as
+    `Authorization: Bearer` (this SDK does for `api_key` and `auth_token`) or as `x-api-key` only (as Claude Code
+    with ANTHROPIC_API_KEY and Pi do)."""
     import httpx2
 
     transport = httpx2.HTTPTransport(uds=str(channel.socket_path))
-    return anthropic.Anthropic(base_url="http://localhost", http_client=httpx2.Client(transport=transport), max_retries=0, **key)
+    headers: dict[str, Any] = {"x-api-key": channel.token, "Authorization": anthropic.omit} if auth == "x-api-key" else {}
+    return anthropic.Anthropic(
+        base_url="http://localhost",
+        http_client=httpx2.Client(transport=transport),
+        max_retries=0,
+        timeout=20,
+        api_key=channel.token,
+        default_headers=headers,
+    )
 
 
 TWO_CALLS = [{"name": "bash", "arguments": {"command": "ls"}}, {"name": "bash", "arguments": {"command": "pwd"}}]
@@ -454,7 +467,9 @@ TWO_CALLS = [{"name": "bash", "arguments": {"command": "ls"}}, {"name": "bash", 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_the_openai_sdk_speaks_chat_completions_to_the_channel(channel, stream):
     policy = ScriptedPolicy(channel, [TWO_CALLS, "<think>both ran</think>done"])
-    client = openai.OpenAI(base_url="http://localhost/v1", api_key=channel.token, http_client=http_client(channel), max_retries=0)
+    client = openai.OpenAI(
+        base_url="http://localhost/v1", api_key=channel.token, http_client=http_client(channel), max_retries=0, timeout=20
+    )
     tools = [{"type": "function", "function": {"name": "bash", "parameters": BASH}}]
     messages: list[Any] = [{"role": "user", "content": "List files."}]
     if stream:
@@ -475,7 +490,9 @@ def test_the_openai_sdk_speaks_chat_completions_to_the_channel(channel, stream):
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 def test_the_openai_sdk_speaks_responses_to_the_channel(channel, stream):
     policy = ScriptedPolicy(channel, [TWO_CALLS, "done"])
-    client = openai.OpenAI(base_url="http://localhost/v1", api_key=channel.token, http_client=http_client(channel), max_retries=0)
+    client = openai.OpenAI(
+        base_url="http://localhost/v1", api_key=channel.token, http_client=http_client(channel), max_retries=0, timeout=20
+    )
     tools: Any = [{"type": "function", "name": "bash", "parameters": BASH, "strict": False}]
     if stream:
         with client.responses.stream(model="policy", instructions="Be brief.", input="List files.", tools=tools) as events:
@@ -493,7 +510,7 @@ def test_the_openai_sdk_speaks_responses_to_the_channel(channel, stream):
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
-@pytest.mark.parametrize("auth", ["api_key", "auth_token"], ids=["x-api-key", "bearer"])
+@pytest.mark.parametrize("auth", ["x-api-key", "bearer"])
 def test_the_anthropic_sdk_speaks_messages_to_the_channel(channel, stream, auth):
     policy = ScriptedPolicy(
         channel,
@@ -506,7 +523,7 @@ def test_the_anthropic_sdk_speaks_messages_to_the_channel(channel, stream, auth)
             "done",
         ],
     )
-    client = anthropic_client(channel, **{auth: channel.token})
+    client = anthropic_client(channel, auth)
     tools: Any = [{"name": "bash", "description": "Run bash.", "input_schema": BASH}]
     messages: list[Any] = [{"role": "user", "content": "List files."}]
     assert client.messages.count_tokens(model="policy", messages=messages, tools=tools).input_tokens > 0
@@ -534,7 +551,7 @@ def test_the_anthropic_sdk_speaks_messages_to_the_channel(channel, stream, auth)
 
 def test_side_calls_over_the_socket_never_reach_the_policy(channel):
     policy = ScriptedPolicy(channel, ["main answer"])
-    client = anthropic_client(channel, auth_token=channel.token)
+    client = anthropic_client(channel)
     title = client.messages.create(model=SIDE_MODEL, max_tokens=20, messages=[{"role": "user", "content": "Title this."}])
     quota = client.messages.create(model="policy", max_tokens=1, messages=[{"role": "user", "content": "quota"}])
     main = client.messages.create(model="policy", max_tokens=20, messages=[{"role": "user", "content": "Fix it."}])
@@ -676,9 +693,14 @@ def test_claude_codes_reserialised_history_still_extends_the_previous_request():
         ],
     }
     first = anthropic_wire.request(first_body)
-    reply = Reply(content="Listing.", tool_calls=[ReplyCall("Bash", '{"command": "ls"}')], reasoning="ls it")
+    reply = Reply(content="Listing.", tool_calls=[ReplyCall("Bash", '{"command": "ls", "timeout": 5}')], reasoning="ls it")
     payload, reply_message = respond(anthropic_wire, first, first_body, reply, "policy", {})
-    echoed = [{**block, "signature": "s"} if block["type"] == "thinking" else block for block in payload["content"]]
+    # Echoed as Claude Code does with `thinking.display: "omitted"` (no thinking text), and its tool input's keys
+    # in another order.
+    echoed = [
+        {**block, "thinking": "", "signature": "s"} if block["type"] == "thinking" else block for block in payload["content"]
+    ]
+    echoed[-1] = {**echoed[-1], "input": {"timeout": 5, "command": "ls"}}
     tool_use_id = echoed[-1]["id"]
     second_body = {
         "system": [{"type": "text", "text": "You are Claude."}],
@@ -724,3 +746,55 @@ def test_codex_echoing_its_reply_items_still_extends_the_previous_request():
     second = responses_wire.request({"input": [*body["input"], *payload["output"], *outputs]})
     assert extends(first["messages"], reply_message, second["messages"])
     assert second["messages"][2]["reasoning_content"] == "both"  # the reasoning item came back
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"side_calls": "upstream"}, "side_calls='upstream' with upstream_url=None"),
+        ({"upstream_url": "http://upstream/v1"}, "interception mode takes none unless side_calls='upstream'"),
+        ({"side_calls": "everything"}, "side_calls"),
+    ],
+)
+def test_bad_side_call_options_are_refused_at_construction(options, words):
+    from gymenvs.swe.agents.env import SWEAgentConfig
+
+    with pytest.raises(ValueError, match=words.replace("(", r"\(")):
+        SWEAgentConfig(**options)
+    assert SWEAgentConfig(side_calls="upstream", upstream_url="http://upstream/v1").side_responder == "upstream"
+    assert SWEAgentConfig(mode="black-box", upstream_url="http://upstream/v1").side_responder == "upstream"
+    assert SWEAgentConfig().side_responder == "minimal"
+
+
+@pytest.mark.parametrize("wire", ["responses", "anthropic"])
+def test_the_trl_bridge_renders_the_internal_form_of_every_format(wire):
+    """What the TRL bridge renders is `info["request"]`: the internal form, whatever the agent spoke."""
+    from wrappers.trl.extras.tiny_model import tiny_tokenizer
+    from wrappers.trl.rollout.agent import request_prompt_ids
+    from wrappers.trl.rollout.transcript import ChatRenderer
+
+    bodies = {
+        "responses": {
+            "instructions": "Be brief.",
+            "tools": [{"type": "function", "name": "bash", "parameters": BASH}],
+            "input": [
+                {"role": "user", "content": "List files."},
+                {"type": "function_call", "call_id": "c1", "name": "bash", "arguments": '{"command": "ls"}'},
+                {"type": "function_call_output", "call_id": "c1", "output": "a.txt"},
+            ],
+        },
+        "anthropic": {
+            "system": "Be brief.",
+            "tools": [{"name": "bash", "input_schema": BASH}],
+            "messages": [
+                {"role": "user", "content": "List files."},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "c1", "name": "bash", "input": {"command": "ls"}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "a.txt"}]},
+            ],
+        },
+    }
+    request = {"responses": responses_wire, "anthropic": anthropic_wire}[wire].request(bodies[wire])
+    tokenizer = tiny_tokenizer()
+    text = tokenizer.decode(request_prompt_ids(ChatRenderer(tokenizer, None), request))
+    assert "Be brief." in text and "List files." in text and "a.txt" in text and '"bash"' in text
+    assert text.index("Be brief.") < text.index("List files.") < text.index("a.txt")

@@ -283,3 +283,28 @@ def test_cli_lists_tasks_grades_gold_patches_and_reaps(swe_images, tmp_path):
     reports = json.loads((tmp_path / "reports.json").read_text())
     assert reports[0] is None and reports[1][FIXTURE_IDS[1]]["resolved"]  # an empty patch is not graded
     assert cli("reap").stdout.startswith("removed ")
+
+
+#: A new module of the package under test that imports pytest's internals: the static screen's `framework-import`.
+PROBE = """diff --git a/textkit/probe.py b/textkit/probe.py
+new file mode 100644
+--- /dev/null
++++ b/textkit/probe.py
+@@ -0,0 +1 @@
++import _pytest.runner
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("screen", "status"), [("zero", "screened"), ("flag", "resolved")])
+def test_cli_grade_screen_zeroes_or_flags_a_patch_that_targets_the_test_run(swe_images, tmp_path, screen, status):
+    task = TASKS[FIXTURE_IDS[0]]
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text(json.dumps({"instance_id": task.instance_id, "model_patch": task.patch + PROBE}) + "\n")
+    graded = subprocess.run([sys.executable, "-m", "gymenvs.cli", "swe", "grade", "--predictions", str(predictions),
+                             "--screen", screen, "--output", str(tmp_path / "reports.json"), "--quiet",
+                             "--log-dir", str(tmp_path / "logs"), "--report-dir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[2])
+    assert graded.returncode == (0 if status == "resolved" else 1), graded.stderr
+    (report,) = [reports[task.instance_id]["gymenvs"] for reports in json.loads((tmp_path / "reports.json").read_text())]
+    assert report["status"] == status and [finding["rule"] for finding in report["screen"]] == ["framework-import"]

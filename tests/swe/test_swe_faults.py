@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import threading
 from typing import Any
 
 import docker
@@ -15,7 +14,8 @@ import gymnasium as gym
 import pytest
 
 from gymenvs.core import is_trainable
-from gymenvs.swe.sandbox import LABEL_PID, LABEL_ROLE
+from gymenvs.swe.sandbox import docker as sandbox_docker
+from gymenvs.swe.sandbox.chaos import EngineProxy, GradingKiller
 from wrappers.vector import ConcurrentVectorEnv
 
 from .conftest import FIXTURE_IDS, own_containers
@@ -64,47 +64,8 @@ def test_a_container_the_oom_killer_stops_before_submit_is_not_graded(make_env, 
     assert own_containers(docker_client) == []
 
 
-class GradingKiller(threading.Thread):
-    """Kills this process's first grading container once the engine runs it and, with `while_running`,
-    once a process of that name runs in it."""
-
-    def __init__(self, client, while_running: str | None = None):
-        super().__init__(daemon=True)
-        self.client, self.while_running, self.stop = client, while_running, threading.Event()
-        self.killed: list[str] = []
-
-    def ready(self, container) -> bool:
-        try:
-            return self.while_running is None or self.while_running in str(container.top()["Processes"])
-        except docker.errors.APIError:
-            return False
-
-    def run(self) -> None:
-        mine = {"label": [f"{LABEL_ROLE}=grading", f"{LABEL_PID}={os.getpid()}"], "status": "running"}
-        while not self.stop.is_set() and not self.killed:
-            for container in self.client.containers.list(filters=mine, ignore_removed=True):
-                if not self.ready(container):
-                    continue
-                try:
-                    container.kill()
-                except docker.errors.APIError:  # removed meanwhile: try the next one
-                    continue
-                self.killed.append(container.id)
-                break
-
-    def __enter__(self) -> GradingKiller:
-        self.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.join()
-
-
-@pytest.mark.parametrize(("while_running", "detail"), [(None, "grading could not run: the container is exited"),
-                                                       ("pytest", "the eval script stopped before the tests finished")],
-                         ids=["at_start", "while_testing"])
-def test_a_grading_container_killed_mid_grading_ends_as_infra_with_nothing_left(make_env, docker_client, while_running, detail):
+@pytest.mark.parametrize("while_running", [None, "pytest"], ids=["at_start", "while_testing"])
+def test_a_grading_container_killed_mid_grading_ends_as_infra_with_nothing_left(make_env, docker_client, while_running):
     task = TASKS[FIXTURE_IDS[0]]
     env = start(make_env, task.instance_id)
     env.step(write_and_apply(task.patch, "gold.patch"))  # work that would resolve the task
@@ -114,9 +75,125 @@ def test_a_grading_container_killed_mid_grading_ends_as_infra_with_nothing_left(
         observation, reward, terminated, truncated, info = env.step(SUBMIT)
     assert killer.killed, "the grading container was never seen running"
     assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
-    assert ending(info) == ("infra", "grading_error") and info["report"]["status"] == "error"
-    assert detail in info["outcome_detail"]
+    assert ending(info) == ("infra", "container_died") and info["report"]["status"] == "error", info["outcome_detail"]
+    assert "grading could not run: the container is exited" in info["outcome_detail"]
     assert own_containers(docker_client) == []
+
+
+#: This module's own tag of the first fixture task's image: removing it touches no other test's image.
+OWN_TAG = f"gymenvs-chaos-faults-{os.getpid()}/{{instance_id}}:latest"
+
+
+@pytest.fixture
+def own_image(swe_images, docker_client):
+    """The first fixture task's image under `OWN_TAG` (re-tagged if a test removed it; untagged at the end)."""
+    task = TASKS[FIXTURE_IDS[0]]
+    name = OWN_TAG.format(instance_id=task.instance_id)
+    repository, tag = name.rsplit(":", 1)
+
+    def tag_again() -> str:
+        docker_client.images.get(task.image).tag(repository, tag)
+        return name
+
+    tag_again()
+    yield tag_again
+    try:
+        docker_client.images.remove(name)
+    except docker.errors.ImageNotFound:
+        pass
+
+
+def own_image_env(make_env, **kwargs):
+    """A SWE-v0 on the first fixture task, running from `OWN_TAG`, its episode started."""
+    env = make_env(image_template=OWN_TAG, **kwargs)
+    env.unwrapped.tasks = tuple(dataclasses.replace(task, image=None) for task in env.unwrapped.tasks)
+    env.reset(options={"instance_id": FIXTURE_IDS[0]})
+    return env
+
+
+def test_an_image_removed_between_reset_and_grading_ends_as_infra_image_missing(make_env, docker_client, own_image):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = own_image_env(make_env)
+    env.step(write_and_apply(task.patch, "gold.patch"))  # work that would resolve the task
+    docker_client.images.remove(own_image())  # the engine then refuses to create the grading container (404)
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert ending(info) == ("infra", "image_missing") and info["report"]["status"] == "error"
+    assert "grading could not run" in info["outcome_detail"] and "is not present locally" in info["outcome_detail"]
+    assert own_containers(docker_client) == []
+    own_image()
+    env.reset(options={"instance_id": task.instance_id})
+    env.step(write_and_apply(task.patch, "gold.patch"))
+    assert env.step(SUBMIT)[1] == 1.0  # the same work, graded once the image is back
+
+
+def test_a_container_paused_from_outside_makes_the_engine_refuse_the_command_and_ends_as_infra(make_env, docker_client):
+    env = start(make_env, FIXTURE_IDS[0])
+    docker_client.api.pause(env.unwrapped.state()["container"])  # the engine answers 409 to every exec
+    observation, reward, terminated, truncated, info = env.step(bash("echo hi"))
+    assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert ending(info) == ("infra", "container_paused") and "paused from outside" in info["outcome_detail"]
+    assert own_containers(docker_client) == []
+
+
+def test_a_container_paused_before_submit_is_not_graded(make_env, docker_client):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = start(make_env, task.instance_id)
+    env.step(write_and_apply(task.patch, "gold.patch"))
+    docker_client.api.pause(env.unwrapped.state()["container"])
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated) == (0.0, False, True) and ending(info) == ("infra", "container_paused")
+    assert own_containers(docker_client) == []
+
+
+def test_the_disk_limit_hit_during_grading_ends_as_infra_disk_limit(make_env, docker_client):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = start(make_env, task.instance_id, disk_limit="40m")
+    env.step(write_and_apply(task.patch, "gold.patch"))
+    # The package writes past the grading container's disk limit (the agent's own limit) when the tests import it.
+    fill = "open('/tmp/fill', 'wb').write(bytes(60 << 20)); import time; time.sleep(2)"
+    env.step(bash(f'echo "{fill}" >> textkit/slug.py'))
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert ending(info) == ("infra", "disk_limit") and info["report"]["status"] == "error"
+    assert "more than its disk limit of 40 MiB" in info["outcome_detail"]
+    assert own_containers(docker_client) == []
+
+
+@pytest.fixture
+def faulty_engine(docker_client, monkeypatch):
+    """An `EngineProxy` that every env of this process talks to during the test (name it before `make_env`, so
+    that the envs are closed while the proxy still runs)."""
+    with EngineProxy() as proxy:
+        client = docker.DockerClient(base_url=proxy.url, timeout=60)
+        monkeypatch.setitem(sandbox_docker._shared_clients, os.getpid(), client)
+        yield proxy
+        client.close()
+
+
+def test_the_engine_answering_an_error_to_a_file_tool_ends_the_episode_as_infra(faulty_engine, make_env, docker_client):
+    env = start(make_env, FIXTURE_IDS[0])
+    container = docker_client.api.inspect_container(env.unwrapped.state()["container"])["Id"]
+    rule = faulty_engine.fail("GET", f"/containers/{container}/archive", message="injected: the engine is overloaded")
+    observation, reward, terminated, truncated, info = env.step({"name": "view_file", "arguments": {"path": "README.md"}})
+    assert len(rule.hits) == 1 and (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert ending(info) == ("infra", "engine_error") and "injected: the engine is overloaded" in info["outcome_detail"]
+    assert own_containers(docker_client) == []
+    env.reset(options={"instance_id": FIXTURE_IDS[0]})
+    assert env.step(bash("echo back"))[0] == "back\n[exit code: 0]"
+
+
+def test_the_engine_refusing_to_create_the_grading_container_ends_as_infra(faulty_engine, make_env, docker_client):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = start(make_env, task.instance_id)
+    env.step(write_and_apply(task.patch, "gold.patch"))
+    rule = faulty_engine.fail("POST", "/containers/create", message="injected: no space left on device")
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert len(rule.hits) == 1 and (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert ending(info) == ("infra", "engine_error") and info["report"]["status"] == "error"
+    assert "grading could not run: could not create a container" in info["outcome_detail"]
+    assert "injected: no space left on device" in info["outcome_detail"]
+    assert own_containers(docker_client) == [], [(c.labels, c.status) for c in own_containers(docker_client)]
 
 
 def swe_env(missing_image: bool = False):
@@ -161,4 +238,48 @@ def test_the_trl_bridge_replays_the_episode_whose_grading_was_killed(swe_images,
     # What reaches TRL is the grading of the agent's work at the turn limit, never the fault's 0.
     assert all(episode.trainable and episode.outcome == "model" for episode in episodes)
     assert [episode.outcome_reason for episode in episodes] == ["turn_limit"] * 2
+    assert own_containers(docker_client) == []
+
+
+def always_resolving_dataset(folder) -> str:
+    """textkit-1 with a test that already passes as FAIL_TO_PASS: every episode the model ends is worth 1.0,
+    so a 0 among the rewards can only come from a fault."""
+    import json
+
+    from gymenvs.swe.tasks import task_to_row
+
+    task = TASKS[FIXTURE_IDS[0]]
+    task = dataclasses.replace(task, fail_to_pass=task.pass_to_pass[:1], pass_to_pass=task.pass_to_pass[1:])
+    path = folder / "always_resolves.jsonl"
+    path.write_text(json.dumps(task_to_row(task), default=str) + "\n")
+    return str(path)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
+def test_a_grpo_step_whose_grading_is_killed_trains_on_the_replay_never_on_a_fault_zero(swe_images, docker_client, tmp_path):
+    from trl import GRPOConfig, GRPOTrainer
+
+    from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset, make_rollout_func
+    from wrappers.trl.extras.tiny_model import tiny_model
+
+    model, tokenizer = tiny_model(seed=0)
+    rollout = make_rollout_func("gymenvs/SWE-v0", env_kwargs={"dataset": always_resolving_dataset(tmp_path), "max_turns": 1,
+                                                              "command_timeout_s": 5.0},
+                                max_tokens_per_turn=8, infra_retries=2)
+    args = GRPOConfig(output_dir=str(tmp_path), **CPU_TRAINING_ARGS, per_device_train_batch_size=4, num_generations=2,
+                      max_completion_length=40, max_steps=1, logging_steps=1, learning_rate=1e-3, seed=0,
+                      log_completions=False)
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=episode_dataset(2),
+                          rollout_func=rollout, reward_funcs=rollout.reward_func)
+    try:
+        with GradingKiller(docker_client) as killer:  # kills the grading of one episode of the four
+            trainer.train()
+    finally:
+        rollout.close()
+    assert len(killer.killed) == 1
+    assert list(trainer._logs["rewards"]["env_reward"]) == [1.0] * 4  # the replay's verdict: no 0 from the fault
+    (logged,) = [entry for entry in trainer.state.log_history if "infra_failures" in entry]
+    assert (logged["infra_failures"], logged["retries"], logged["dropped"]) == (1.0, 1.0, 0.0)
+    assert logged["reward"] == 1.0
     assert own_containers(docker_client) == []

@@ -168,5 +168,5 @@ def test_both_envs_take_a_validation_report(env_id, tmp_path):
         env.unwrapped.pick_task({"instance_id": romans})
     with pytest.raises(ValueError, match="marks every task of this env invalid"):
         gym.make(env_id, validation_report=str(report), instance_ids=[romans])
-    with pytest.raises(ValueError, match="does not exist: write one with `gymenvs swe validate`"):
+    with pytest.raises(ValueError, match="does not exist: write one with `gymenvs tasks validate`"):
         gym.make(env_id, validation_report=str(tmp_path / "absent.jsonl"))

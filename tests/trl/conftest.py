@@ -11,16 +11,9 @@ import copy  # noqa: E402
 import pytest  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def _tiny():
-    from wrappers.trl.extras.tiny_model import tiny_model
-
-    return tiny_model(seed=0)
-
-
 @pytest.fixture
 def model_and_tokenizer(_tiny):
-    """A fresh copy of the randomly initialised tiny model, and its tokenizer."""
+    """A fresh copy of the randomly initialised tiny model (`_tiny`, tests/conftest.py), and its tokenizer."""
     model, tokenizer = _tiny
     return copy.deepcopy(model), copy.deepcopy(tokenizer)
 

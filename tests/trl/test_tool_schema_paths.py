@@ -25,12 +25,15 @@ RENDERED = {
     "gymenvs/TextArena-v0": {},  # Tower of Hanoi: two typed tools
     "gymenvs/MiniWoB-v0": {},  # four tools, one `int | None`
     "gymenvs/SWE-v0": {},  # five tools; needs the engine and the fixture images
+    "gymenvs/Terminal-v0": {},  # SWE-v0's five tools on a Harbor fixture task; needs the engine
 }
 #: Built-in envs whose prompt neither path renders from tools, and why.
 NOT_RENDERED = {
     "gymenvs/SWEAgent-v0": "hosts an agent: no tools of its own; its prompts are the agent's requests, "
     "and environment_factory refuses it (test_swe_agent_env_has_no_factory_prompt)",
+    "gymenvs/TerminalAgent-v0": "hosts an agent, as SWEAgent-v0 does",
 }
+DOCKER_ENVS = ("gymenvs/SWE-v0", "gymenvs/Terminal-v0")
 PROMPT = [{"role": "system", "content": "You play games."}, {"role": "user", "content": "Play."}]
 SEED = 7
 
@@ -59,6 +62,8 @@ def env_kwargs(request):
     env_id = request.param
     if env_id == "gymenvs/SWE-v0":
         request.getfixturevalue("swe_images")
+    if env_id == "gymenvs/Terminal-v0":
+        request.getfixturevalue("terminal_images")
     return env_id, RENDERED[env_id]
 
 
@@ -115,7 +120,7 @@ def rollout_prompt_ids(env_id, kwargs, tokenizer):
 @pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
 @pytest.mark.parametrize(
     "env_kwargs",
-    [pytest.param(env_id, marks=[pytest.mark.docker] if env_id == "gymenvs/SWE-v0" else []) for env_id in RENDERED],
+    [pytest.param(env_id, marks=[pytest.mark.docker] if env_id in DOCKER_ENVS else []) for env_id in RENDERED],
     indirect=True,
 )
 def test_environment_factory_and_make_rollout_func_render_the_same_prompt(env_kwargs, tiny, tmp_path):

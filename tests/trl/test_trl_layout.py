@@ -25,6 +25,17 @@ def test_an_old_module_path_warns_and_is_the_new_module(old: str, new: str) -> N
     assert module is importlib.import_module(new)
 
 
+def test_the_old_server_command_still_runs_the_moved_server_and_says_where_it_went() -> None:
+    import subprocess
+    from pathlib import Path
+
+    old, new = "wrappers.trl.inference_server", "wrappers.trl.serve.inference_server"
+    result = subprocess.run([sys.executable, "-m", old, "--help"], capture_output=True, text=True, timeout=120,
+                            cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0 and result.stdout.startswith("usage: inference_server.py"), result.stderr
+    assert f"FutureWarning: {old} moved to {new}: run `python -m {new}`" in result.stderr
+
+
 def test_the_rollout_package_still_exports_the_former_modules_names() -> None:
     import wrappers.trl.rollout as rollout
 

@@ -1,4 +1,4 @@
-"""Fixtures of the vector env tests: one local Ray for the session, and the backend parameter.
+"""Fixtures of the vector env tests: the backend parameter (the session's local Ray, `ray_session`, is in tests/conftest.py).
 
 Helpers that worker processes and Ray actors unpickle live in testing_utils.py, which imports no pytest.
 """
@@ -7,13 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from .testing_utils import BACKENDS, local_ray
-
-
-@pytest.fixture(scope="session")
-def ray_session():
-    with local_ray():
-        yield
+from .testing_utils import BACKENDS
 
 
 @pytest.fixture(params=BACKENDS)

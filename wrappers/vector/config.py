@@ -9,6 +9,7 @@ import pydantic
 from gymnasium.vector import AutoresetMode
 from pydantic import Field, StrictBool, StrictInt
 
+from gymenvs.core.errors import ConfigError, did_you_mean, short_repr
 from wrappers.vector.backend import Backend, backends
 
 #: Environment variable giving `max_workers` when the constructor leaves it at None.
@@ -55,13 +56,13 @@ def make_config(**settings: Any) -> tuple[VectorConfig, pydantic.BaseModel]:
     try:
         config = VectorConfig(**shared)
     except pydantic.ValidationError as exc:
-        raise ValueError(f"invalid ConcurrentVectorEnv setting: {describe(exc)}") from None
+        raise ConfigError(f"invalid ConcurrentVectorEnv setting: {describe(exc)}") from None
     model = config.backend_class.Settings
     try:
         return config, model(**settings)
     except pydantic.ValidationError as exc:
         allowed = ", ".join(model.model_fields) or "none"
-        raise ValueError(
+        raise ConfigError(
             f"invalid ConcurrentVectorEnv setting for backend={config.backend!r}: {describe(exc)} "
             f"(that backend's own settings: {allowed})"
         ) from None
@@ -73,6 +74,10 @@ def setting_names(backend: str) -> set[str]:
     return set(VectorConfig.model_fields) | set(own)
 
 
+def _all_setting_names() -> set[str]:
+    return set().union(*(setting_names(backend) for backend in backends()))
+
+
 def max_workers_from_environment() -> int | None:
     raw = os.environ.get(MAX_WORKERS_ENV_VAR, "").strip()
     if not raw:
@@ -80,7 +85,7 @@ def max_workers_from_environment() -> int | None:
     try:
         return _POSITIVE_INT_FROM_TEXT.validate_python(raw)
     except pydantic.ValidationError:
-        raise ValueError(f"{MAX_WORKERS_ENV_VAR}={raw!r}: expected a positive integer (or leave it unset)") from None
+        raise ConfigError(f"{MAX_WORKERS_ENV_VAR}={raw!r}: expected a positive integer (or leave it unset)") from None
 
 
 def describe(exc: pydantic.ValidationError) -> str:
@@ -88,7 +93,9 @@ def describe(exc: pydantic.ValidationError) -> str:
     for error in exc.errors(include_url=False):
         name = ".".join(str(part) for part in error["loc"]) or "value"
         if error["type"] == "extra_forbidden":
-            parts.append(f"{name}={error['input']!r}: not a setting of this backend")
+            owners = [backend for backend, model in backends().items() if name in model.Settings.model_fields]
+            belongs = f" but of backend={owners[0]!r}" if owners else did_you_mean(name, _all_setting_names())
+            parts.append(f"{name}={short_repr(error['input'])}: not a setting of this backend{belongs}")
         else:
             parts.append(f"{name}={error['input']!r}: {error['msg']}")
     return "; ".join(parts)

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, SupportsFloat
 
 import gymnasium as gym
 
+from gymenvs.core.errors import ConfigError, ResetOptionsError
 from gymenvs.core.outcomes import InfraError
 
 logger = logging.getLogger(__name__)
@@ -84,11 +85,23 @@ class SlotError:
         return self
 
     def reraise(self, slot: int) -> None:
-        """Raise the original exception (or a `RuntimeError`), noting which slot it came from."""
+        """Raise the original exception (or a `RuntimeError`), noting which slot it came from. The
+        caller's own mistakes (`CALLER_ERRORS`) lose the worker's frames: their message says it all."""
         exception = self.exception if self.exception is not None else RuntimeError(self.message)
         exception.add_note(f"(in slot {slot} of a ConcurrentVectorEnv)")
+        if self.is_callers:
+            raise exception.with_traceback(None)
         raise exception
 
+    @property
+    def is_callers(self) -> bool:
+        """Whether the request failed for the caller's mistake (a bad argument), not the env's."""
+        return isinstance(self.exception, CALLER_ERRORS)
+
+
+#: Mistakes of the caller that an env reports (an unknown constructor argument or reset option): the
+#: vector env raises them in the caller and neither logs them nor rebuilds the slot.
+CALLER_ERRORS = (ConfigError, ResetOptionsError)
 
 #: How every backend words a request that got no reply in time; `SlotError` reads its reason back from it.
 _TIMED_OUT = "timed out (no reply within step_timeout_s="
@@ -131,10 +144,12 @@ class Slot:
 
     # -- requests (each takes one argument) ---------------------------------------------
 
-    def build(self, _: Any = None) -> tuple[gym.Space, gym.Space, dict[str, Any]]:
-        """Build the env; its spaces and metadata, for the vector env to describe itself."""
+    def build(self, _: Any = None) -> tuple[gym.Space, gym.Space, dict[str, Any], frozenset[str] | None]:
+        """Build the env; its spaces and metadata, for the vector env to describe itself, and the
+        `reset(options=...)` keys it accepts (a `TextEnv`'s `reset_option_keys`; None: not known)."""
         env = self._env()
-        return env.observation_space, env.action_space, dict(env.metadata)
+        option_keys = getattr(env.unwrapped, "reset_option_keys", None)
+        return env.observation_space, env.action_space, dict(env.metadata), option_keys
 
     def reset(self, seed_and_options: tuple[int | None, dict[str, Any] | None]) -> tuple[Any, dict[str, Any]]:
         seed, options = seed_and_options
@@ -182,8 +197,10 @@ class Slot:
         return self.env
 
     def _failed(self, command: Command, exc: BaseException) -> SlotError:
-        logger.warning("slot %d: %s raised", self.index, command.value, exc_info=exc)
         message = f"{type(exc).__name__} in {command.value}: {exc}"
+        if isinstance(exc, CALLER_ERRORS):  # the caller's mistake, raised in the caller: the env is fine
+            return SlotError(message, exc)
+        logger.warning("slot %d: %s raised", self.index, command.value, exc_info=exc)
         rebuild = command.ends_episode_on_error and self.restart_on_error
         if rebuild:
             self.close_quietly()

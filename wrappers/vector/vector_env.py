@@ -10,10 +10,12 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.error import ClosedEnvironmentError, ResetNeeded
+from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from gymenvs.core.env import checked_reset_options
+from gymenvs.core.errors import ActionsError, EnvClosedError, short_repr
 from gymenvs.core.outcomes import EndedBy, ending
 from wrappers.vector.config import make_config
 from wrappers.vector.infos import batch_infos
@@ -26,6 +28,9 @@ EXIT_CLOSE_TIMEOUT_S = 0.5
 #: Builds a `Request` without the Python frame of its generated `__new__` (a third of a microsecond
 #: per slot and step, which shows on trivial steps).
 _new_tuple = tuple.__new__
+
+#: The `reset(options=...)` keys the vector env itself reads; the others go to every slot's env.
+VECTOR_RESET_OPTIONS = frozenset({"group_size", "reset_mask"})
 
 Seeds = int | Sequence[int | None] | None
 StepResult = tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]
@@ -55,10 +60,12 @@ class ConcurrentVectorEnv(VectorEnv):
             blocks releases the GIL and the others run meanwhile. "process" for CPU-bound envs.
             "ray" for slots in Ray actors, on this machine or spread over a Ray cluster.
         max_workers: pool threads, worker processes or Ray actors (default: $GYMENVS_MAX_WORKERS,
-            else one per slot). Fewer threads than slots caps how many requests run at once
-            (without a deadline the caller's thread runs requests too). Fewer processes or actors
-            than slots makes worker w host slots w, w + W, ... and run them one after another; a
-            worker that dies or hangs then takes all the slots it hosts with it.
+            else one per slot). Fewer threads than slots caps how many requests run at once:
+            `max_workers` with a deadline, one more without (the caller's thread runs requests
+            too). Fewer processes or actors than slots makes worker w host slots w, w + W, ...,
+            which it runs on threads of its own, so their steps that wait still overlap
+            (`max_workers=1` is one process, not one step at a time); a worker that dies or hangs
+            then takes all the slots it hosts with it.
         step_timeout_s: the longest any slot may take to answer a request (reset, step, call).
             A slot that does not answer in time is truncated with `info["error"]` and rebuilt; its
             late reply is dropped. None waits forever. Without a deadline the thread backend also
@@ -133,7 +140,7 @@ class ConcurrentVectorEnv(VectorEnv):
         )
         _OPEN.add(self)
         try:
-            observation_space, action_space, metadata = self._build_slots()
+            observation_space, action_space, metadata, self._reset_option_keys = self._build_slots()
         except BaseException:
             self.close()
             raise
@@ -153,8 +160,8 @@ class ConcurrentVectorEnv(VectorEnv):
         a random one when `seed` is None), so a GRPO group starts from one state. Other options go
         to every env's `reset`.
         """
-        self._check_open()
-        options = dict(options or {})
+        self._check_open("reset")
+        options = self._checked_options(options)
         group_size = options.pop("group_size", None)
         slots = self._masked_slots(options.pop("reset_mask", None))
         seeds = self._slot_seeds(seed, group_size)
@@ -162,8 +169,10 @@ class ConcurrentVectorEnv(VectorEnv):
         requests = [Request(index, Command.RESET, (seeds[index], env_options)) for index in slots]
         for index in slots:
             self._interrupted.pop(index, None)
+        results = self._run(requests)
+        self._raise_callers_error(requests, results)
         infos = []
-        for (index, _, _), result in zip(requests, self._run(requests)):
+        for (index, _, _), result in zip(requests, results):
             if type(result) is SlotError:
                 self._observations[index] = result.message
                 self._needs_reset[index] = True
@@ -221,7 +230,7 @@ class ConcurrentVectorEnv(VectorEnv):
 
     def set_attr(self, name: str, values: Any) -> None:
         """Set attribute `name` on every slot's env: `values` is one value per slot, or one for all."""
-        self._check_open()
+        self._check_open("set_attr")
         if not isinstance(values, list | tuple):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
@@ -262,10 +271,14 @@ class ConcurrentVectorEnv(VectorEnv):
 
     # -- internals -----------------------------------------------------------------------
 
-    def _build_slots(self) -> tuple[gym.Space, gym.Space, dict[str, Any]]:
+    def _build_slots(self) -> tuple[gym.Space, gym.Space, dict[str, Any], frozenset[str] | None]:
+        """Build every slot; the first one's spaces and metadata, and the reset options every slot accepts
+        (None when some slot's env does not say)."""
         results = self._backend.run([Request(index, Command.BUILD) for index in range(self.num_envs)], None)
         self._raise_failures(results)
-        return results[0]
+        option_keys = [result[3] for result in results]
+        known = None if any(keys is None for keys in option_keys) else frozenset.intersection(*option_keys)
+        return *results[0][:3], known
 
     def _run(self, requests: list[Request]) -> list[Any]:
         try:
@@ -278,7 +291,12 @@ class ConcurrentVectorEnv(VectorEnv):
 
     def _step_requests(self, actions: Sequence[Any]) -> tuple[list[Request], list[tuple[int, SlotError]]]:
         """The requests for a step, and the slots that fail without one (an earlier step was interrupted)."""
-        self._check_open()
+        self._check_open("step")
+        if isinstance(actions, str | bytes) or not isinstance(actions, Sequence | np.ndarray):
+            raise ActionsError(
+                f"step(actions={short_repr(actions)}): expected a list or tuple of {self.num_envs} actions, one per "
+                f"slot (None skips a slot), got a {type(actions).__name__}"
+            )
         if not self._was_reset:
             raise ResetNeeded("call reset() before step()")
         if len(actions) != self.num_envs:
@@ -332,14 +350,33 @@ class ConcurrentVectorEnv(VectorEnv):
         return infos
 
     def _ask_every_slot(self, command: Command, argument: Any) -> tuple[Any, ...]:
-        self._check_open()
+        self._check_open(command.value)
         results = self._run([Request(index, command, argument) for index in range(self.num_envs)])
         self._raise_failures(results)
         return tuple(results)
 
-    def _check_open(self) -> None:
+    def _check_open(self, method: str) -> None:
         if self.closed:
-            raise ClosedEnvironmentError("this ConcurrentVectorEnv is closed; make a new one")
+            raise EnvClosedError(f"{method}() on a ConcurrentVectorEnv after close(): make a new one")
+
+    def _checked_options(self, options: Any) -> dict[str, Any]:
+        """The options as a new dict; an option that no slot's env accepts is a `ResetOptionsError` here,
+        before any slot is reset."""
+        accepted = VECTOR_RESET_OPTIONS | (self._reset_option_keys or set())
+        if self._reset_option_keys is None and isinstance(options, dict):
+            return dict(options)  # some slot's env does not say what it accepts: it checks for itself
+        return checked_reset_options("ConcurrentVectorEnv", options, frozenset(accepted))
+
+    def _raise_callers_error(self, requests: list[Request], results: list[Any]) -> None:
+        """Raise an env's verdict that the caller's reset options are bad (a value it refuses) in the
+        caller. No slot is rebuilt; every slot of the reset needs another one (those that refused have no
+        episode, the others started one whose first observation the caller never saw)."""
+        errors = [(index, result) for (index, _, _), result in zip(requests, results)
+                  if type(result) is SlotError and result.is_callers]
+        if errors:
+            for index, _, _ in requests:
+                self._needs_reset[index] = True
+            errors[0][1].reraise(errors[0][0])
 
     def _raise_failures(self, results: list[Any]) -> None:
         for index, result in enumerate(results):

@@ -24,9 +24,9 @@ import shlex
 import shutil
 import threading
 import time
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from gymenvs.core import ActionError, EndedBy, Outcome, ToolCall, ending
 from gymenvs.swe.agents.channel import (
@@ -44,7 +44,7 @@ from gymenvs.swe.agents.specs import MOUNT, AgentSpec, agent_spec, derived_image
 from gymenvs.swe.agents.wire import SIDE_MODEL, Reply, reply_from_action, reply_from_message, respond
 from gymenvs.swe.agents.wire import anthropic as anthropic_wire
 from gymenvs.swe.agents.wire import chat as chat_wire
-from gymenvs.swe.base import SWEBaseEnv, SWEConfig, sandbox_ending
+from gymenvs.swe.base import EpisodeConfig, SWEBaseEnv, SWEConfig, sandbox_ending
 from gymenvs.swe.env import SHELL_ENVIRONMENT
 from gymenvs.swe.sandbox import (
     DockerSandbox,
@@ -57,7 +57,7 @@ from gymenvs.swe.sandbox import (
     install_sigterm_cleanup,
     reap_orphans_once,
 )
-from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR, ensure_image, image_exists
+from gymenvs.swe.sandbox.images import ensure_image, image_exists
 
 _TEXT = "__text__"  # the tool-call name free text is wrapped in on its way through TextEnv
 _REPLY = "__reply__"  # the tool-call name standing for the parsed reply on its way through TextEnv
@@ -71,9 +71,13 @@ class AgentStartError(RuntimeError):
     """The agent ended, or never called, before its first LLM request."""
 
 
-class SWEAgentConfig(SWEConfig, arbitrary_types_allowed=True):
-    """`SWEConfig` plus the agent harness's options. `command_timeout_s` and `output_limit` are told to
-    the agent (GYMENVS_COMMAND_TIMEOUT, GYMENVS_OUTPUT_LIMIT), which enforces them itself."""
+class AgentOptions(BaseModel):
+    """The agent harness's options, which SWEAgent-v0 and TerminalAgent-v0 add to their env's config.
+    `command_timeout_s` and `output_limit` are told to the agent (GYMENVS_COMMAND_TIMEOUT,
+    GYMENVS_OUTPUT_LIMIT), which enforces them itself."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, use_attribute_docstrings=True,
+                              arbitrary_types_allowed=True)
 
     agent: str | AgentSpec = "reference"
     """"reference" (a stdlib-only bash-tool agent shipped here), "mini-swe-agent" (2.4.6), the coding-agent
@@ -109,14 +113,14 @@ class SWEAgentConfig(SWEConfig, arbitrary_types_allowed=True):
         return agent_spec(value)
 
     @model_validator(mode="after")
-    def _consistent(self) -> SWEAgentConfig:
+    def _consistent(self) -> Self:
         if self.mode == "black-box" and self.upstream_url is None:
             raise ValueError(f"mode={self.mode!r} with upstream_url=None: black-box mode needs an upstream_url")
         if self.side_responder == "upstream" and self.upstream_url is None:
             raise ValueError("side_calls='upstream' with upstream_url=None: forwarding side calls needs an upstream_url")
         if self.mode == "interception" and self.upstream_url is not None and self.side_responder != "upstream":
-            raise ValueError(f"mode={self.mode!r} with upstream_url={self.upstream_url!r}: interception mode takes an "
-                             "upstream_url only for side_calls='upstream'")
+            raise ValueError(f"mode={self.mode!r} with upstream_url={self.upstream_url!r}: interception mode takes none "
+                             "unless side_calls='upstream'")
         return self
 
     @property
@@ -126,6 +130,12 @@ class SWEAgentConfig(SWEConfig, arbitrary_types_allowed=True):
     @property
     def agent_spec(self) -> AgentSpec:
         return agent_spec(self.agent)
+
+
+class SWEAgentConfig(SWEConfig, AgentOptions):
+    """`SWEConfig` plus the agent harness's options (`AgentOptions`)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
 
 
 class SWEAgentEnv(SWEBaseEnv):
@@ -143,10 +153,9 @@ class SWEAgentEnv(SWEBaseEnv):
 
     default_max_turns = 100
     hosts_agent = True
-    config_class = SWEAgentConfig
-    config: SWEAgentConfig
+    config_class: ClassVar[type[EpisodeConfig]] = SWEAgentConfig
 
-    def __init__(self, config: SWEConfig | None = None, *, max_turns: PositiveInt | None = None,
+    def __init__(self, config: EpisodeConfig | None = None, *, max_turns: PositiveInt | None = None,
                  render_mode: str | None = None, **options: Any):
         super().__init__(config, max_turns=max_turns, render_mode=render_mode, **options)
         self.agent = self.config.agent_spec
@@ -203,7 +212,7 @@ class SWEAgentEnv(SWEBaseEnv):
         image = derived_image(self.task_image(), self.agent)
         reap_orphans_once(self.client)
         reap_channel_directories_once()
-        self._deadline = time.monotonic() + self.config.episode_timeout_s
+        self._deadline = time.monotonic() + self.episode_timeout_s()
         try:
             channel, agent = self._start_agent(image)
             event = self._next_event(channel)
@@ -215,26 +224,31 @@ class SWEAgentEnv(SWEBaseEnv):
             raise
         return self._accept(event.call, previous=None).observation
 
+    def episode_timeout_s(self) -> float:
+        """Seconds of wall-clock the episode may take, from reset."""
+        return self.config.episode_timeout_s
+
     def _start_agent(self, image: str) -> tuple[LLMChannel, _AgentProcess]:
         """Start the episode's container from `image` and the agent in it, talking to a new channel."""
         if self.agent.image_suffix is None:
             ensure_image(self.client, image, pull=self.config.pull)
         elif not image_exists(self.client, image):
-            raise SandboxError(f"image {image!r} is not present: build it with `gymenvs swe install-agent {self.agent.name}`")
+            raise SandboxError(f"image {image!r} is not present: build it with `gymenvs swe install-agent {self.agent.name} "
+                               f"{self.task_image()}`")
         channel, sandbox = self._pooled_channel(image) if self.config.warm_pool else self._new_channel(image)
         files = {_FORWARDER: _package_file(_FORWARDER), **self.agent.file_contents(),
-                 "task.md": self.episode_task.problem_statement.encode("utf-8", "surrogateescape")}
+                 "task.md": self.task_text().encode("utf-8", "surrogateescape")}
         for name, data in files.items():  # a pooled container sees them appear in its bind mount
             (channel.directory / name).write_bytes(data)
         environment = {
             **SHELL_ENVIRONMENT, "OPENAI_API_KEY": channel.token, "OPENAI_MODEL": self.config.model_name,
             "GYMENVS_API_KEY": channel.token, "ANTHROPIC_AUTH_TOKEN": channel.token, "ANTHROPIC_MODEL": self.config.model_name,
             "GYMENVS_SIDE_MODEL": self.config.side_model_name,
-            "GYMENVS_TASK_FILE": f"{MOUNT}/task.md", "GYMENVS_WORKDIR": WORKDIR,
+            "GYMENVS_TASK_FILE": f"{MOUNT}/task.md", "GYMENVS_WORKDIR": self.workdir,
             "GYMENVS_COMMAND_TIMEOUT": f"{self.config.command_timeout_s:g}",
-            "GYMENVS_OUTPUT_LIMIT": str(self.config.output_limit), **self.agent.environment,
+            "GYMENVS_OUTPUT_LIMIT": str(self.config.output_limit), **self.task_environment(), **self.agent.environment,
         }
-        script = (f"{ENV_SETUP}\nexec python3 {MOUNT}/{_FORWARDER} {MOUNT}/{SOCKET_NAME} -- "
+        script = (f"{self.shell_setup}\nexec python3 {MOUNT}/{_FORWARDER} {MOUNT}/{SOCKET_NAME} -- "
                   f"bash -c {shlex.quote(self.agent.command)}")
         stream = sandbox.open_exec(["bash", "-c", script], environment=environment)
         agent = self._agent = _AgentProcess(stream, channel)
@@ -244,7 +258,8 @@ class SWEAgentEnv(SWEBaseEnv):
         """A new channel, then a container started from `image` with its directory bound at MOUNT."""
         channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name)
         sandbox = self._sandbox = DockerSandbox(self.client, image, role="agent", episode_id=self._episode_id or "",
-                                                limits=self.limits, read_only_binds={str(channel.directory): MOUNT})
+                                                limits=self.limits, read_only_binds={str(channel.directory): MOUNT},
+                                                workdir=self.workdir)
         return channel, sandbox
 
     def _pooled_channel(self, image: str) -> tuple[LLMChannel, Sandbox]:
@@ -262,7 +277,8 @@ class SWEAgentEnv(SWEBaseEnv):
 
     def _pool_for(self, image: str) -> WarmPool:
         pool = WarmPool.for_image(self.client, image, size=self.config.warm_pool, limits=self.limits, shell=False,
-                                  directory=PrivateDirectory(new_channel_directory, MOUNT), pull=self.config.pull)
+                                  directory=PrivateDirectory(new_channel_directory, MOUNT), pull=self.config.pull,
+                                  workdir=self.workdir)
         if pool not in self._pools:
             pool.join()
             self._pools.append(pool)
@@ -355,7 +371,7 @@ class SWEAgentEnv(SWEBaseEnv):
         if isinstance(event, AgentExited):
             return f"the agent exited with code {event.exit_code}"
         if time.monotonic() >= self._deadline:
-            return f"the episode's wall-clock limit ({self.config.episode_timeout_s:g} s) was reached"
+            return f"the episode's wall-clock limit ({self.episode_timeout_s():g} s) was reached"
         return f"the agent sent no request within the call limit ({self.config.call_timeout_s:g} s)"
 
     def _policy_reply(self, reply: Reply, request: dict[str, Any]) -> Reply:

@@ -10,6 +10,8 @@ Environment variables it reads:
     GYMENVS_WORKDIR          the repository (default /testbed)
     GYMENVS_COMMAND_TIMEOUT  seconds one bash command may run (default 60)
     GYMENVS_OUTPUT_LIMIT     characters of a command's output it shows the model (default 10000)
+    GYMENVS_TASK_STYLE       "repository" (default: an issue to resolve in a git repository) or "terminal"
+                             (a task to do in the container, checked by tests of its state)
 
 Exit status: 0 after `submit`, 3 when the endpoint cannot be reached or refuses a request.
 """
@@ -29,6 +31,17 @@ Use the `bash` tool to inspect the code, edit files and run commands: each call 
 `bash -c` in {workdir} (cd and variables do not carry over), stopped after {timeout} s; long output \
 is cut in the middle. When the issue is resolved, call `submit`: your changes to the repository \
 (its git diff) are then graded by tests you do not see. Make one tool call per reply."""
+
+TERMINAL_PROMPT = """You are an autonomous agent working in a Linux container, in {workdir}.
+Use the `bash` tool to inspect the system, edit files and run commands: each call runs in a fresh \
+`bash -c` in {workdir} (cd and variables do not carry over), stopped after {timeout} s; long output \
+is cut in the middle. When the task is done, call `submit`: the state of the container is then \
+checked by tests you do not see. Make one tool call per reply."""
+#: Each task style's system prompt and how it frames the task file's text.
+STYLES = {
+    "repository": (SYSTEM_PROMPT, "Resolve this issue:\n\n<issue>\n{task}\n</issue>"),
+    "terminal": (TERMINAL_PROMPT, "{task}"),
+}
 
 # Written out (the agent runs on the stdlib alone): what `@tool` makes for bash(command: str) and submit();
 # tests/trl/test_tool_schema_paths.py checks that they stay so.
@@ -112,9 +125,10 @@ def main():
     workdir = setting("GYMENVS_WORKDIR", "/testbed")
     with open(setting("GYMENVS_TASK_FILE", "/run/gymenvs/task.md"), encoding="utf-8") as task_file:
         task = task_file.read()
+    system, frame = STYLES.get(setting("GYMENVS_TASK_STYLE", "repository"), STYLES["repository"])
     messages = [
-        {"role": "system", "content": SYSTEM_PROMPT.format(workdir=workdir, timeout=setting("GYMENVS_COMMAND_TIMEOUT", "60"))},
-        {"role": "user", "content": f"Resolve this issue:\n\n<issue>\n{task.strip()}\n</issue>"},
+        {"role": "system", "content": system.format(workdir=workdir, timeout=setting("GYMENVS_COMMAND_TIMEOUT", "60"))},
+        {"role": "user", "content": frame.format(task=task.strip())},
     ]
     while True:
         reply = chat(messages)["choices"][0]["message"]

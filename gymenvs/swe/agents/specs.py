@@ -11,7 +11,7 @@ Every agent gets these environment variables (plus its spec's own `environment`)
     GYMENVS_SIDE_MODEL                  the model name for the agent's small/background model: its calls are
                                         side calls, answered by the side responder, never by the policy
     GYMENVS_TASK_FILE                   a file holding the problem statement
-    GYMENVS_WORKDIR                     the repository (/testbed)
+    GYMENVS_WORKDIR                     where the agent works (/testbed for SWE tasks, the image's WORKDIR for Harbor tasks)
     GYMENVS_COMMAND_TIMEOUT             seconds an agent should let one command run
 
 `command` is a bash command line run in the repository after the task's Python environment is
@@ -85,7 +85,7 @@ MINI_SWE_AGENT = AgentSpec(
     name="mini-swe-agent",
     command=(f'exec {AGENTS_ROOT}/mini-swe-agent/bin/mini --yolo --exit-immediately --model "openai/$OPENAI_MODEL" '
              f'--config mini.yaml --config {MOUNT}/mini-swe-agent.yaml '
-             '--config "environment.timeout=${GYMENVS_COMMAND_TIMEOUT%.*}" '
+             '--config "environment.timeout=${GYMENVS_COMMAND_TIMEOUT%.*}" --config "environment.cwd=$GYMENVS_WORKDIR" '
              '--task "$(cat "$GYMENVS_TASK_FILE")" --output /tmp/mini-swe-agent.traj.json'),
     environment={
         "MSWEA_CONFIGURED": "true",  # no first-run set-up prompt

@@ -99,6 +99,9 @@ class GradeReport:
     tampering: list[str] = field(default_factory=list)
     #: The static screen's findings in the agent's changes outside the tests (`screen.Finding` dicts).
     screen: list[dict[str, Any]] = field(default_factory=list)
+    #: The `reason` of the sandbox failure that stopped grading ("image_missing", "container_died",
+    #: "oom_killed", "disk_limit", "engine_error"...; status "error"), None if none did.
+    fault: str | None = None
 
     @property
     def resolved(self) -> bool:
@@ -120,10 +123,13 @@ class GradeReport:
     @property
     def reason(self) -> str:
         """Why, as an episode's `info["outcome_reason"]` says it (`gymenvs.core.outcomes`): "solved",
-        "failed", "broken_task", "grading_timeout", "grading_error", else the status ("patch_failed",
-        "tampered", "screened")."""
+        "failed", "broken_task", "grading_timeout", the sandbox failure that stopped grading (`fault`:
+        "image_missing", "container_died", "oom_killed", "disk_limit", "engine_error"...) or else "grading_error", else the
+        status ("patch_failed", "tampered", "screened")."""
         if self.outcome == "invalid":
             return "broken_task"
+        if self.status == "error" and self.fault:
+            return self.fault  # what stopped grading, as the sandbox said (a missing image, a killed container...)
         return _OUTCOME_REASONS.get(self.status, self.status)
 
     def tests_status(self) -> dict[str, dict[str, list[str]]]:
@@ -203,11 +209,13 @@ def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbo
                 sandbox.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
                                             "results.jsonl": b"", "results.key": key}, mode=0o600)
                 result = sandbox.run(f"bash {STAGING}/run-tests.sh", timeout=timeout, output_limit=_LOG_LIMIT)
+                if not result.timed_out:
+                    _ensure_survived(sandbox, finished=f">>>>> {nonce} End Test Output" in result.output.text())
                 channel = read_channel(_fetch_channel(sandbox), key)
         finally:
             sandbox.remove()
     except SandboxError as exc:
-        report.error = f"grading could not run: {exc}"
+        report.error, report.fault, result = f"grading could not run: {exc}", exc.reason, None
     if result is not None:
         log = decode_output(result.output.raw())
         _read_log(report, task, log, nonce, timed_out=result.timed_out, timeout=timeout, channel=channel)
@@ -217,6 +225,18 @@ def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbo
         report.error = "the static screen found: " + screen_summary(Finding(**finding) for finding in report.screen)
     report.seconds = time.monotonic() - started
     return report, diff or ""
+
+
+def _ensure_survived(sandbox: Sandbox, *, finished: bool) -> None:
+    """`ContainerGone` if the grading container died under the tests (killed from outside, out of memory).
+    The engine may mark it dead a moment after the tests' output ends, so a run that did not reach its
+    end marker is watched for up to 2 s."""
+    deadline = time.monotonic() + (0.0 if finished else 2.0)
+    while True:
+        sandbox.ensure_running()
+        if time.monotonic() >= deadline:
+            return
+        time.sleep(0.1)
 
 
 def _prepare(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None],

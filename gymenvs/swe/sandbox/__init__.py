@@ -10,6 +10,7 @@ from gymenvs.swe.sandbox.base import (
     SIZE_PATTERN,
     TIMEOUT_EXIT_CODES,
     ContainerGone,
+    ContainerPaused,
     DiskLimitExceeded,
     ExecProcess,
     ExecResult,
@@ -50,7 +51,7 @@ from gymenvs.swe.sandbox.shell import PersistentShell, ShellResult
 
 __all__ = [
     "DISK_CHECK_INTERVAL", "KEPT_CAPABILITIES", "LABEL", "LABEL_EPISODE", "LABEL_HOST", "LABEL_PID", "LABEL_ROLE",
-    "ImageMissing", "OutOfMemory",
+    "ContainerPaused", "ImageMissing", "OutOfMemory",
     "LABEL_START", "SECURITY_OPTIONS", "SIZE_PATTERN", "TIMEOUT_EXIT_CODES", "ContainerGone", "DiskLimitExceeded",
     "DockerSandbox", "ExecProcess", "ExecResult", "ExecStream", "Limits", "OutputCapture", "PersistentShell",
     "PrivateDirectory", "Sandbox", "SandboxError", "ShellResult", "Warm", "WarmPool", "decode_output",

@@ -65,6 +65,12 @@ class ContainerGone(SandboxError):
     reason = "container_died"
 
 
+class ContainerPaused(ContainerGone):
+    """The container was paused (frozen) from outside: the engine refuses to run anything in it."""
+
+    reason = "container_paused"
+
+
 class OutOfMemory(ContainerGone):
     """The engine killed the container for exceeding its memory limit."""
 

@@ -39,8 +39,10 @@ import tenacity
 from gymenvs.swe.sandbox.base import (
     TIMEOUT_EXIT_CODES,
     ContainerGone,
+    ContainerPaused,
     DiskLimitExceeded,
     ExecResult,
+    ImageMissing,
     Limits,
     OutOfMemory,
     SandboxError,
@@ -77,6 +79,12 @@ for round in 1 2 3 4 5 6 7 8; do
 done
 exit 0
 """
+
+
+def kill_all_script(signal_name: str = "KILL", keep: tuple[int, ...] = ()) -> str:
+    """Bash (builtins only) that signals every process of the container but init, its main process, the
+    shell running it and that shell's parent, and the pids in `keep`; it ends with `exit 0`."""
+    return f"signal={signal_name} keep='{' '.join(map(str, keep))}'\n{_KILL_ALL}"
 
 
 def docker_client(timeout: int = 600):
@@ -197,8 +205,9 @@ class _NoPid(Exception):
 
 
 def _container_options(role: str, episode_id: str, limits: Limits, workdir: str,
-                       read_only_binds: dict[str, str] | None, labels: dict[str, str] | None) -> dict[str, Any]:
-    """The `containers.create` keywords of a sandbox: its limits, its labels and its read-only binds."""
+                       read_only_binds: dict[str, str] | None, labels: dict[str, str] | None,
+                       mounts: list[Any] | None = None) -> dict[str, Any]:
+    """The `containers.create` keywords of a sandbox: its limits, its labels, its read-only binds and its mounts."""
     return dict(
         command=["sleep", str(limits.lifetime_seconds)],
         name=f"gymenvs-swe-{role}-{uuid.uuid4().hex[:12]}",
@@ -214,6 +223,7 @@ def _container_options(role: str, episode_id: str, limits: Limits, workdir: str,
         cap_add=list(KEPT_CAPABILITIES),
         security_opt=list(SECURITY_OPTIONS),
         volumes={host: {"bind": inside, "mode": "ro"} for host, inside in (read_only_binds or {}).items()},
+        mounts=list(mounts or []),
     )
 
 
@@ -222,15 +232,16 @@ class DockerSandbox:
 
     def __init__(self, client: Any, image: str, *, role: str, episode_id: str, limits: Limits = Limits(),
                  workdir: str = "/testbed", read_only_binds: dict[str, str] | None = None,
-                 labels: dict[str, str] | None = None):
+                 labels: dict[str, str] | None = None, mounts: list[Any] | None = None):
         """`read_only_binds` maps host directories to where the container sees them, read-only;
-        `labels` are added to the ownership labels."""
+        `labels` are added to the ownership labels; `mounts` are `docker.types.Mount`s (a fresh volume, say)."""
         install_sigterm_cleanup()
         self.client = client
         self.image = image
         self.workdir = workdir
         self.limits = limits
-        container = self._create_explained(image, _container_options(role, episode_id, limits, workdir, read_only_binds, labels))
+        options = _container_options(role, episode_id, limits, workdir, read_only_binds, labels, mounts)
+        container = self._create_explained(image, options)
         self.id: str = container.id
         self.name: str = container.name
         self._finalizer = weakref.finalize(self, _remove_container, client.api, self.id)
@@ -245,7 +256,7 @@ class DockerSandbox:
         try:
             return self._create(image, options)
         except docker.errors.ImageNotFound:
-            raise SandboxError(f"image {image!r} is not present locally") from None
+            raise ImageMissing(f"image {image!r} is not present locally") from None
         except docker.errors.APIError as exc:
             raise SandboxError(f"could not create a container from {image!r}: {exc.explanation or exc}") from None
 
@@ -364,7 +375,7 @@ class DockerSandbox:
         """Signal every process of the container but its init and main process and the pids in `keep`:
         jobs that double-forked away from their shell and fork-bomb children included. The killer is a
         single bash process (no `timeout` around it), retried while a fork bomb holds every pid."""
-        script = f"signal={signal_name} keep='{' '.join(map(str, keep))}'\n{_KILL_ALL}"
+        script = kill_all_script(signal_name, keep)
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(attempts),
             wait=tenacity.wait_incrementing(start=0.05, increment=0.05),  # no pid free for the killer: a fork bomb
@@ -428,6 +439,9 @@ class DockerSandbox:
     def ensure_running(self) -> None:
         """`ContainerGone` unless the container is running."""
         state = self._state()
+        if state.get("Status") == "paused":
+            raise ContainerPaused("the container was paused from outside the environment: the engine refuses to run "
+                                  "commands in it")
         if state.get("Status") != "running":
             raise (OutOfMemory if state.get("OOMKilled") else ContainerGone)(describe_stopped(state))
 
@@ -448,6 +462,8 @@ class DockerSandbox:
     def _failure(self, what: str, exc: Exception) -> SandboxError:
         try:
             self.ensure_running()
+        except ContainerPaused:
+            pass  # frozen (by grading, which reads it so, or from outside): the engine's own error says what failed
         except ContainerGone as gone:
             return gone
         return SandboxError(f"{what} in container {self.name}: {exc}")

@@ -226,7 +226,7 @@ def build_fixture_images(client: Any, tasks: Iterable[Task] | None = None, *, ba
     for task in tqdm(list(tasks or load_tasks(FIXTURES)), desc="fixture images", unit="image", disable=not progress):
         name = image_for(task)
         if force or not image_exists(client, name):
-            _build(client, fixture_context(task, base), name)
+            build_image(client, fixture_context(task, base), name)
             built.append(name)
     return built
 
@@ -265,9 +265,23 @@ def _fixture_repo_files(task: Task) -> dict[str, bytes]:
     return files
 
 
-def _build(client: Any, context: io.BytesIO, tag: str) -> None:
+def build_image(client: Any, context: io.BytesIO, tag: str, *, timeout: float | None = None,
+                labels: dict[str, str] | None = None) -> None:
+    """Build the image `tag` from a tar build context (its Dockerfile at the root), without pulling;
+    `ImageBuildError` with the end of the build's log if it fails or takes more than `timeout` seconds."""
+    import docker
+
     log: list[str] = []
-    for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, decode=True):
-        if "error" in chunk:
-            raise ImageBuildError(f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(log[-20:]))
-        log.append(chunk.get("stream", ""))
+    options: dict[str, Any] = {"timeout": int(timeout)} if timeout else {}
+    try:
+        for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, decode=True,
+                                      labels=labels, **options):
+            _check_chunk(chunk, tag, log)
+    except (docker.errors.APIError, OSError) as exc:  # the engine failed, or its answer timed out
+        raise ImageBuildError(f"building {tag} failed: {exc}\n" + "".join(log[-20:])) from None
+
+
+def _check_chunk(chunk: dict[str, Any], tag: str, log: list[str]) -> None:
+    if "error" in chunk:
+        raise ImageBuildError(f"building {tag} failed: {chunk['error'].strip()}\n" + "".join(log[-20:]))
+    log.append(chunk.get("stream", ""))

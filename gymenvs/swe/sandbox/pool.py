@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 from gymenvs.swe.sandbox.base import Limits, Sandbox, SandboxError
 from gymenvs.swe.sandbox.docker import DockerSandbox
-from gymenvs.swe.sandbox.images import ensure_image
+from gymenvs.swe.sandbox.images import WORKDIR, ensure_image
 from gymenvs.swe.sandbox.shell import PersistentShell
 
 LABEL_POOL = "gymenvs.swe.pool"
@@ -55,10 +55,10 @@ def _in_background(remove: Callable[[], None], *, wait: bool) -> Future | None:
 
 def start_container(client: Any, image: str, *, episode_id: str, limits: Limits = Limits(), setup: str = "",
                     environment: dict[str, str] | None = None, labels: dict[str, str] | None = None,
-                    read_only_binds: dict[str, str] | None = None) -> tuple[Sandbox, PersistentShell]:
-    """A started container of `image` and its persistent shell, ready for an episode."""
+                    read_only_binds: dict[str, str] | None = None, workdir: str = WORKDIR) -> tuple[Sandbox, PersistentShell]:
+    """A started container of `image` (working in `workdir`) and its persistent shell, ready for an episode."""
     sandbox = DockerSandbox(client, image, role="agent", episode_id=episode_id, limits=limits, labels=labels,
-                            read_only_binds=read_only_binds)
+                            read_only_binds=read_only_binds, workdir=workdir)
     try:
         return sandbox, PersistentShell(sandbox, setup=setup, environment=environment)
     except BaseException:
@@ -102,6 +102,7 @@ class _Key:
     environment: tuple[tuple[str, str], ...]
     shell: bool = True
     directory: PrivateDirectory | None = None
+    workdir: str = WORKDIR
 
 
 class WarmPool:
@@ -125,9 +126,9 @@ class WarmPool:
     @classmethod
     def for_image(cls, client: Any, image: str, *, size: int, limits: Limits = Limits(), setup: str = "",
                   environment: dict[str, str] | None = None, pull: bool = False, shell: bool = True,
-                  directory: PrivateDirectory | None = None) -> WarmPool:
+                  directory: PrivateDirectory | None = None, workdir: str = WORKDIR) -> WarmPool:
         """The process's pool for `image` with these settings (made, and filled, on first use)."""
-        key = _Key(os.getpid(), image, limits, setup, tuple(sorted((environment or {}).items())), shell, directory)
+        key = _Key(os.getpid(), image, limits, setup, tuple(sorted((environment or {}).items())), shell, directory, workdir)
         with cls._pools_lock:
             pool = cls._pools.get(key)
             if pool is None:
@@ -213,10 +214,10 @@ class WarmPool:
         try:
             if not key.shell:
                 return Warm(DockerSandbox(self.client, key.image, role="agent", episode_id=episode_id, limits=key.limits,
-                                          labels={LABEL_POOL: "1"}, read_only_binds=binds), None, directory)
+                                          labels={LABEL_POOL: "1"}, read_only_binds=binds, workdir=key.workdir), None, directory)
             sandbox, shell = start_container(self.client, key.image, episode_id=episode_id, limits=key.limits,
                                              setup=key.setup, environment=dict(key.environment), labels={LABEL_POOL: "1"},
-                                             read_only_binds=binds)
+                                             read_only_binds=binds, workdir=key.workdir)
             return Warm(sandbox, shell, directory)
         except BaseException:
             if directory is not None:

@@ -144,6 +144,8 @@ class PersistentShell:
                 del buffer[:safe]
             data = self._process().read(min(deadline, time.monotonic() + DISK_CHECK_INTERVAL))
             self.sandbox.check_disk()
+            if data is None:  # silent for a while: a container paused from outside would keep it so until the deadline
+                self.sandbox.ensure_running()
             if data == b"" or (data is None and time.monotonic() >= deadline):
                 return None  # end of stream, or the deadline
             buffer += data or b""

@@ -104,7 +104,7 @@ def load_tasks(source: str = FIXTURES, *, split: str | None = None) -> tuple[Tas
 
 @cache
 def _load_tasks_cached(source: str, split: str | None) -> tuple[Task, ...]:
-    rows = _load_rows(source, split)
+    rows = load_rows(source, split)
     tasks = tuple(task_from_row(row, f"{source} row {i}") for i, row in enumerate(rows))
     if not tasks:
         raise ValueError(f"dataset {source!r} holds no task")
@@ -121,7 +121,8 @@ def fixtures_path() -> Path:
     return Path(str(resources.files("gymenvs.swe.tasks").joinpath("fixtures")))
 
 
-def _load_rows(source: str, split: str | None) -> Sequence[Mapping[str, Any]]:
+def load_rows(source: str, split: str | None) -> Sequence[Mapping[str, Any]]:
+    """The rows of "fixtures", a local .json/.jsonl/.parquet file or a Hub dataset, through `datasets`."""
     try:
         import datasets
     except ImportError as exc:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gymenvs.swe.grading.grading import GradeReport
 from gymenvs.swe.grading.report import MAINTAINED, PASSING
@@ -49,6 +49,7 @@ RULES = (
 )
 _GRADED = ("resolved", "unresolved")
 
+T = TypeVar("T")
 #: Grades one patch of one task: `(task, diff) -> GradeReport`.
 Grader = Callable[[Task, str], GradeReport]
 
@@ -225,7 +226,7 @@ def read_report(path: str | Path) -> dict[str, TaskValidation]:
 def invalid_tasks(path: str | Path) -> dict[str, str]:
     """{instance_id: why} of every task the report at `path` marks invalid; `ValueError` if it does not exist."""
     if not Path(path).is_file():
-        raise ValueError(f"validation report {str(path)!r} does not exist: write one with `gymenvs swe validate`")
+        raise ValueError(f"validation report {str(path)!r} does not exist: write one with `gymenvs tasks validate`")
     return {i: v.summary() for i, v in read_report(path).items() if v.status == INVALID}
 
 
@@ -233,20 +234,31 @@ def validate_tasks(tasks: Sequence[Task], grade_one: Grader, *, report: str | Pa
                    progress: bool = True) -> list[TaskValidation]:
     """Validate every task, `workers` at a time, appending each verdict to `report` as it comes; the
     tasks `report` already judged, with at least `runs` runs and unchanged since, are skipped. The verdicts, in task order."""
+    return run_validation(tasks, lambda task, n: validate_task(task, grade_one, n), key=lambda task: task.instance_id,
+                          fingerprint_of=fingerprint, report=report, runs=runs, workers=workers, progress=progress)
+
+
+def run_validation(tasks: Sequence[T], validate_one: Callable[[T, int], TaskValidation], *, key: Callable[[T], str],
+                   fingerprint_of: Callable[[T], str], report: str | Path, runs: int = 1, workers: int = 1,
+                   progress: bool = True) -> list[TaskValidation]:
+    """The machinery every task format shares: `validate_one(task, runs)` on each task `report` has not
+    judged yet (by `key`, with at least `runs` runs, on the task as `fingerprint_of` sees it now),
+    `workers` at a time, behind a progress bar; each verdict appended to `report` as it comes, the
+    report rewritten whole at the end. The verdicts, in task order."""
     from tqdm import tqdm
 
     if runs < 1 or workers < 1:
         raise ValueError(f"runs={runs}, workers={workers}: each must be 1 or more")
     report = Path(report)
     earlier = read_report(report)
-    done = {t.instance_id: earlier[t.instance_id] for t in tasks if t.instance_id in earlier
-            and _still_holds(earlier[t.instance_id], t, runs)}
-    todo = [task for task in tasks if task.instance_id not in done]
+    done = {key(t): earlier[key(t)] for t in tasks
+            if key(t) in earlier and _still_holds(earlier[key(t)], fingerprint_of(t), runs)}
+    todo = [task for task in tasks if key(task) not in done]
     verdicts = {i: dataclasses.replace(v, resumed=True) for i, v in done.items()}
     report.parent.mkdir(parents=True, exist_ok=True)
     with (report.open("a") as out, tqdm(total=len(tasks), initial=len(verdicts), desc="validating", unit="task",
                                         disable=not progress) as bar, ThreadPoolExecutor(workers) as pool):
-        futures = [pool.submit(validate_task, task, grade_one, runs) for task in todo]
+        futures = [pool.submit(validate_one, task, runs) for task in todo]
         for future in as_completed(futures):
             verdict = future.result()
             out.write(json.dumps(verdict.to_dict()) + "\n")
@@ -254,14 +266,14 @@ def validate_tasks(tasks: Sequence[Task], grade_one: Grader, *, report: str | Pa
             verdicts[verdict.instance_id] = verdict
             bar.set_postfix(invalid=sum(v.status == INVALID for v in verdicts.values()), refresh=False)
             bar.update()
-    ordered = [verdicts[task.instance_id] for task in tasks]
+    ordered = [verdicts[key(task)] for task in tasks]
     _rewrite(report, ordered)
     return ordered
 
 
-def _still_holds(verdict: TaskValidation, task: Task, runs: int) -> bool:
+def _still_holds(verdict: TaskValidation, task_fingerprint: str, runs: int) -> bool:
     """Whether a verdict of an earlier run stands: reached, with enough runs, on the task as it is now."""
-    return verdict.judged and verdict.runs >= runs and verdict.fingerprint == fingerprint(task)
+    return verdict.judged and verdict.runs >= runs and verdict.fingerprint == task_fingerprint
 
 
 def _rewrite(report: Path, verdicts: Sequence[TaskValidation]) -> None:

@@ -87,7 +87,7 @@ def side_calls(task):
     title = [{"role": "user", "content": "Generate a title for this conversation:\n" + task}]
     if WIRE == "anthropic":
         print("tokens:", post("/v1/messages/count_tokens", {"model": "policy", "messages": title})["input_tokens"])
-        post(PATHS[WIRE], {"model": side_model, "max_tokens": 32, "messages": title, "stream": STREAM})
+        post(PATHS[WIRE], {"model": side_model, "max_tokens": 16, "messages": title, "stream": STREAM})
     elif WIRE == "responses":
         post(PATHS[WIRE], {"model": side_model, "input": title, "stream": STREAM})
         post(PATHS[WIRE], {"model": "policy", "input": title, "tools": [], "stream": STREAM},
@@ -153,7 +153,8 @@ class Anthropic:
 
     def turn(self):
         tools = [{"name": "bash", "description": "Run a command.", "input_schema": SCHEMA}]
-        body = {"model": "policy", "max_tokens": 4096, "system": [{"type": "text", "text": SYSTEM}],
+        max_tokens = int(os.environ.get("GYMENVS_MAX_TOKENS", "4096"))
+        body = {"model": "policy", "max_tokens": max_tokens, "system": [{"type": "text", "text": SYSTEM}],
                 "messages": self.messages, "tools": tools, "stream": STREAM}
         message = post(PATHS["anthropic"], body)
         self.messages.append({"role": "assistant", "content": message["content"]})

@@ -23,6 +23,7 @@ from pydantic import StrictBool
 
 from gymenvs.core.images import has_image, text_view
 from gymenvs.core.outcomes import DETAIL_KEY, REASON_KEY, is_trainable
+from gymenvs.env_ids import find_spec
 from wrappers.trl import trl_internals
 from wrappers.trl.config import NonNegativeInt, OptionalPositiveInt, Options
 from wrappers.trl.rollout.seeding import GroupSeeds, reset_options
@@ -395,7 +396,7 @@ class EnvRollout:
             vector_env = None
         if vector_env is None:
             env = self.envs[name]
-            make = functools.partial(gym.make, env.env_id, **env.env_kwargs)
+            make = functools.partial(gym.make, find_spec(env.env_id), **env.env_kwargs)
             vector_env = ConcurrentVectorEnv(
                 [make] * num_envs, autoreset_mode=gym.vector.AutoresetMode.DISABLED, **self.vector_options
             )

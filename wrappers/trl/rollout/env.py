@@ -8,9 +8,9 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
+from gymenvs.env_ids import find_spec
 from wrappers.trl.rollout.agent import AgentRollout
 from wrappers.trl.rollout.base import EnvRollout, EnvSpec, Prompt
 from wrappers.trl.rollout.transcript import Episode
@@ -69,7 +69,7 @@ def make_rollout_func(env_id: str | Mapping[str, EnvSpec] | Sequence[str], **opt
 
 def _deprecated_env_kwargs(env_id: Any, unknown: dict[str, Any], rollout_options: set[str]) -> dict[str, Any]:
     """Unknown options the env's constructor takes, with a DeprecationWarning; any other is a ValueError."""
-    accepted = _constructor_takes(env_id) if isinstance(env_id, str) and env_id in gym.registry else (lambda name: False)
+    accepted = _constructor_takes(env_id) if _is_registered(env_id) else (lambda name: False)
     rejected = sorted(name for name in unknown if not accepted(name))
     if rejected:
         raise ValueError(
@@ -98,14 +98,22 @@ def _constructor_takes(env_id: str) -> Callable[[str], bool]:
 
 def rollout_class_for(env_id: str | Mapping[str, EnvSpec] | Sequence[str]) -> type[EnvRollout]:
     """`AgentRollout` for an env whose class says it `hosts_agent` (see `gymenvs.core.TextEnv`), else `EnvRollout`."""
-    if isinstance(env_id, str) and env_id in gym.registry and getattr(_env_class(env_id), "hosts_agent", False):
+    if isinstance(env_id, str) and _is_registered(env_id) and getattr(_env_class(env_id), "hosts_agent", False):
         return AgentRollout
     return EnvRollout
 
 
+def _is_registered(env_id: Any) -> bool:
+    """Whether `env_id` is an id that is registered (a `module:EnvId` one once its module is imported)."""
+    try:
+        return isinstance(env_id, str) and find_spec(env_id) is not None
+    except ValueError:
+        return False
+
+
 def _env_class(env_id: str) -> Any:
     """The class (or callable) `env_id` is registered with, loaded without building an env."""
-    entry_point = gym.spec(env_id).entry_point
+    entry_point = find_spec(env_id).entry_point
     return load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
 
 

@@ -18,9 +18,10 @@ So a late reply has no pipe left to arrive on; still, each reply carries its req
 one that is not for the current request is dropped, never handed to a later call.
 
 Factories are pickled with cloudpickle (lambdas and closures work) and each worker imports
-gymenvs first, so factories that make gymenvs envs by id find them registered under every start
-method. The default start method is forkserver with gymenvs preloaded: fork from a process with
-threads (the thread backend, a trainer, torch) can deadlock the child, and spawn re-imports
+gymenvs and registers every other id the parent has registered (a user's env, from the folder its
+module was imported from: `gymenvs.env_ids`) before it loads them, so factories that make envs by id
+find them registered under every start method. The default start method is forkserver with gymenvs
+preloaded: fork from a process with threads (the thread backend, a trainer, torch) can deadlock the child, and spawn re-imports
 everything in every worker; see `DEFAULT_START_METHOD`.
 """
 
@@ -45,6 +46,7 @@ from typing import Any, Literal
 import cloudpickle
 import pydantic
 
+from gymenvs.env_ids import WorkerRegistrations, worker_registrations
 from wrappers.vector.backends.hosts import HostedSlots, SlotHosts
 from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker, timed_out
 
@@ -71,6 +73,7 @@ def serve(
     payload: bytes,
     restart_on_error: bool,
     environment: dict[str, str],
+    registrations: WorkerRegistrations,
     inherited: Sequence[multiprocessing.connection.Connection] = (),
 ) -> None:
     """A worker process's main loop: run each batch of requests on its slots and send the results.
@@ -89,6 +92,7 @@ def serve(
 
     hosted: HostedSlots | None = None
     try:
+        registrations.install()  # the parent's own ids (a user's env), before the factories that may name them load
         hosted = HostedSlots(pickle.loads(payload), restart_on_error)
         load_error = None
     except Exception as exc:
@@ -189,7 +193,7 @@ class _Worker:
         inherited = self.backend.open_connections() if self.context.get_start_method() == "fork" else []
         self.process = self.context.Process(
             target=serve,
-            args=(child_end, self.payload, self.restart_on_error, dict(os.environ), inherited),
+            args=(child_end, self.payload, self.restart_on_error, dict(os.environ), self.backend.registrations, inherited),
             name=f"gymenvs-vector-worker-{self.number}",
             daemon=True,
         )
@@ -248,6 +252,7 @@ class ProcessBackend:
         if start_method == "forkserver":
             _start_forkserver()
         self._hosts = SlotHosts(len(factories), max_workers)
+        self.registrations = worker_registrations()
         self._workers = []
         for number, slots in enumerate(self._hosts.slots_of):
             payload = cloudpickle.dumps([(index, factories[index]) for index in slots])

@@ -27,13 +27,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import sys
 from collections.abc import Collection, Sequence
 from typing import Any
 
+import cloudpickle
 import pydantic
 from pydantic import Field, StrictStr
 
+from gymenvs.env_ids import WorkerRegistrations, worker_registrations
 from wrappers.vector.backends.hosts import HostedSlots, SlotHosts
 from wrappers.vector.slot import EnvFactory, Request, SlotError, run_as_worker, timed_out
 
@@ -74,9 +77,13 @@ class SlotHost:
         run_as_worker()
         self.hosted: HostedSlots | None = None
 
-    def load(self, factories: list[tuple[int, EnvFactory]], restart_on_error: bool) -> None:
-        """Host these slots (their envs are built on first use)."""
-        self.hosted = HostedSlots(factories, restart_on_error)
+    def load(self, payload: bytes, restart_on_error: bool, registrations: WorkerRegistrations) -> None:
+        """Host these slots, `[(slot, factory), ...]` cloudpickled (their envs are built on first use).
+
+        The driver's own ids are registered first, and the factories unpickled after, so that a factory
+        naming a user's class finds its module (Ray unpickles plain arguments before the call)."""
+        registrations.install()
+        self.hosted = HostedSlots(pickle.loads(payload), restart_on_error)
 
     def run(self, requests: list[Request]) -> list[Any]:
         assert self.hosted is not None, "load() first"
@@ -112,17 +119,19 @@ class _Actor:
         """Load this actor's slots into an idle actor, or into a new one."""
         import ray
 
-        factories = [(index, self.backend.factories[index]) for index in self.slots]
+        factories = cloudpickle.dumps([(index, self.backend.factories[index]) for index in self.slots])
+        registrations = self.backend.registrations
         key = self.backend.actor_key
         while key is not None and (idle := _IDLE.get(key)):  # not a retry: each pass tries another parked actor
             self.handle = idle.pop()
             try:
-                ray.get(self.handle.load.remote(factories, self.backend.restart_on_error), timeout=PARKED_ACTOR_LOAD_TIMEOUT_S)
+                loading = self.handle.load.remote(factories, self.backend.restart_on_error, registrations)
+                ray.get(loading, timeout=PARKED_ACTOR_LOAD_TIMEOUT_S)
                 return
             except Exception:  # it died while idle
                 self.kill()
         self.handle = self.backend.actor_class.remote()
-        self.loading = self.handle.load.remote(factories, self.backend.restart_on_error)
+        self.loading = self.handle.load.remote(factories, self.backend.restart_on_error, registrations)
 
     def kill(self) -> None:
         import ray
@@ -158,6 +167,7 @@ class RayBackend:
         reserves_nothing = not settings.num_cpus and not settings.resources and not settings.actor_options
         self.actor_key = json.dumps(options, sort_keys=True, default=repr) if reserves_nothing else None
         self.factories = list(factories)
+        self.registrations = worker_registrations()
         self.restart_on_error = restart_on_error
         self._hosts = SlotHosts(len(self.factories), max_workers)
         self._actors = [_Actor(self, number, slots) for number, slots in enumerate(self._hosts.slots_of)]

@@ -67,7 +67,7 @@ def _convert(message: dict[str, Any], what: str) -> list[dict[str, Any]]:
             if not isinstance(block.get("tool_use_id"), str):
                 raise WireError(f'{what}: a tool_result needs a "tool_use_id" (a string)')
             converted.append({"role": "tool", "tool_call_id": block["tool_use_id"],
-                              "content": text_parts(block.get("content"), f"{what} tool_result", _TEXT)})
+                              "content": text_parts(block.get("content"), f"{what} tool_result", _TEXT, lenient=True)})
         else:
             texts.append(block)
     if texts:
@@ -138,6 +138,8 @@ def response(reply: Reply, request: Mapping[str, Any], model: str, raw: Mapping[
     for call in reply.tool_calls:
         call.id = new_id("toolu_")  # the ids Anthropic clients expect; the recorded reply carries the same
         content.append({"type": "tool_use", "id": call.id, "name": call.name, "input": arguments_object(call.arguments)})
+    if not content:  # an empty reply is still one (empty) text block, as the API gives
+        content.append({"type": "text", "text": ""})
     return {"id": new_id("msg_"), "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": _STOP_REASONS[reply.finish], "stop_sequence": None,
             "usage": {"input_tokens": reply.prompt_tokens, "output_tokens": reply.completion_tokens,

@@ -158,9 +158,11 @@ def arguments_object(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"input": value}
 
 
-def text_parts(content: Any, what: str, kinds: tuple[str, ...]) -> str:
+def text_parts(content: Any, what: str, kinds: tuple[str, ...], lenient: bool = False) -> str:
     """The text of a content that is a string or a list of parts whose text types are `kinds`; images
-    and files become a placeholder (the policy reads text); other parts are malformed."""
+    and files become a placeholder (the policy reads text); other parts are malformed, or (`lenient`, for
+    a tool's output, where CLIs put their own part types such as Claude Code's `tool_reference`) a
+    placeholder too."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -172,7 +174,7 @@ def text_parts(content: Any, what: str, kinds: tuple[str, ...]) -> str:
         kind = part.get("type") if isinstance(part, dict) else None
         if kind in kinds:
             texts.append(str(part.get("text", "")))
-        elif kind in ("image", "input_image", "image_url", "document", "input_file", "file"):
+        elif kind in ("image", "input_image", "image_url", "document", "input_file", "file") or (lenient and kind):
             texts.append(f"[{kind} omitted]")
         else:
             raise WireError(f"{what}: unsupported content part {kind!r} (supported: {', '.join(kinds)}, images, files)")

@@ -93,7 +93,7 @@ def _messages(items: list[Any]) -> list[dict[str, Any]]:
         elif kind in ("function_call_output", "custom_tool_call_output"):
             if not isinstance(item.get("call_id"), str):
                 raise WireError(f'{what}: a "call_id" (a string) is required')
-            output = text_parts(item.get("output"), what, _TEXT_PARTS)
+            output = text_parts(item.get("output"), what, _TEXT_PARTS, lenient=True)
             messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": output})
             turn = None
         else:
@@ -155,7 +155,7 @@ def response(reply: Reply, request: Mapping[str, Any], model: str, raw: Mapping[
         if "reasoning.encrypted_content" in (raw.get("include") or ()):
             reasoning["encrypted_content"] = reply.reasoning  # opaque to the client; it comes back as it went
         output.append(reasoning)
-    if reply.content:
+    if reply.content or not (reply.tool_calls or reply.reasoning):  # an empty reply is still an (empty) message
         output.append({"id": new_id("msg_"), "type": "message", "role": "assistant", "status": "completed",
                        "content": [{"type": "output_text", "text": reply.content, "annotations": [], "logprobs": []}]})
     custom = _custom_tools(raw)

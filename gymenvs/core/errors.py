@@ -1,0 +1,114 @@
+"""The errors gymenvs raises when it is used wrongly, one class per kind of misuse.
+
+Each is raised where the mistake is made, in one line that names the argument, what was given and
+what is accepted (with a close match when there is one), and each subclasses the built-in a caller
+would catch (`ValueError`, `TypeError`, `RuntimeError`), so `except ValueError` keeps working. Every
+one of them is also a `GymenvsError`. docs/errors.md lists them with an example message each.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Iterable
+from typing import Any
+
+import pydantic
+from gymnasium.error import ClosedEnvironmentError
+
+
+class GymenvsError(Exception):
+    """The base of every misuse error gymenvs raises."""
+
+
+class ConfigError(GymenvsError, ValueError):
+    """An env's or a vector env's constructor got an unknown, misplaced or bad keyword argument."""
+
+
+class ResetOptionsError(GymenvsError, ValueError):
+    """`reset(options=...)` got an option the env does not know, or a bad value for one. The vector env
+    raises it in the caller too, without resetting or rebuilding any slot."""
+
+
+class ActionsError(GymenvsError, TypeError):
+    """A vector env's `step` got something other than one action per slot (a bare `str`, say)."""
+
+
+class ToolResultError(GymenvsError, TypeError):
+    """A tool returned something other than a `str` or an `Outcome`: a bug of the env, not of the agent."""
+
+
+class EnvClosedError(GymenvsError, ClosedEnvironmentError, RuntimeError):
+    """`reset` or `step` (or any request) on an env or vector env after `close()`. Also a gymnasium
+    `ClosedEnvironmentError`."""
+
+
+class ReplayFileError(GymenvsError, ValueError):
+    """A transcript file that `gymenvs replay` cannot read: missing, not JSON lines, or not an episode record."""
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """' (did you mean 'x'?)' for the closest choice to `name`, or '' when none is close."""
+    matches = difflib.get_close_matches(name, list(choices), n=1)
+    return f" (did you mean {matches[0]!r}?)" if matches else ""
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """`repr(value)` on one line, cut to `limit` characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def listing(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names)) or "none"
+
+
+def config_error(owner: str, exc: pydantic.ValidationError, accepted: Iterable[str]) -> ConfigError:
+    """One `ConfigError` line for everything pydantic found wrong with `owner`'s constructor arguments."""
+    accepted = sorted(accepted)
+    problems = []
+    for error in exc.errors(include_url=False):
+        name = ".".join(str(part) for part in error["loc"]) or "arguments"
+        given = short_repr(error.get("input"))
+        if error["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+            problems.append(f"an unknown argument {name}={given}{did_you_mean(name, accepted)}")
+        elif error["type"].startswith("missing"):
+            problems.append(f"missing argument {name!r}")
+        elif error["type"] == "unexpected_positional_argument":
+            problems.append(f"positional argument {given} (pass every argument by name)")
+        else:
+            message = error["msg"].removeprefix("Value error, ")  # a validator's own ValueError says it all
+            message = message[0].lower() + message[1:]
+            problems.append(f"{name}={given}: {message}" if error["loc"] else message)
+    unknown = any(error["type"] in ("unexpected_keyword_argument", "extra_forbidden") for error in exc.errors())
+    return ConfigError(f"{owner} got {'; '.join(problems)}" + (f". Accepted: {listing(accepted)}." if unknown else ""))
+
+
+def hint_unwrapped_attributes() -> None:
+    """Make `gym.make(id).state()` (or any public attribute of the env that gymnasium's wrappers hide)
+    an `AttributeError` that says to use `env.unwrapped`, instead of only naming the outer wrapper.
+
+    Gymnasium 1.x wrappers stopped forwarding attributes on purpose (a wrapper that changes
+    observations would be bypassed), so this forwards nothing: it only words the error. Installed on
+    `gymnasium.Wrapper` at `import gymenvs`, unless gymnasium has a `__getattr__` of its own there.
+    """
+    import gymnasium
+
+    if "__getattr__" not in vars(gymnasium.Wrapper):
+        gymnasium.Wrapper.__getattr__ = _hint_unwrapped  # type: ignore[attr-defined]
+
+
+_MISSING = object()
+
+
+def _hint_unwrapped(wrapper: Any, name: str) -> Any:
+    env = wrapper.__dict__.get("env")  # absent while a wrapper is being unpickled
+    inner = None if env is None or name.startswith("_") else env.unwrapped
+    found = _MISSING if inner is None else inspect.getattr_static(inner, name, _MISSING)
+    if found is _MISSING:
+        return object.__getattribute__(wrapper, name)  # gymnasium's own AttributeError
+    raise AttributeError(
+        f"{type(wrapper).__name__!r} object has no attribute {name!r}: {name} belongs to the "
+        f"{type(inner).__name__} inside gymnasium's wrappers; use env.unwrapped.{name}{'()' if callable(found) else ''}",
+        name=name, obj=wrapper,
+    )

@@ -1,0 +1,317 @@
+"""Grading a Harbor task where the agent cannot reach: its `tests/test.sh` runs on a snapshot of the
+agent's container, in a fresh container, and the reward is read by the engine.
+
+`grade_task(sandbox, task)`, when the episode ends:
+
+1. stops the agent's container (SIGKILL to its init: the kernel kills every process in it, daemons
+   included; no program of the container takes part);
+2. with the container stopped, replaces whatever the agent left at /logs, /logs/verifier and /tests
+   (a symbolic link, a file) by plain directories, and puts back the image's tools on PATH
+   (`toolguard`), all through the engine's archive API;
+3. commits the container (`docker commit`) and starts a fresh container from that snapshot, with the
+   task's cpus, memory and storage, no network unless the task allows it, and two fresh empty
+   volumes mounted over /logs/verifier and /tests (not copied from the snapshot);
+4. copies the task's `tests/` from the host into /tests and runs `bash /tests/test.sh` with the
+   verifier's time limit ([verifier] timeout_sec, or `timeout_s`) and environment;
+5. kills every other process of that container the moment test.sh exits, then stops the
+   container (nothing the tests started can write afterwards), and reads
+   `/logs/verifier/reward.txt` (one float) or `reward.json` (named scores) through the engine,
+   size-capped, never following a symbolic link.
+
+What this guarantees, and what grading a container's state cannot, is in docs/terminal-security.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import math
+import shlex
+import tarfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from gymenvs.core.outcomes import EndedBy, ending
+from gymenvs.swe.sandbox.base import SandboxError
+from gymenvs.swe.sandbox.docker import (
+    LABEL,
+    LABEL_HOST,
+    LABEL_PID,
+    LABEL_ROLE,
+    LABEL_START,
+    DockerSandbox,
+    kill_all_script,
+    owner_alive,
+    owner_labels,
+)
+from gymenvs.swe.sandbox.output import decode_output
+from gymenvs.terminal.engine import entries_archive, path_stat, read_entry, stop_container, write_archive
+from gymenvs.terminal.task import TerminalTask
+from gymenvs.terminal.toolguard import restore_tools
+
+LOGS_DIR = "/logs"
+VERIFIER_DIR = "/logs/verifier"
+TESTS_DIR = "/tests"
+REWARD_TXT = "reward.txt"
+REWARD_JSON = "reward.json"
+#: Bytes a reward file may hold: more is not a reward test.sh wrote (`bad_reward`, 0).
+REWARD_TXT_LIMIT = 4096
+REWARD_JSON_LIMIT = 64 << 10
+_LOG_LIMIT = 1 << 20
+_SNAPSHOT_REPOSITORY = "gymenvs-terminal-snapshot"
+_ROLE = "verifier"
+
+
+@dataclass
+class VerifierResult:
+    """What grading found.
+
+    `reward` is None when there is no verdict on the agent (infra, invalid). `outcome` is who the
+    result is about (`gymenvs.core.outcomes.EndedBy`: "model", "infra", "invalid") and `reason` a
+    stable name: "solved" (reward >= 1), "partial" (0 < reward < 1), "failed", "no_reward" (test.sh
+    wrote no reward file: 0), "bad_reward" (a reward file that is not one float or a JSON object of
+    numbers, too big, or not a regular file: 0), "grading_timeout", "grading_error" (infra) or
+    "broken_task" (invalid: the task's tests are missing).
+    """
+
+    reward: float | None
+    scores: dict[str, float] = field(default_factory=dict)
+    outcome: str = str(EndedBy.MODEL)
+    reason: str = "failed"
+    detail: str = ""
+    #: What `toolguard` put back before the tests ran (the agent's changes to the image's tools).
+    restored: list[str] = field(default_factory=list)
+    test_exit_code: int | None = None
+    log_tail: str = ""
+    seconds: float = 0.0
+
+    @property
+    def ended_by(self) -> EndedBy:
+        return EndedBy(self.outcome)
+
+    def ending(self) -> dict[str, str]:
+        """The `info` entries of the episode's last step (`outcome`, `outcome_reason`, `outcome_detail`)."""
+        return ending(self.outcome, self.reason, self.detail)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def grade_task(sandbox: DockerSandbox, task: TerminalTask, *, timeout_s: float | None = None,
+               restore: bool = True) -> VerifierResult:
+    """Grade what the agent left in `sandbox` (the episode's container, which this stops) by the task's
+    tests. `timeout_s` overrides [verifier] timeout_sec; `restore=False` skips putting back the image's
+    tools (for a task whose goal is to change them). Engine failures come back as an infra result."""
+    started = time.monotonic()
+    if not task.test_script.is_file():
+        return VerifierResult(None, outcome=EndedBy.INVALID, reason="broken_task", detail=f"{task.test_script} is missing")
+    timeout = timeout_s if timeout_s is not None else task.config.verifier.timeout_sec
+    run = _GradingRun(sandbox, task, uuid.uuid4().hex[:12])
+    try:
+        result = run.grade(timeout, restore)
+    except SandboxError as exc:
+        result = VerifierResult(None, outcome=EndedBy.INFRA, reason="grading_error", detail=f"grading could not run: {exc}")
+    finally:
+        run.clean_up()
+    result.seconds = time.monotonic() - started
+    return result
+
+
+class _GradingRun:
+    """One grading: the snapshot image, the volumes and the container it made, removed by `clean_up`."""
+
+    def __init__(self, sandbox: DockerSandbox, task: TerminalTask, nonce: str):
+        self.sandbox, self.task, self.nonce = sandbox, task, nonce
+        self.client, self.api = sandbox.client, sandbox.client.api
+        self.snapshot: str | None = None
+        self.volumes: list[str] = []
+        self.grader: DockerSandbox | None = None
+
+    def grade(self, timeout: float, restore: bool) -> VerifierResult:
+        restored = self._freeze(restore)
+        self.grader = grader = self._start_grader()
+        grader.put_archive(TESTS_DIR, tests_archive(self.task))
+        result = grader.run(self._command(), timeout=timeout, output_limit=_LOG_LIMIT, kill_after=5)
+        stop_container(self.api, grader.id)  # before reading: nothing the tests left running writes the reward now
+        log = decode_output(result.output.raw())
+        if result.timed_out:
+            verdict = VerifierResult(None, outcome=EndedBy.INFRA, reason="grading_timeout",
+                                     detail=f"tests/test.sh did not finish in {timeout:g} s")
+        else:
+            verdict = read_reward(self.api, grader.id)
+        verdict.restored, verdict.test_exit_code, verdict.log_tail = restored, result.exit_code, log[-4000:]
+        return verdict
+
+    def _freeze(self, restore: bool) -> list[str]:
+        """Stop the agent's container, make its /logs/verifier and /tests plain directories, put back the
+        image's tools, and commit it."""
+        stop_container(self.api, self.sandbox.id)
+        write_archive(self.api, self.sandbox.id, "/", entries_archive([(LOGS_DIR, "dir", ""), (VERIFIER_DIR, "dir", ""),
+                                                                       (TESTS_DIR, "dir", "")]))
+        restored = restore_tools(self.api, self.sandbox.id, self.sandbox.image) if restore else []
+        try:
+            owner = [f'LABEL {key}="{value}"' for key, value in {LABEL_ROLE: _ROLE, **owner_labels()}.items()]
+            self.snapshot = self.api.commit(self.sandbox.id, repository=_SNAPSHOT_REPOSITORY, tag=self.nonce,
+                                            changes=owner)["Id"]
+        except Exception as exc:
+            raise SandboxError(f"could not snapshot the agent's container: {exc}") from None
+        return restored
+
+    def _start_grader(self) -> DockerSandbox:
+        from docker.types import Mount
+
+        mounts = [Mount(target, self._volume(name), type="volume", no_copy=True)
+                  for name, target in (("logs", VERIFIER_DIR), ("tests", TESTS_DIR))]
+        environment = self.task.config.environment
+        limits = dataclasses.replace(self.sandbox.limits, cpus=environment.cpus, mem_limit=f"{environment.memory_mb}m",
+                                     disk_limit=environment.storage_mb << 20, network=verifier_network(self.task))
+        assert self.snapshot is not None
+        return DockerSandbox(self.client, self.snapshot, role="verifier", episode_id=self.task.name, limits=limits,
+                             workdir=self.sandbox.workdir, mounts=mounts)
+
+    def _volume(self, name: str) -> str:
+        volume = self.client.volumes.create(name=f"gymenvs-terminal-{self.nonce}-{name}",
+                                            labels={LABEL: "1", LABEL_ROLE: _ROLE, **owner_labels()})
+        self.volumes.append(volume.name)
+        return volume.name
+
+    def _command(self) -> str:
+        """test.sh with the verifier's environment, as [verifier] user if the task names one; the moment it
+        exits, the same shell stops every other process (what the tests left running cannot write the
+        reward after test.sh did)."""
+        verifier = self.task.config.verifier
+        exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in verifier.env.items())
+        run = f"bash {TESTS_DIR}/test.sh"
+        if verifier.user:  # the fresh volume is root's: hand it to the user who writes the reward
+            user = shlex.quote(verifier.user)
+            run = f"chown {user} {VERIFIER_DIR} && runuser -u {user} -- {run}"
+        return (f"{exports}cd {shlex.quote(self.sandbox.workdir)} 2>/dev/null || cd /\n{run}\n"
+                f"echo \"tests/test.sh exited $?\"\n{kill_all_script()}")
+
+    def clean_up(self) -> None:
+        if self.grader is not None:
+            self.grader.remove()
+        for name in self.volumes:
+            try:
+                self.api.remove_volume(name, force=True)
+            except Exception:  # in use or gone; labelled, so it can be found later
+                pass
+        if self.snapshot is not None:
+            try:
+                self.api.remove_image(self.snapshot, force=True, noprune=False)
+            except Exception:
+                pass
+
+
+def reap_grading_leftovers(client: Any) -> list[str]:
+    """Remove the snapshot images and volumes that gradings of this host left behind when their process
+    died (killed mid-grading: its `finally` never ran); return their names."""
+    removed = []
+    mine = [f"{LABEL_ROLE}={_ROLE}", f"{LABEL_HOST}={owner_labels()[LABEL_HOST]}"]
+    for volume in client.volumes.list(filters={"label": mine}):
+        if _orphaned(volume.attrs.get("Labels") or {}):
+            volume.remove(force=True)
+            removed.append(volume.name)
+    for image in client.images.list(name=_SNAPSHOT_REPOSITORY):
+        if _orphaned(image.labels or {}) and image.labels.get(LABEL_ROLE) == _ROLE:
+            client.api.remove_image(image.id, force=True)
+            removed += image.tags or [image.id]
+    return removed
+
+
+def _orphaned(labels: dict[str, str]) -> bool:
+    pid = labels.get(LABEL_PID, "")
+    ours = labels.get(LABEL_HOST) == owner_labels()[LABEL_HOST]
+    return ours and pid.isdigit() and not owner_alive(int(pid), labels.get(LABEL_START, ""))
+
+
+def verifier_network(task: TerminalTask) -> bool:
+    """Whether the tests may reach the network: [verifier] network_mode, else [environment]'s, is
+    "public" ("allowlist" cannot be enforced here, so it means none)."""
+    return (task.config.verifier.network_mode or task.config.environment.network_mode) == "public"
+
+
+def tests_archive(task: TerminalTask) -> bytes:
+    """The task's tests/ folder, read on the host, as a tar owned by root (test.sh executable)."""
+    archive = io.BytesIO()
+
+    def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for path in sorted(task.tests_dir.iterdir()):
+            tar.add(path, arcname=path.name, filter=owned_by_root)
+    return archive.getvalue()
+
+
+def read_reward(api: Any, container_id: str) -> VerifierResult:
+    """The reward test.sh left in /logs/verifier of the stopped container: reward.txt (one float) for
+    the reward, reward.json ({name: number}) for the scores (and the reward, from its "reward" key or
+    the mean of its scores, when there is no reward.txt)."""
+    texts: dict[str, str] = {}
+    for name, limit in ((REWARD_TXT, REWARD_TXT_LIMIT), (REWARD_JSON, REWARD_JSON_LIMIT)):
+        path = f"{VERIFIER_DIR}/{name}"
+        stat = path_stat(api, container_id, path)
+        if stat is None:
+            continue
+        if stat.kind != "file":
+            return _bad(f"{path} is a {stat.kind}, not a regular file")
+        if stat.size > limit:
+            return _bad(f"{path} holds {stat.size} bytes, more than the {limit} a reward file may")
+        texts[name] = _file_text(read_entry(api, container_id, path))
+    if not texts:
+        return VerifierResult(0.0, reason="no_reward", detail=f"tests/test.sh wrote neither {REWARD_TXT} nor {REWARD_JSON}")
+    try:
+        scores = parse_scores(texts[REWARD_JSON]) if REWARD_JSON in texts else {}
+        reward = parse_reward_txt(texts[REWARD_TXT]) if REWARD_TXT in texts else reward_of(scores)
+    except ValueError as exc:
+        return _bad(str(exc))
+    reason = "solved" if reward >= 1 else "partial" if reward > 0 else "failed"
+    return VerifierResult(reward, scores, reason=reason, detail=f"reward {reward:g}")
+
+
+def parse_reward_txt(text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError(f"{REWARD_TXT} holds {text.strip()[:80]!r}, not a number") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{REWARD_TXT} holds {value}, not a finite number")
+    return value
+
+
+def parse_scores(text: str) -> dict[str, float]:
+    """reward.json's {name: number}; ValueError for anything else (a string, a bool, NaN, a list)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ValueError(f"{REWARD_JSON} is not JSON: {text[:80]!r}") from None
+    if not isinstance(data, dict) or not data:
+        raise ValueError(f"{REWARD_JSON} is not a non-empty JSON object of named scores")
+    scores = {}
+    for name, value in data.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"{REWARD_JSON}: score {name!r} is {value!r}, not a finite number")
+        scores[str(name)] = float(value)
+    return scores
+
+
+def reward_of(scores: dict[str, float]) -> float:
+    """The reward of named scores: their "reward" entry, else their mean."""
+    return scores["reward"] if "reward" in scores else sum(scores.values()) / len(scores)
+
+
+def _file_text(archive: bytes) -> str:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        member = tar.next()
+        extracted = tar.extractfile(member) if member is not None and member.isfile() else None
+        return extracted.read().decode("utf-8", "replace") if extracted is not None else ""
+
+
+def _bad(detail: str) -> VerifierResult:
+    return VerifierResult(0.0, reason="bad_reward", detail=detail)

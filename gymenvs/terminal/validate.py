@@ -1,0 +1,159 @@
+"""Validate Harbor tasks before training on them: the oracle must score 1, a run that does nothing must not.
+
+Each task's container is started `runs` times empty (nothing done) and `runs` times after its oracle
+(`solution/` copied to /solution and `solve.sh` run, as Harbor's oracle agent does), and each is
+graded by the ordinary grading path (`grade_task`: a snapshot, fresh /tests and /logs/verifier).
+The rewards are held to these rules (named in the report when broken):
+
+    flaky              the reward changed between runs of the oracle, or of the empty run
+    oracle_fails       some oracle run scored below 1
+    empty_run_passes   some empty run scored 1 or more
+
+A grading that gave no verdict (infra: a timeout, an engine error; invalid: tests/test.sh missing)
+makes the task `error`, and a task without `solution/solve.sh` is `error` too (nothing to hold it
+to). The report and its resuming are shared with SWE datasets (`swe.tasks.validate.run_validation`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import shlex
+import tarfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from gymenvs.swe.sandbox.base import Limits, SandboxError
+from gymenvs.swe.sandbox.docker import DockerSandbox
+from gymenvs.swe.tasks.validate import ERROR, INVALID, VALID, BrokenRule, TaskValidation, run_validation
+from gymenvs.terminal.grading import VerifierResult, grade_task
+from gymenvs.terminal.images import ensure_task_image, environment_digest, image_workdir
+from gymenvs.terminal.task import TerminalTask
+
+RULES = ("flaky", "oracle_fails", "empty_run_passes")
+SOLUTION_DIR = "/solution"
+
+#: Runs one episode of a task and grades it: `(task, oracle) -> VerifierResult` (`oracle=False`: the empty run).
+Runner = Callable[[TerminalTask, bool], VerifierResult]
+
+
+def fingerprint(task: TerminalTask) -> str:
+    """A digest of what decides a task's verdict: task.toml, environment/, tests/ and solution/."""
+    digest = hashlib.sha256(environment_digest(task).encode())
+    for folder in (task.tests_dir, task.solution_dir):
+        for path in sorted(p for p in (folder.rglob("*") if folder else ()) if p.is_file()):
+            digest.update(path.relative_to(task.path).as_posix().encode() + b"\0" + path.read_bytes())
+    digest.update((task.path / "task.toml").read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def validate_task(task: TerminalTask, run_one: Runner, runs: int = 1) -> TaskValidation:
+    """Run and grade `task` `runs` times empty and `runs` times with its oracle, and judge the rewards.
+    An exception of `run_one` is an `error` verdict: one task does not stop the others."""
+    started = time.monotonic()
+    if task.solution_dir is None:
+        verdict = TaskValidation(task.name, ERROR, runs=runs,
+                                 error="the task has no solution/solve.sh: no oracle to validate it by")
+    else:
+        empty: list[VerifierResult] = []
+        oracle: list[VerifierResult] = []
+        try:
+            for _ in range(runs):
+                empty.append(run_one(task, False))
+                oracle.append(run_one(task, True))
+        except Exception as exc:
+            verdict = TaskValidation(task.name, ERROR, runs=runs, error=f"a run raised {type(exc).__name__}: {exc}")
+        else:
+            verdict = judge(task.name, empty, oracle)
+    verdict.seconds, verdict.fingerprint = time.monotonic() - started, fingerprint(task)
+    return verdict
+
+
+def judge(name: str, empty: Sequence[VerifierResult], oracle: Sequence[VerifierResult]) -> TaskValidation:
+    """The verdict on a task from its graded runs; `empty_runs` / `gold_runs` hold each run's reward (or
+    the reason there is none)."""
+    verdict = TaskValidation(name, VALID, runs=len(oracle), empty_runs=[_seen(r) for r in empty],
+                             gold_runs=[_seen(r) for r in oracle])
+    no_verdict = [r for r in (*empty, *oracle) if r.reward is None]
+    if no_verdict:
+        verdict.status, verdict.error = ERROR, f"{no_verdict[0].reason}: {no_verdict[0].detail}"
+        return verdict
+    empty_rewards = [r.reward for r in empty if r.reward is not None]
+    oracle_rewards = [r.reward for r in oracle if r.reward is not None]
+    broken = []
+    changed = [f"{what} run rewards {' / '.join(map(_number, rewards))}"
+               for what, rewards in (("oracle", oracle_rewards), ("empty", empty_rewards)) if len(set(rewards)) > 1]
+    if changed:
+        broken.append(BrokenRule("flaky", detail="; ".join(changed)))
+    if any(reward < 1 for reward in oracle_rewards):
+        broken.append(BrokenRule("oracle_fails", detail=_runs_detail(oracle, "oracle")))
+    if any(reward >= 1 for reward in empty_rewards):
+        broken.append(BrokenRule("empty_run_passes", detail=_runs_detail(empty, "empty")))
+    verdict.broken = broken
+    verdict.status = INVALID if broken else VALID
+    return verdict
+
+
+def _seen(result: VerifierResult) -> str:
+    return _number(result.reward) if result.reward is not None else result.reason
+
+
+def _number(value: float) -> str:
+    return f"{value:g}"
+
+
+def _runs_detail(results: Sequence[VerifierResult], what: str) -> str:
+    rewards = " / ".join(_seen(r) for r in results)
+    reasons = sorted({f"{r.reason}: {r.detail}" for r in results if r.reason not in ("solved", "failed")})
+    return f"{what} run rewards {rewards}" + (f" ({'; '.join(reasons)[:300]})" if reasons else "")
+
+
+def task_limits(task: TerminalTask) -> Limits:
+    """The agent container's resources, from [environment] (network: [agent] network_mode, else [environment]'s)."""
+    environment = task.config.environment
+    return Limits(cpus=environment.cpus, mem_limit=f"{environment.memory_mb}m", disk_limit=environment.storage_mb << 20,
+                  network=task.config.agent_network_mode == "public")
+
+
+def run_episode(client: Any, task: TerminalTask, oracle: bool, *, timeout_s: float | None = None) -> VerifierResult:
+    """Start the task's container, run its oracle in it (or nothing), grade it, remove it."""
+    image = ensure_task_image(client, task)
+    sandbox = DockerSandbox(client, image, role="validate", episode_id=task.name, limits=task_limits(task),
+                            workdir=image_workdir(client, image))
+    try:
+        if oracle:
+            _run_oracle(sandbox, task)
+        return grade_task(sandbox, task, timeout_s=timeout_s)
+    finally:
+        sandbox.remove()
+
+
+def _run_oracle(sandbox: DockerSandbox, task: TerminalTask) -> None:
+    """solution/ copied to /solution, then `bash /solution/solve.sh` with [solution] env, in the agent's time."""
+    assert task.solution_dir is not None
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        tar.add(task.solution_dir, arcname=SOLUTION_DIR.lstrip("/"))
+    sandbox.put_archive("/", archive.getvalue())
+    exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in task.config.solution.env.items())
+    result = sandbox.run(f"{exports}bash {SOLUTION_DIR}/solve.sh", timeout=task.config.agent.timeout_sec)
+    if result.timed_out:
+        raise SandboxError(f"solution/solve.sh did not finish in {task.config.agent.timeout_sec:g} s")
+
+
+def validate_terminal_tasks(tasks: Sequence[TerminalTask], run_one: Runner, *, report: str | Path, runs: int = 1,
+                            workers: int = 1, progress: bool = True) -> list[TaskValidation]:
+    """`validate_task` over `tasks`, with the report, resuming, workers and progress bar SWE validation has."""
+    return run_validation(tasks, lambda task, n: validate_task(task, run_one, n), key=lambda task: task.name,
+                          fingerprint_of=fingerprint, report=report, runs=runs, workers=workers, progress=progress)
+
+
+def write_valid_tasks(tasks: Sequence[TerminalTask], verdicts: Sequence[TaskValidation], path: str | Path) -> int:
+    """Write the folder of each task judged valid, one per line; how many."""
+    valid = {v.instance_id for v in verdicts if v.status == VALID}
+    lines = [f"{task.path.resolve()}\n" for task in tasks if task.name in valid]
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("".join(lines))
+    return len(lines)

@@ -1,0 +1,205 @@
+"""Attacks on Harbor-task grading (`gymenvs.terminal.grading.grade_task`), against the real Docker engine.
+
+Each attack runs in the agent's container of a tiny task ("write hello to /app/out.txt", checked
+by a test.sh that uses `grep`), then the container is graded; none solves the task, so each must
+score 0 (a hanging verifier: no reward, infra). `pytest -k table -s` prints the table of attacks.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from gymenvs.swe.sandbox.base import Limits
+from gymenvs.swe.sandbox.docker import DockerSandbox
+from gymenvs.terminal.grading import VerifierResult, grade_task
+from gymenvs.terminal.task import TerminalTask
+
+BASE = "gymenvs/swe-base:bookworm"
+CHECK = 'if grep -qx hello /app/out.txt; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi'
+#: A test.sh that writes a reward only on success (as many do, e.g. under `set -e`): a reward file
+#: already there would stand.
+ONLY_ON_SUCCESS = "if grep -qx hello /app/out.txt; then echo 1 > /logs/verifier/reward.txt; fi"
+FAKE_TOOL = "#!/bin/sh\nexit 0\n"
+PYTEST = ("if python3 -m pytest -q -p no:cacheprovider /tests/test_out.py >&2; then echo 1; else echo 0; fi "
+          "> /logs/verifier/reward.txt")
+PASS_ALL = ("import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+            "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n")
+PYTEST_FILE = "def test_hello():\n    assert open('/app/out.txt').read().strip() == 'hello'\n"
+FAKE_TESTS = "mkdir -p /tmp/mine && printf 'echo 1 > /logs/verifier/reward.txt\\n' > /tmp/mine/test.sh"
+
+#: name -> (what the agent does in its container, the task's test.sh or None for CHECK)
+ATTACKS: dict[str, tuple[str, str | None]] = {
+    "pre-written reward.txt": ("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt", ONLY_ON_SUCCESS),
+    "pre-written reward.json": (
+        "mkdir -p /logs/verifier && echo '{\"reward\": 1}' > /logs/verifier/reward.json", ONLY_ON_SUCCESS),
+    "background process rewriting the reward": (
+        "setsid nohup bash -c 'while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; sleep 0.05; done' "
+        ">/dev/null 2>&1 < /dev/null & disown; sleep 0.3", ONLY_ON_SUCCESS),
+    "/logs/verifier a symlink to the agent's reward": (
+        "mkdir -p /tmp/r /logs && echo 1 > /tmp/r/reward.txt && ln -s /tmp/r /logs/verifier", ONLY_ON_SUCCESS),
+    "/logs a symlink to the agent's folder": (
+        "mkdir -p /tmp/l/verifier && echo 1 > /tmp/l/verifier/reward.txt && ln -s /tmp/l /logs", ONLY_ON_SUCCESS),
+    "fake grep shadowing /usr/bin/grep on PATH": (
+        f"printf '{FAKE_TOOL}' > /usr/local/bin/grep && chmod +x /usr/local/bin/grep", None),
+    "/usr/bin/grep overwritten": (f"printf '{FAKE_TOOL}' > /usr/bin/grep", None),
+    "/usr/local/bin a symlink to a folder of fakes": (
+        f"mkdir -p /tmp/bin && printf '{FAKE_TOOL}' > /tmp/bin/grep && chmod +x /tmp/bin/grep && rm -rf /usr/local/bin "
+        "&& ln -s /tmp/bin /usr/local/bin", None),
+    "/tests a symlink to the agent's tests": (f"{FAKE_TESTS} && ln -s /tmp/mine /tests", None),
+    "tests/test.sh pre-placed, tests edited through a symlink": (
+        f"{FAKE_TESTS} && mkdir -p /tests && ln -s /tmp/mine/test.sh /tests/test.sh", None),
+    "/conftest.py turning failures into passes (pytest)": (f"printf \"{PASS_ALL}\" > /conftest.py", PYTEST),
+    "/pytest.ini making pytest only collect, exit 0 (pytest)": ("printf '[pytest]\\naddopts = --collect-only\\n' > /pytest.ini",
+                                                                 PYTEST),
+    "verifier that hangs": ("true", "sleep 600"),
+    "reward.json with non-numbers": ("true", "echo '{\"reward\": \"1\", \"style\": true}' > /logs/verifier/reward.json"),
+    "reward.json with NaN": ("true", "echo '{\"reward\": NaN}' > /logs/verifier/reward.json"),
+    "huge reward.txt": ("true", "yes 1 | head -c 20000000 > /logs/verifier/reward.txt"),
+    "reward.txt a symlink to a file of 1": ("true", "echo 1 > /tmp/one && ln -s /tmp/one /logs/verifier/reward.txt"),
+    "process left by the tests, writing the reward 0.02 s after test.sh exits": (
+        "true", "setsid nohup bash -c \"while kill -0 $$ 2>/dev/null; do sleep 0.005; done; sleep 0.02; "
+        "echo 1 > /logs/verifier/reward.txt\" >/dev/null 2>&1 < /dev/null &\necho 0 > /logs/verifier/reward.txt"),
+}
+#: Two rows that are not attacks: the grading can give 1 (and a reward.json's named scores).
+CONTROLS: dict[str, tuple[str, str | None]] = {
+    "control: task solved": ("echo hello > /app/out.txt", None),
+    "control: solved, checked by pytest": ("echo hello > /app/out.txt", PYTEST),
+    "control: solved, [verifier] user = nobody": (
+        "echo hello > /app/out.txt",
+        '[ "$(id -un)" = nobody ] && grep -qx hello /app/out.txt && echo 1 > /logs/verifier/reward.txt'),
+    "control: solved, reward.json scores": ("echo hello > /app/out.txt",
+                                            "echo '{\"reward\": 1, \"style\": 0.5}' > /logs/verifier/reward.json"),
+}
+#: Attacks grading does not stop (docs/terminal-security.md, "inherent"): the tests run the agent's state.
+INHERENT: dict[str, tuple[str, str | None]] = {
+    "a `pytest` package in the workdir, for `python3 -m pytest` (inherent)": (
+        "mkdir -p /app/pytest && echo 'raise SystemExit(0)' > /app/pytest/__main__.py && touch /app/pytest/__init__.py", PYTEST),
+}
+HANG_TIMEOUT_S = 4.0
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+#: The attacks whose reward file is refused, or whose test.sh wrote none (the others: a 0 that test.sh wrote).
+REASONS = {**{name: "bad_reward" for name in ATTACKS if name.startswith(("reward.json", "huge", "reward.txt"))},
+           **{name: "no_reward" for name, (_, test_sh) in ATTACKS.items() if test_sh == ONLY_ON_SUCCESS}}
+
+
+def make_task(root: Path, name: str, test_sh: str | None) -> TerminalTask:
+    user = 'user = "nobody"' if name.endswith("[verifier] user = nobody") else ""
+    folder = root / name.replace(" ", "-").replace("/", "_")
+    (folder / "environment").mkdir(parents=True)
+    (folder / "tests").mkdir()
+    (folder / "instruction.md").write_text("Write the line `hello` to /app/out.txt.\n")
+    (folder / "task.toml").write_text(textwrap.dedent(f"""\
+        schema_version = "1.0"
+        [verifier]
+        timeout_sec = 60
+        {user}
+        [environment]
+        cpus = 1
+        memory_mb = 512
+        storage_mb = 2048
+        allow_internet = false
+        """))
+    (folder / "environment" / "Dockerfile").write_text(f"FROM {BASE}\nWORKDIR /app\n")
+    (folder / "tests" / "test.sh").write_text(f"#!/bin/bash\n{test_sh or CHECK}\n")
+    (folder / "tests" / "test_out.py").write_text(PYTEST_FILE)
+    return TerminalTask.from_dir(folder)
+
+
+def attack(client, root: Path, name: str, agent: str, test_sh: str | None) -> tuple[VerifierResult, str]:
+    """Run `agent` in a fresh agent container of the task, grade it; the result and the container's state after."""
+    task = make_task(root, name, test_sh)
+    sandbox = DockerSandbox(client, BASE, role="verifier-attack", episode_id=task.name, workdir="/app",
+                            limits=Limits(mem_limit="512m", network=False, disk_limit=None))
+    try:
+        done = sandbox.run(agent, timeout=30)
+        assert done.exit_code == 0, done.output.text()
+        result = grade_task(sandbox, task, timeout_s=HANG_TIMEOUT_S if test_sh == "sleep 600" else None)
+        return result, client.api.inspect_container(sandbox.id)["State"]["Status"]
+    finally:
+        sandbox.remove()
+
+
+@pytest.fixture(scope="module")
+def outcomes(docker_client, swe_images, tmp_path_factory):
+    """Every attack and control, graded once for the module (two at a time)."""
+    root = tmp_path_factory.mktemp("harbor-attacks")
+    rows = {**ATTACKS, **CONTROLS, **INHERENT}
+    with ThreadPoolExecutor(2) as pool:
+        futures = {name: pool.submit(attack, docker_client, root, name, *rows[name]) for name in rows}
+        return {name: future.result() for name, future in futures.items()}
+
+
+@pytest.mark.parametrize("name", [name for name in ATTACKS if name != "verifier that hangs"])
+def test_an_attack_scores_zero(outcomes, name):
+    result, _ = outcomes[name]
+    assert (result.outcome, result.reward, result.reason) == ("model", 0.0, REASONS.get(name, "failed")), result
+
+
+def test_a_hanging_verifier_is_an_infra_timeout_without_a_reward(outcomes):
+    result, _ = outcomes["verifier that hangs"]
+    assert (result.outcome, result.reason, result.reward) == ("infra", "grading_timeout", None), result
+
+
+def test_the_controls_score_one_with_named_scores(outcomes):
+    solved, _ = outcomes["control: task solved"]
+    scored, _ = outcomes["control: solved, reward.json scores"]
+    assert (solved.reward, solved.reason) == (1.0, "solved"), solved
+    assert outcomes["control: solved, checked by pytest"][0].reward == 1.0
+    assert outcomes["control: solved, [verifier] user = nobody"][0].reward == 1.0
+    assert (scored.reward, scored.scores) == (1.0, {"reward": 1.0, "style": 0.5}), scored
+
+
+def test_the_inherent_attacks_still_work(outcomes):
+    """What docs/terminal-security.md calls inherent: if one starts scoring 0, move it to ATTACKS and the doc's table."""
+    for name in INHERENT:
+        assert outcomes[name][0].reward == 1.0, outcomes[name][0]
+
+
+def test_the_agents_processes_are_stopped_and_its_tools_put_back(outcomes):
+    result, state = outcomes["background process rewriting the reward"]
+    assert state == "exited"
+    shadowed, _ = outcomes["fake grep shadowing /usr/bin/grep on PATH"]
+    overwritten, _ = outcomes["/usr/bin/grep overwritten"]
+    assert shadowed.restored == ["/usr/local/bin/grep: added in front of the image's /usr/bin/grep, now a link to it"]
+    assert overwritten.restored == ["/usr/bin/grep: changed by the agent, restored"]
+
+
+def test_table(outcomes):
+    """The table of attacks for the closing note (`pytest -k table -s`)."""
+    lines = ["| attack | reward | outcome | reason | detail |", "|---|---|---|---|---|"]
+    for name, (result, _) in outcomes.items():
+        detail = "; ".join(result.restored) or result.detail
+        lines.append(f"| {name} | {result.reward} | {result.outcome} | {result.reason} | {detail[:110]} |")
+    print("\n" + "\n".join(lines))
+    assert len(lines) == 2 + len(ATTACKS) + len(CONTROLS) + len(INHERENT)
+
+
+def test_leftovers_of_a_dead_grading_process_are_reaped_and_live_ones_kept(docker_client, swe_images):
+    from gymenvs.swe.sandbox.docker import LABEL_PID, LABEL_ROLE, LABEL_START, owner_labels
+    from gymenvs.terminal.grading import reap_grading_leftovers
+
+    dead = {LABEL_ROLE: "verifier", **owner_labels(), LABEL_PID: "999999", LABEL_START: "1"}
+    live = {LABEL_ROLE: "verifier", **owner_labels()}
+    volumes = [docker_client.volumes.create(name=f"gymenvs-terminal-reaptest-{kind}", labels=labels)
+               for kind, labels in (("dead", dead), ("live", live))]
+    container = docker_client.containers.create(BASE, ["true"], name="gymenvs-terminal-reaptest")
+    try:
+        changes = [f'LABEL {key}="{value}"' for key, value in dead.items()]
+        docker_client.api.commit(container.id, repository="gymenvs-terminal-snapshot", tag="reaptest", changes=changes)
+        removed = reap_grading_leftovers(docker_client)
+        assert "gymenvs-terminal-reaptest-dead" in removed and "gymenvs-terminal-snapshot:reaptest" in removed
+        assert "gymenvs-terminal-reaptest-live" not in removed
+        assert not docker_client.images.list(name="gymenvs-terminal-snapshot:reaptest")
+    finally:
+        container.remove(force=True)
+        for image in docker_client.images.list(name="gymenvs-terminal-snapshot:reaptest"):  # the reaper failed
+            docker_client.api.remove_image(image.id, force=True)
+        for volume in volumes:
+            try:
+                volume.remove(force=True)
+            except Exception:  # the reaper removed it
+                pass

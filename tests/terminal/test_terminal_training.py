@@ -1,0 +1,120 @@
+"""Training on Harbor tasks: make_rollout_func and environment_factory on gymenvs/Terminal-v0, with the real tiny model."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
+import torch  # noqa: E402
+
+from tests.trl.bridge_support import teacher_forced_logprobs  # noqa: E402
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+TASK = "gymenvs/csv-report"
+#: A solution as one bash command: the policy's free text is run as bash.
+GOLD = "mkdir -p /app/out && echo 7 > /app/out/count.txt && echo 497.74 > /app/out/total.txt && echo bob > /app/out/top.txt"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from wrappers.trl.extras.tiny_model import tiny_model
+
+    return tiny_model(seed=0)
+
+
+class Recording:
+    """A generator that keeps each completion it returned: the real sampler, or a fixed text."""
+
+    def __init__(self, inner=None, text=None, tokenizer=None):
+        self.inner, self.text, self.tokenizer = inner, text, tokenizer
+        self.sampled: list[list[int]] = []
+
+    def generate(self, prompts, max_tokens):
+        from wrappers.trl import Completion
+
+        if self.inner is not None:
+            completions = self.inner.generate(prompts, max_tokens)
+        else:
+            end_of_turn = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+            ids = self.tokenizer.encode(self.text, add_special_tokens=False) + [end_of_turn]
+            completions = [Completion(ids, [0.0] * len(ids), "stop") for _ in prompts]
+        self.sampled.extend(completion.token_ids for completion in completions)
+        return completions
+
+
+def play(tokenizer, generator, max_turns):
+    from wrappers.trl import make_rollout_func
+
+    rollout = make_rollout_func("gymenvs/Terminal-v0", env_kwargs={"max_turns": max_turns, "instance_ids": [TASK]},
+                                max_tokens_per_turn=16)
+    try:
+        (episode,) = rollout.run([""], generator, tokenizer, seeds=[0], max_completion_length=2000)
+    finally:
+        rollout.close()
+    return episode
+
+
+def test_sampled_tokens_and_logprobs_are_exact(terminal_images, tiny):
+    from wrappers.trl import Sampling, TransformersGenerator
+
+    model, tokenizer = tiny
+    generator = Recording(TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=0.8)))
+    episode = play(tokenizer, generator, max_turns=2)
+    assert episode.turns == 2 and episode.outcome == "model" and episode.reward == 0.0
+    assert "/app/sales.csv" in tokenizer.decode(episode.prompt_ids) and '"name": "bash"' in tokenizer.decode(episode.prompt_ids)
+    mask = torch.tensor(episode.env_mask, dtype=torch.bool)
+    forward = teacher_forced_logprobs(model, episode.prompt_ids, episode.completion_ids, temperature=0.8)
+    assert torch.allclose(torch.tensor(episode.logprobs)[mask], forward[mask], atol=1e-4, rtol=0)
+    assert [t for t, m in zip(episode.completion_ids, episode.env_mask) if m] == [t for c in generator.sampled for t in c]
+
+
+def test_a_solving_completion_earns_the_task_reward(terminal_images, tiny):
+    _, tokenizer = tiny
+    generator = Recording(text=GOLD, tokenizer=tokenizer)
+    episode = play(tokenizer, generator, max_turns=1)
+    assert (episode.reward, episode.outcome, episode.outcome_reason) == (1.0, "model", "solved")
+    assert [t for t, m in zip(episode.completion_ids, episode.env_mask) if m] == generator.sampled[0]
+
+
+@pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
+def test_environment_factory_trains_one_step(terminal_images, tiny, tmp_path):
+    from trl import GRPOConfig, GRPOTrainer
+
+    from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, episode_dataset
+
+    model, tokenizer = tiny
+    Environment = environment_factory("gymenvs/Terminal-v0", max_turns=1, instance_ids=[TASK], command_timeout_s=10.0)
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer, environment_factory=Environment, train_dataset=episode_dataset(2),
+        args=GRPOConfig(output_dir=str(tmp_path), **CPU_TRAINING_ARGS, per_device_train_batch_size=2, num_generations=2,
+                        max_completion_length=16, max_steps=1, max_tool_calling_iterations=1),
+    )
+    try:
+        trainer.train()
+        assert trainer.state.global_step == 1
+        assert [environment.get_reward() for environment in trainer.environments] == [0.0, 0.0]
+    finally:
+        for environment in trainer._environment_pool[None]:
+            environment._close()
+
+
+def test_the_agent_variant_trains_through_the_agent_rollout(terminal_images, tiny):
+    from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
+    from wrappers.trl.rollout.agent import AgentRollout
+
+    model, tokenizer = tiny
+    generator = Recording(TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=0.8)))
+    rollout = make_rollout_func("gymenvs/TerminalAgent-v0", env_kwargs={"max_turns": 2, "instance_ids": [TASK]},
+                                max_tokens_per_turn=12)
+    assert isinstance(rollout, AgentRollout)
+    try:
+        (episode,) = rollout.run([""], generator, tokenizer, seeds=[0], max_completion_length=800)
+    finally:
+        rollout.close()
+    assert episode.turns == 2 and episode.outcome == "model" and episode.reward == 0.0
+    assert "autonomous agent working in a Linux container, in /app" in tokenizer.decode(episode.prompt_ids)
+    mask = torch.tensor(episode.env_mask, dtype=torch.bool)
+    forward = teacher_forced_logprobs(model, episode.prompt_ids, episode.completion_ids, temperature=0.8)
+    assert torch.allclose(torch.tensor(episode.logprobs)[mask], forward[mask], atol=1e-4, rtol=0)

@@ -1,0 +1,131 @@
+"""`gymenvs tasks validate` on Harbor tasks, on the real engine: four tasks of our own in a tmp folder
+(good, broken oracle, flaky, empty run passes), each caught by the rule it breaks; the command writes
+a report and the list of valid tasks, and a rerun resumes from the report."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from gymenvs.cli import main
+from gymenvs.swe.tasks.validate import read_report
+from gymenvs.terminal.grading import VerifierResult
+from gymenvs.terminal.tasks import load_terminal_tasks
+from gymenvs.terminal.validate import judge, run_episode, validate_terminal_tasks
+from gymenvs.terminal.validate_cli import detect_format
+
+BASE = "gymenvs/swe-base:bookworm"
+CHECK = "grep -qx hello /app/out.txt"
+#: name -> (solve.sh, test.sh)
+TASKS = {
+    "good": ("echo hello > /app/out.txt", f"if {CHECK}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt"),
+    "broken-oracle": ("echo goodbye > /app/out.txt", f"if {CHECK}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt"),
+    # Fails at random, seeded by tests/seed (which the runner below rewrites before every run): odd seeds fail.
+    "flaky": ("echo hello > /app/out.txt",
+              f"if {CHECK} && [ $(( $(cat /tests/seed) % 2 )) -eq 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt"),
+    "empty-run-passes": ("echo hello > /app/out.txt", "echo 1 > /logs/verifier/reward.txt"),
+}
+
+
+def write_task(root: Path, name: str, solve: str, test: str) -> None:
+    folder = root / name
+    for part in ("environment", "tests", "solution"):
+        (folder / part).mkdir(parents=True)
+    (folder / "instruction.md").write_text("Write the line `hello` to /app/out.txt.\n")
+    (folder / "task.toml").write_text(textwrap.dedent(f"""\
+        schema_version = "1.1"
+        [task]
+        name = "{name}"
+        [verifier]
+        timeout_sec = 60
+        [agent]
+        timeout_sec = 60
+        [environment]
+        memory_mb = 512
+        storage_mb = 2048
+        allow_internet = false
+        """))
+    (folder / "environment" / "Dockerfile").write_text(f"FROM {BASE}\nWORKDIR /app\n")
+    (folder / "tests" / "test.sh").write_text(f"#!/bin/bash\n{test}\n")
+    (folder / "tests" / "seed").write_text("0\n")
+    (folder / "solution" / "solve.sh").write_text(f"#!/bin/bash\n{solve}\n")
+
+
+@pytest.fixture(scope="module")
+def task_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("harbor-validate")
+    for name, (solve, test) in TASKS.items():
+        write_task(root, name, solve, test)
+    return root
+
+
+@pytest.fixture(scope="module")
+def verdicts(docker_client, swe_images, task_root, tmp_path_factory):
+    """`validate_terminal_tasks --runs 2` over the four tasks; each run first writes the next seed."""
+    tasks = load_terminal_tasks(str(task_root))
+    counters: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def run_one(task, oracle: bool) -> VerifierResult:
+        with lock:
+            counters[task.name] = counters.get(task.name, 0) + 1
+            (task.tests_dir / "seed").write_text(f"{(counters[task.name] - 1) // 2}\n")  # run i: empty and oracle share seed i
+        return run_episode(docker_client, task, oracle)
+
+    report = tmp_path_factory.mktemp("report") / "validation.jsonl"
+    return {v.instance_id: v for v in validate_terminal_tasks(tasks, run_one, report=report, runs=2, workers=2, progress=False)}
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_each_broken_task_is_caught_by_its_rule(verdicts):
+    assert verdicts["good"].status == "valid", verdicts["good"]
+    assert (verdicts["good"].gold_runs, verdicts["good"].empty_runs) == (["1", "1"], ["0", "0"])
+    assert [b.rule for b in verdicts["broken-oracle"].broken] == ["oracle_fails"]
+    assert [b.rule for b in verdicts["flaky"].broken] == ["flaky", "oracle_fails"]
+    assert verdicts["flaky"].gold_runs == ["1", "0"]
+    assert [b.rule for b in verdicts["empty-run-passes"].broken] == ["empty_run_passes"]
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_the_command_writes_a_report_and_the_valid_list_and_resumes(swe_images, task_root, tmp_path, capsys):
+    report, valid = tmp_path / "report.jsonl", tmp_path / "valid.txt"
+    argv = ["tasks", "validate", str(task_root), "--instance-ids", "good", "broken-oracle", "--report", str(report),
+            "--valid-tasks", str(valid), "--quiet"]
+    assert main(argv) == 1  # one task is invalid
+    out = capsys.readouterr().out
+    assert "good\tvalid\t" in out and "broken-oracle\tinvalid: oracle_fails\t" in out
+    assert valid.read_text() == f"{(task_root / 'good').resolve()}\n"
+    lines = [json.loads(line) for line in report.read_text().splitlines()]
+    assert [(line["instance_id"], line["status"], line["rule"]) for line in lines] == [
+        ("broken-oracle", "invalid", "oracle_fails"), ("good", "valid", None)]
+    assert main(argv) == 1
+    assert capsys.readouterr().out.count("(from the report)") == 2  # nothing graded again
+    assert set(read_report(report)) == {"good", "broken-oracle"}
+
+
+def test_the_format_is_detected_and_swe_options_are_refused_for_harbor(task_root, capsys):
+    assert detect_format(str(task_root)) == "harbor"
+    assert detect_format("fixtures") == detect_format("tasks.jsonl") == "swe"
+    assert main(["tasks", "validate", str(task_root), "--grade-as-root"]) == 2
+    assert "--grade-as-root: a SWE option" in capsys.readouterr().err
+    assert main(["tasks", "validate", str(task_root), "--instance-ids", "nope"]) == 2
+    assert "no task named ['nope']" in capsys.readouterr().err
+
+
+def result(reward: float | None, reason: str = "failed") -> VerifierResult:
+    return VerifierResult(reward, outcome="model" if reward is not None else "infra", reason=reason)
+
+
+def test_judge_rules_and_no_verdict():
+    assert judge("t", [result(0)], [result(1, "solved")]).status == "valid"
+    assert judge("t", [result(0.5, "partial")], [result(1, "solved")]).status == "valid"  # partial credit is not a pass
+    flaky = judge("t", [result(0), result(0)], [result(1), result(0.5)])
+    assert [b.rule for b in flaky.broken] == ["flaky", "oracle_fails"] and flaky.gold_runs == ["1", "0.5"]
+    timeout = judge("t", [result(0)], [result(None, "grading_timeout")])
+    assert (timeout.status, timeout.gold_runs) == ("error", ["grading_timeout"])
