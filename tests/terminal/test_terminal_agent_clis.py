@@ -1,4 +1,4 @@
-"""The agent CLIs on a Harbor task: TerminalAgent-v0 runs Claude Code and Codex from their derived images of a
+"""The agent CLIs on a Harbor task: TerminalAgent-v0 runs Claude Code, Codex and Pi from their derived images of a
 Terminal fixture task's image, driven by a scripted policy through each CLI's own shell tool (real containers,
 no network). Each CLI's system prompt reaches the policy with the task's instruction.md in the prompt, the
 oracle (solution/solve.sh) run through the CLI's shell grades 1.0, and a run that does nothing grades 0.
@@ -21,6 +21,7 @@ CLIS = {
     "claude-code": ("You are a Claude agent, built on Anthropic's Claude Agent SDK.", "Bash", "command",
                     {"description": "Run a command"}),
     "codex": ("You are a coding agent running in the Codex CLI", "exec_command", "cmd", {}),
+    "pi": ("You are an expert coding assistant operating inside pi", "bash", "command", {}),
 }
 
 
@@ -71,5 +72,20 @@ def test_a_run_that_does_nothing_grades_zero(cli_images, agent):
         observation, reward, terminated, truncated, info = env.step("Nothing to do.")
         assert terminated and not truncated and info["exit_code"] == 0, (info.get("error"), info["agent_log"][-2000:])
         assert reward == 0.0 and info["outcome_reason"] != "solved"
+    finally:
+        env.close()
+
+
+def test_a_missing_derived_image_names_the_install_agent_command(terminal_images):
+    import dataclasses
+
+    from gymenvs.swe.agents.specs import agent_spec
+    from gymenvs.swe.sandbox.base import SandboxError
+
+    absent = dataclasses.replace(agent_spec("claude-code"), image_suffix="claude-code-never-installed")
+    env = gym.make("gymenvs/TerminalAgent-v0", agent=absent, instance_ids=[TASK.name])
+    try:
+        with pytest.raises(SandboxError, match=rf"install-agent claude-code {terminal_images[TASK.name]}`"):
+            env.reset()
     finally:
         env.close()
