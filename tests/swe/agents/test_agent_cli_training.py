@@ -53,10 +53,10 @@ class ForcingGenerator:
         return Completion(list(token_ids), logprobs.tolist(), "stop")
 
 
-def shell_texts(agent: str) -> list[str]:
+def shell_texts(agent: str, forced_turns: int) -> list[str]:
     """The forced turns: calls of the agent's own shell tool, each printing a marker only its output holds."""
     cli = CLIS[agent]
-    return [f"<tool_call>{json.dumps(cli.shell(f'echo marker-$((6 * {turn}))'))}</tool_call>" for turn in range(1, 1 + FORCED_TURNS)]
+    return [f"<tool_call>{json.dumps(cli.shell(f'echo marker-$((6 * {turn}))'))}</tool_call>" for turn in range(1, 1 + forced_turns)]
 
 
 @pytest.fixture(scope="module")
@@ -80,11 +80,12 @@ def rollouts(swe_images):
         rollout.close()
 
 
-def forcing_generator(model, tokenizer, agent: str, temperature: float = TEMPERATURE, inner=None) -> ForcingGenerator:
+def forcing_generator(model, tokenizer, agent: str, temperature: float = TEMPERATURE, inner=None,
+                      forced_turns: int = FORCED_TURNS) -> ForcingGenerator:
     from wrappers.trl import Sampling, TransformersGenerator
 
     inner = inner or TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=temperature))
-    return ForcingGenerator(inner, model, tokenizer, shell_texts(agent), temperature)
+    return ForcingGenerator(inner, model, tokenizer, shell_texts(agent, forced_turns), temperature)
 
 
 @pytest.mark.parametrize("agent", ["claude-code", "codex"])
@@ -126,9 +127,11 @@ def test_a_grpo_step_on_cpu_through_codex(rollouts, tiny, tmp_path, monkeypatch)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config, train_dataset=episode_dataset(2),
                           rollout_func=rollout, reward_funcs=rollout.reward_func)
     monkeypatch.setattr(rollout, "_generator_for", lambda trainer: forcing_generator(
-        trainer.model, tokenizer, "codex", config.temperature, inner=generator_from_trainer(trainer)))
+        trainer.model, tokenizer, "codex", config.temperature, inner=generator_from_trainer(trainer), forced_turns=1))
     episodes_before = rollout.metrics["episodes"]
     trainer.train()
     assert trainer.state.global_step == 1 and rollout.metrics["episodes"] == episodes_before + 2
+    # One forced shell call, then a sampled reply without one, which ends Codex's run: two main turns each.
     for episode in rollout.last_episodes:
-        assert episode.turns == FORCED_TURNS + 1 and sum(episode.env_mask) > 0, (episode.end_reason, episode.error)
+        assert episode.turns == 2 and episode.end_reason == "terminated", (episode.end_reason, episode.error)
+        assert 0 < sum(episode.env_mask) < len(episode.env_mask) and "marker-6" in tokenizer.decode(episode.completion_ids)
