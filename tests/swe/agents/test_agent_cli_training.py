@@ -123,7 +123,7 @@ def test_a_grpo_step_on_cpu_through_codex(rollouts, tiny, tmp_path, monkeypatch)
     model, tokenizer = copy.deepcopy(tiny[0]), tiny[1]
     rollout = rollouts["codex"]
     config = GRPOConfig(output_dir=str(tmp_path), **CPU_TRAINING_ARGS, per_device_train_batch_size=2, num_generations=2,
-                        max_completion_length=1200, max_steps=1)
+                        max_completion_length=1200, max_steps=1, gradient_checkpointing=False)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config, train_dataset=episode_dataset(2),
                           rollout_func=rollout, reward_funcs=rollout.reward_func)
     monkeypatch.setattr(rollout, "_generator_for", lambda trainer: forcing_generator(
