@@ -55,8 +55,8 @@ class ForcingGenerator:
 
 def shell_texts(agent: str, forced_turns: int) -> list[str]:
     """The forced turns: calls of the agent's own shell tool, each printing a marker only its output holds."""
-    cli = CLIS[agent]
-    return [f"<tool_call>{json.dumps(cli.shell(f'echo marker-$((6 * {turn}))'))}</tool_call>" for turn in range(1, 1 + forced_turns)]
+    calls = [CLIS[agent].shell(f"echo marker-$((6 * {turn}))") for turn in range(1, 1 + forced_turns)]
+    return [f"<tool_call>{json.dumps(call)}</tool_call>" for call in calls]
 
 
 @pytest.fixture(scope="module")
