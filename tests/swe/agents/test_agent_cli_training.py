@@ -1,0 +1,137 @@
+"""Training through the coding-agent CLIs: `make_rollout_func` on SWEAgent-v0 with Claude Code (Anthropic
+Messages) and Codex (Responses), the real tiny model, real containers, CPU.
+
+A random model almost never writes a tool call, and each CLI ends its run at the first reply without
+one; so the first turns' completions are a forced call of the agent's own shell tool (real token ids,
+scored by the real model as if sampled) and the last one is sampled. The episodes are therefore
+multi-turn, with the tool results the agent inserts between the model's turns.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import pytest
+
+os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
+import torch  # noqa: E402
+
+from tests.trl.bridge_support import teacher_forced_logprobs  # noqa: E402
+
+from .test_agent_clis import CLIS  # noqa: E402
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+TEMPERATURE = 0.8
+FORCED_TURNS = 2
+
+
+class ForcingGenerator:
+    """A generator that answers a prompt holding k < len(texts) assistant turns with texts[k] (its token ids
+    and the model's logprobs of them at the sampling temperature), and the others with the inner
+    generator's samples. Keeps every completion it returned."""
+
+    def __init__(self, inner, model, tokenizer, texts: list[str], temperature: float):
+        self.inner, self.model, self.tokenizer, self.temperature = inner, model, tokenizer, temperature
+        self.forced = [tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id] for text in texts]
+        self.sampled: list[list[int]] = []
+
+    def generate(self, prompts, max_tokens):
+        turns = [self.tokenizer.decode(prompt).count("<|im_start|>assistant") - 1 for prompt in prompts]
+        free = [i for i, turn in enumerate(turns) if turn >= len(self.forced)]
+        sampled = iter(self.inner.generate([prompts[i] for i in free], [max_tokens[i] for i in free]) if free else [])
+        completions = [next(sampled) if turn >= len(self.forced) else self._scored(prompt, self.forced[turn])
+                       for prompt, turn in zip(prompts, turns)]
+        self.sampled.extend(completion.token_ids for completion in completions)
+        return completions
+
+    def _scored(self, prompt, token_ids):
+        from wrappers.trl.generation.base import Completion
+
+        logprobs = teacher_forced_logprobs(self.model, prompt, token_ids, temperature=self.temperature)
+        return Completion(list(token_ids), logprobs.tolist(), "stop")
+
+
+def shell_texts(agent: str, forced_turns: int) -> list[str]:
+    """The forced turns: calls of the agent's own shell tool, each printing a marker only its output holds."""
+    calls = [CLIS[agent].shell(f"echo marker-$((6 * {turn}))") for turn in range(1, 1 + forced_turns)]
+    return [f"<tool_call>{json.dumps(call)}</tool_call>" for call in calls]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from wrappers.trl.extras.tiny_model import tiny_model
+
+    return tiny_model(seed=0)
+
+
+@pytest.fixture(scope="module")
+def rollouts(swe_images):
+    """One rollout func per agent, shared by the tests (each keeps its env, and so its warm container set-up)."""
+    from wrappers.trl import make_rollout_func
+
+    made = {agent: make_rollout_func("gymenvs/SWEAgent-v0", max_tokens_per_turn=48,
+                                     env_kwargs={"agent": agent, "instance_ids": [CLIS[agent].instance_id],
+                                                 "max_turns": FORCED_TURNS + 1, "call_timeout_s": 120.0})
+            for agent in ("claude-code", "codex")}
+    yield made
+    for rollout in made.values():
+        rollout.close()
+
+
+def forcing_generator(model, tokenizer, agent: str, temperature: float = TEMPERATURE, inner=None,
+                      forced_turns: int = FORCED_TURNS) -> ForcingGenerator:
+    from wrappers.trl import Sampling, TransformersGenerator
+
+    inner = inner or TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=temperature))
+    return ForcingGenerator(inner, model, tokenizer, shell_texts(agent, forced_turns), temperature)
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_a_multi_turn_cli_episode_has_the_models_logprobs_and_env_mask(rollouts, tiny, agent):
+    model, tokenizer = tiny
+    generator = forcing_generator(model, tokenizer, agent)
+    rollout = rollouts[agent]
+    (episode,) = rollout.run([""], generator, tokenizer, seeds=[0], max_completion_length=1200)
+    assert episode.turns == FORCED_TURNS + 1 and episode.history_rewrites == 0, (episode.end_reason, episode.error)
+    assert episode.requests == FORCED_TURNS + 1 and len(episode.sequences) == 0
+    assert CLIS[agent].system_prompt in tokenizer.decode(episode.prompt_ids)
+    # Logprobs: the sampling policy's, equal to one teacher-forced forward pass over the whole episode
+    # (so every turn's prompt was the episode so far, token for token).
+    mask = torch.tensor(episode.env_mask, dtype=torch.bool)
+    forward = teacher_forced_logprobs(model, episode.prompt_ids, episode.completion_ids, temperature=TEMPERATURE)
+    sampled = torch.tensor(episode.logprobs)
+    assert torch.allclose(sampled[mask], forward[mask], atol=1e-4, rtol=0), (sampled[mask] - forward[mask]).abs().max()
+    assert (sampled[~mask] == 0).all()
+    # env_mask is 1 exactly on the tokens the generator returned; the tool results the agent inserted are 0.
+    assert [t for t, m in zip(episode.completion_ids, episode.env_mask) if m] == [t for c in generator.sampled for t in c]
+    env_text = tokenizer.decode([t for t, m in zip(episode.completion_ids, episode.env_mask) if not m])
+    model_text = tokenizer.decode([t for t, m in zip(episode.completion_ids, episode.env_mask) if m])
+    for turn in range(1, 1 + FORCED_TURNS):
+        assert f"marker-{6 * turn}" in env_text and f"marker-{6 * turn}" not in model_text
+        assert f"marker-$((6 * {turn}))" in model_text
+    assert env_text.count("<|im_start|>assistant") == FORCED_TURNS
+
+
+def test_a_grpo_step_on_cpu_through_codex(rollouts, tiny, tmp_path, monkeypatch):
+    from trl import GRPOConfig, GRPOTrainer
+
+    from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset
+    from wrappers.trl.generation.trainer import generator_from_trainer
+
+    model, tokenizer = copy.deepcopy(tiny[0]), tiny[1]
+    rollout = rollouts["codex"]
+    config = GRPOConfig(output_dir=str(tmp_path), **CPU_TRAINING_ARGS, per_device_train_batch_size=2, num_generations=2,
+                        max_completion_length=1200, max_steps=1, gradient_checkpointing=False)
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config, train_dataset=episode_dataset(2),
+                          rollout_func=rollout, reward_funcs=rollout.reward_func)
+    monkeypatch.setattr(rollout, "_generator_for", lambda trainer: forcing_generator(
+        trainer.model, tokenizer, "codex", config.temperature, inner=generator_from_trainer(trainer), forced_turns=1))
+    episodes_before = rollout.metrics["episodes"]
+    trainer.train()
+    assert trainer.state.global_step == 1 and rollout.metrics["episodes"] == episodes_before + 2
+    # One forced shell call, then a sampled reply without one, which ends Codex's run: two main turns each.
+    for episode in rollout.last_episodes:
+        assert episode.turns == 2 and episode.end_reason == "terminated", (episode.end_reason, episode.error)
+        assert 0 < sum(episode.env_mask) < len(episode.env_mask) and "marker-6" in tokenizer.decode(episode.completion_ids)
