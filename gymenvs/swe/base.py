@@ -287,7 +287,8 @@ class SWEBaseEnv(TextEnv):
         sandbox = self.episode_sandbox
         try:
             sandbox.ensure_running()
-            sandbox.check_disk(force=True)  # a file written past the limit by the last command, just before submit
+            if ended is None or ended[OUTCOME_KEY] == EndedBy.MODEL:  # an infra end (the disk limit too) is graded as it is
+                sandbox.check_disk(force=True)  # a file written past the limit by the last command, just before submit
         except (ContainerGone, DiskLimitExceeded) as exc:
             self._release()
             what = "died" if isinstance(exc, ContainerGone) else "outgrew its disk limit"
