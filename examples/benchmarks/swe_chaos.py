@@ -1,6 +1,7 @@
 """Chaos run: SWE-v0 episodes with faults injected at random into the real Docker engine.
 
     python examples/benchmarks/swe_chaos.py [--episodes 200] [--slots 3] [--fault-rate 0.5] [--retries 2] [--seed 0]
+                                            [--faults KIND ...] [--log attempts.jsonl]
 
 A scripted policy plays the fixture tasks in a `ConcurrentVectorEnv` (thread backend, a warm pool
 per slot, `step_timeout_s`): half the episodes apply the gold patch (reward 1 expected), the others
@@ -142,7 +143,7 @@ class Chaos:
 
     def _attempt(self, episode: int, seed: int, retry: int, kind: str | None = None) -> Attempt:
         kind = kind or ("gold" if episode % 2 == 0 else ("empty", "wrong")[episode // 2 % 2])
-        fault = self.random.choice(FAULTS) if self.random.random() < self.args.fault_rate else None
+        fault = self.random.choice(self.args.faults) if self.random.random() < self.args.fault_rate else None
         return Attempt(episode, seed, kind, fault, fault_at=self.random.randrange(2), retry=retry)
 
     def plan(self, attempt: Attempt, task: Task) -> None:
@@ -313,6 +314,7 @@ def main() -> None:
     parser.add_argument("--fault-rate", type=float, default=0.5)
     parser.add_argument("--retries", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--faults", nargs="+", choices=FAULTS, default=list(FAULTS), help="the kinds to draw from (default: all)")
     parser.add_argument("--log", help="append each attempt to this JSONL file as it ends")
     parser.add_argument("--from-log", help="print the table of a finished run's --log file, and run nothing")
     args = parser.parse_args()

@@ -94,7 +94,9 @@ class StepPrinter(TrainerCallback):
         rewards = [r for batch in self.received[self.printed:] for r in batch]
         self.printed = len(self.received)
         counts = {name: int(logs.get(name, 0)) for name in ("infra_failures", "retries", "dropped")}
-        print(f"step {state.global_step}: rewards {rewards}  mean {logs['reward']:.3f}  {counts}", flush=True)
+        mean = logs["reward"]  # None when every reward of the step was dropped
+        mean_text = f"{mean:.3f}" if isinstance(mean, float) else str(mean)
+        print(f"step {state.global_step}: rewards {rewards}  mean {mean_text}  {counts}", flush=True)
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
 from gymenvs.swe.sandbox import (
     SIZE_PATTERN,
     ContainerGone,
+    DiskLimitExceeded,
     Limits,
     Sandbox,
     SandboxError,
@@ -335,13 +336,16 @@ class SWEBaseEnv(TextEnv):
         """Freeze the episode's container, grade what changed in it in a fresh container from the task
         image, then release it; the report and the info keys it fills (report, status, patch, and who
         ended the episode: `grade_ending` of `ended`, how the episode itself ended, None if by submitting).
-        A container that died before it is graded is not graded: its episode ended by infra."""
+        A container that died or outgrew its disk limit before it is graded is not graded: its episode ended by infra."""
         sandbox = self.episode_sandbox
         try:
             sandbox.ensure_running()
-        except ContainerGone as exc:
+            if ended is None or ended[OUTCOME_KEY] == EndedBy.MODEL:  # an infra end (the disk limit too) is graded as it is
+                sandbox.check_disk(force=True)  # a file written past the limit by the last command, just before submit
+        except (ContainerGone, DiskLimitExceeded) as exc:
             self._release()
-            self.report = GradeReport(self.episode_task.instance_id, "error", error=f"the agent's container died: {exc}")
+            what = "died" if isinstance(exc, ContainerGone) else "outgrew its disk limit"
+            self.report = GradeReport(self.episode_task.instance_id, "error", error=f"the agent's container {what}: {exc}")
             return self.report, {"report": self.report.to_dict(), "status": "error", "patch": "", **sandbox_ending(exc)}
         try:
             sandbox.client.api.pause(sandbox.id)  # nothing left running in it changes its files now

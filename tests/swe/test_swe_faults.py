@@ -150,8 +150,9 @@ def test_the_disk_limit_hit_during_grading_ends_as_infra_disk_limit(make_env, do
     task = TASKS[FIXTURE_IDS[0]]
     env = start(make_env, task.instance_id, disk_limit="40m")
     env.step(write_and_apply(task.patch, "gold.patch"))
-    # The package writes past the grading container's disk limit (the agent's own limit) when the tests import it.
-    fill = "open('/tmp/fill', 'wb').write(bytes(60 << 20)); import time; time.sleep(2)"
+    # The package writes past the grading container's disk limit (the agent's own limit) when the tests import it,
+    # and the tests end well within the second between two looks at the disk: the look after them sees it.
+    fill = "open('/tmp/fill', 'wb').write(bytes(60 << 20))"
     env.step(bash(f'echo "{fill}" >> textkit/slug.py'))
     observation, reward, terminated, truncated, info = env.step(SUBMIT)
     assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
@@ -194,6 +195,17 @@ def test_the_engine_refusing_to_create_the_grading_container_ends_as_infra(fault
     assert "grading could not run: could not create a container" in info["outcome_detail"]
     assert "injected: no space left on device" in info["outcome_detail"]
     assert own_containers(docker_client) == [], [(c.labels, c.status) for c in own_containers(docker_client)]
+
+
+def test_a_file_written_past_the_disk_limit_just_before_submit_is_not_graded(make_env, docker_client):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = start(make_env, task.instance_id, disk_limit="40m")
+    env.step(write_and_apply(task.patch, "gold.patch"))
+    assert not env.step(bash("head -c 60m /dev/zero > /tmp/fill"))[3]  # ends before the shell's next look at the disk
+    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert ending(info) == ("infra", "disk_limit") and info["report"]["status"] == "error"
+    assert own_containers(docker_client) == []
 
 
 def swe_env(missing_image: bool = False):

@@ -42,7 +42,7 @@ class _Rule:
 class EngineProxy:
     """A proxy of the engine's API socket that answers chosen requests with errors.
 
-    `with EngineProxy() as proxy:` listens on a fresh unix socket (`proxy.url`) and forwards each
+    `with EngineProxy() as proxy:` listens on a fresh unix socket (`proxy.url`, set then) and forwards each
     connection to `upstream`. Requests are read one at a time (HTTP/1.1 keep-alive, no pipelining,
     which is how the docker SDK talks); one that an armed rule matches is not forwarded, and the
     client gets the rule's status with `{"message": ...}`. A connection upgraded to a raw stream
@@ -52,9 +52,8 @@ class EngineProxy:
     def __init__(self, upstream: str | None = None):
         host = os.environ.get("DOCKER_HOST", "")
         self.upstream = upstream or (host.removeprefix("unix://") if host.startswith("unix://") else DEFAULT_ENGINE_SOCKET)
-        self._directory = tempfile.mkdtemp(prefix="gymenvs-engine-proxy-")
-        self.path = os.path.join(self._directory, "docker.sock")
-        self.url = f"unix://{self.path}"
+        self._directory = ""
+        self.path = self.url = ""  # set when the proxy starts listening
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
@@ -73,6 +72,9 @@ class EngineProxy:
             self._rules.clear()
 
     def __enter__(self) -> EngineProxy:
+        self._directory = tempfile.mkdtemp(prefix="gymenvs-engine-proxy-")
+        self.path = os.path.join(self._directory, "docker.sock")
+        self.url = f"unix://{self.path}"
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.path)
         self._listener.listen(64)
@@ -86,11 +88,13 @@ class EngineProxy:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
-        for name in (self.path, self._directory):
-            try:
-                (os.unlink if name == self.path else os.rmdir)(name)
-            except OSError:
-                pass
+        if self._directory:
+            for remove, name in ((os.unlink, self.path), (os.rmdir, self._directory)):
+                try:
+                    remove(name)
+                except OSError:
+                    pass
+            self._directory = ""
 
     def _accept(self, listener: socket.socket) -> None:
         while True:

@@ -312,6 +312,7 @@ class DockerSandbox:
             exit_code = None if watchdog_fired else stream.exit_code()
         finally:
             stream.close()
+        self.check_disk(force=True)  # a command that wrote past the limit and ended before the next look
         seconds = time.monotonic() - started
         if exit_code is None and not watchdog_fired:
             self.ensure_running()  # the stream ended without an exit code: was the container killed?
