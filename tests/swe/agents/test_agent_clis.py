@@ -1,10 +1,10 @@
 """The coding-agent CLIs (Claude Code, Codex, OpenCode, Pi) from their derived images, driven through
 SWEAgent-v0 by a scripted policy: real containers, no network.
 
-Each agent runs on a fixture task of its own (so the four together cover the four fixtures, one
-derived image each): its own system prompt reaches the policy, its own shell tool round-trips
-(streamed, as every one of them asks), the gold patch applied through that tool grades 1.0 and a
-run that changes nothing grades 0. Then eight agents of mixed kinds share one ConcurrentVectorEnv.
+Every agent runs on every fixture task (one derived image per pair): its own system prompt reaches
+the policy, its own shell tool round-trips (streamed, as every one of them asks), the gold patch
+applied through that tool grades 1.0 and a run that changes nothing grades 0. Then eight agents of
+mixed kinds share one ConcurrentVectorEnv.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 @dataclass(frozen=True)
 class CLI:
     agent: str
-    instance_id: str
     #: Text the agent's own system prompt holds.
     system_prompt: str
     #: Its shell tool's name and the argument holding the command.
@@ -41,15 +40,18 @@ class CLI:
 CLIS = {
     cli.agent: cli
     for cli in (
-        CLI("opencode", "gymenvs-fixtures__textkit-1", "You are opencode, an interactive CLI tool", "bash", "command",
+        CLI("opencode", "You are opencode, an interactive CLI tool", "bash", "command",
             (("description", "Run a command"),)),
-        CLI("pi", "gymenvs-fixtures__intervals-1", "You are an expert coding assistant operating inside pi", "bash", "command"),
-        CLI("claude-code", "gymenvs-fixtures__romans-1", "You are a Claude agent, built on Anthropic's Claude Agent SDK.", "Bash",
-            "command", (("description", "Run a command"),)),
-        CLI("codex", "gymenvs-upstream__itsdangerous-2.1.1", "You are a coding agent running in the Codex CLI", "exec_command",
-            "cmd"),
+        CLI("pi", "You are an expert coding assistant operating inside pi", "bash", "command"),
+        CLI("claude-code", "You are a Claude agent, built on Anthropic's Claude Agent SDK.", "Bash", "command",
+            (("description", "Run a command"),)),
+        CLI("codex", "You are a coding agent running in the Codex CLI", "exec_command", "cmd"),
     )
 }
+#: The fixture dataset's instance ids, and every (agent, fixture task) pair.
+FIXTURES = sorted(TASKS)
+PAIRS = [pytest.param(agent, instance_id, id=f"{agent}-{instance_id.split('__')[1]}") for agent in sorted(CLIS)
+         for instance_id in FIXTURES]
 
 
 def shell_call(cli: CLI, command: str) -> dict:
@@ -61,27 +63,29 @@ def patched_file(patch: str) -> str:
     return next(line[len("+++ b/"):] for line in patch.splitlines() if line.startswith("+++ b/"))
 
 
-def gold_patch_call(cli: CLI) -> dict:
-    return cli.shell(apply_patch(TASKS[cli.instance_id].patch)["arguments"]["command"])
+def gold_patch_call(cli: CLI, instance_id: str) -> dict:
+    return cli.shell(apply_patch(TASKS[instance_id].patch)["arguments"]["command"])
 
 
 @pytest.fixture(scope="module")
 def cli_images(swe_images, docker_client):
-    """Each CLI's derived image of its task's image (built by .ci/setup; here if missing: a minute or two each)."""
+    """Each CLI's derived image of every fixture image (built by .ci/setup; here if missing: a minute or two for an
+    agent's first image, one COPY build of its cached npm tree for each further one)."""
     from gymenvs.swe.agents.install import install_agent
     from gymenvs.swe.agents.specs import agent_spec
     from gymenvs.swe.sandbox.images import image_for
 
-    for cli in CLIS.values():
-        install_agent(docker_client, agent_spec(cli.agent), [image_for(TASKS[cli.instance_id])], progress=False)
+    images = [image_for(TASKS[instance_id]) for instance_id in FIXTURES]
+    for agent in CLIS:
+        install_agent(docker_client, agent_spec(agent), images, progress=False)
 
 
-def make_env(cli: CLI, **kwargs):
+def make_env(agent: str, instance_id: str, **kwargs):
     import gymnasium as gym
 
     import gymenvs  # noqa: F401
 
-    return gym.make("gymenvs/SWEAgent-v0", agent=cli.agent, instance_ids=[cli.instance_id], call_timeout_s=120.0,
+    return gym.make("gymenvs/SWEAgent-v0", agent=agent, instance_ids=[instance_id], call_timeout_s=120.0,
                     max_turns=10, **kwargs)
 
 
@@ -97,11 +101,11 @@ def tool_round_trip(request: dict, name: str) -> tuple[dict, dict]:
     return call, results[0]
 
 
-@pytest.mark.parametrize("agent", sorted(CLIS))
-def test_the_gold_patch_through_the_agents_own_shell_grades_one(cli_images, agent):
+@pytest.mark.parametrize(("agent", "instance_id"), PAIRS)
+def test_the_gold_patch_through_the_agents_own_shell_grades_one(cli_images, agent, instance_id):
     cli = CLIS[agent]
-    task = TASKS[cli.instance_id]
-    env = make_env(cli)
+    task = TASKS[instance_id]
+    env = make_env(agent, instance_id)
     try:
         observation, info = env.reset()
         assert info["image"].endswith(env.unwrapped.agent.image_suffix)
@@ -116,7 +120,7 @@ def test_the_gold_patch_through_the_agents_own_shell_grades_one(cli_images, agen
         assert "marker-$((6 * 7))" in json.loads(call["function"]["arguments"])[cli.command_argument]
         assert "marker-42" in json.dumps(result["content"])
 
-        observation, reward, terminated, truncated, info = env.step(gold_patch_call(cli))
+        observation, reward, terminated, truncated, info = env.step(gold_patch_call(cli, instance_id))
         assert f"M {patched_file(task.patch)}" in observation and not (terminated or truncated), (observation, info.get("error"))
         observation, reward, terminated, truncated, info = env.step("The issue is fixed.")
         assert terminated and not truncated and info["exit_code"] == 0, (info.get("error"), info["agent_log"][-2000:])
@@ -125,9 +129,9 @@ def test_the_gold_patch_through_the_agents_own_shell_grades_one(cli_images, agen
         env.close()
 
 
-@pytest.mark.parametrize("agent", sorted(CLIS))
-def test_a_run_that_changes_nothing_grades_zero(cli_images, agent):
-    env = make_env(CLIS[agent])
+@pytest.mark.parametrize(("agent", "instance_id"), PAIRS)
+def test_a_run_that_changes_nothing_grades_zero(cli_images, agent, instance_id):
+    env = make_env(agent, instance_id)
     try:
         env.reset()
         observation, reward, terminated, truncated, info = env.step("Nothing to do.")
@@ -145,17 +149,16 @@ def test_eight_agents_of_mixed_kinds_in_one_vector_env_without_cross_talk(cli_im
 
     kinds = [*sorted(CLIS), "reference"]
     slots = [kinds[i % len(kinds)] for i in range(8)]
+    instance_ids = [FIXTURES[i % len(FIXTURES)] for i in range(8)]  # five kinds over four tasks: mixed pairs
 
-    def factory(agent: str):
-        cli = CLIS.get(agent)
-        instance_ids = [cli.instance_id if cli else "gymenvs-fixtures__romans-1"]
-        return SWEAgentEnv(agent=agent, instance_ids=instance_ids, call_timeout_s=120.0, max_turns=10)
+    def factory(agent: str, instance_id: str):
+        return SWEAgentEnv(agent=agent, instance_ids=[instance_id], call_timeout_s=120.0, max_turns=10)
 
     def echo(agent: str, text: str) -> dict:
         command = f"echo {text}"
         return CLIS[agent].shell(command) if agent in CLIS else {"name": "bash", "arguments": {"command": command}}
 
-    envs = ConcurrentVectorEnv([functools.partial(factory, agent) for agent in slots], backend="thread")
+    envs = ConcurrentVectorEnv([functools.partial(factory, *slot) for slot in zip(slots, instance_ids)], backend="thread")
     try:
         observations, infos = envs.reset(seed=list(range(8)))
         assert list(infos["agent"]) == slots
@@ -185,7 +188,7 @@ def test_a_sigkilled_owner_of_every_cli_leaves_nothing_that_reap_does_not_remove
     from gymenvs.swe.agents.channel import reap_channel_directories
     from gymenvs.swe.sandbox.docker import reap_orphans
 
-    argv = [arg for cli in CLIS.values() for arg in (cli.agent, cli.instance_id)]
+    argv = [arg for pair in zip(sorted(CLIS), FIXTURES) for arg in pair]  # each agent on a task of its own
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
     result = subprocess.run([sys.executable, "-c", KILLED, *argv], capture_output=True, text=True, timeout=600, env=env)
     left = json.loads(result.stdout)
