@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 from tests.trl.bridge_support import teacher_forced_logprobs  # noqa: E402
 
-from .test_agent_clis import CLIS  # noqa: E402
+from .test_agent_clis import CLIS, FIXTURES  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TEMPERATURE = 0.8
@@ -72,7 +72,7 @@ def rollouts(swe_images):
     from wrappers.trl import make_rollout_func
 
     made = {agent: make_rollout_func("gymenvs/SWEAgent-v0", max_tokens_per_turn=48,
-                                     env_kwargs={"agent": agent, "instance_ids": [CLIS[agent].instance_id],
+                                     env_kwargs={"agent": agent, "instance_ids": [FIXTURES[0]],
                                                  "max_turns": FORCED_TURNS + 1, "call_timeout_s": 120.0})
             for agent in ("claude-code", "codex")}
     yield made
