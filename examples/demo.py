@@ -81,6 +81,14 @@ def swe_agent(env, observation):
     yield {"name": "submit", "arguments": {}}
 
 
+def terminal_agent(env, observation):
+    """Terminal-v0 and TerminalAgent-v0: a Harbor task; the scripted policy runs its oracle, solution/solve.sh."""
+    oracle = (env.unwrapped.task.solution_dir / "solve.sh").read_text()  # a scripted policy may peek; an LLM may not
+    yield {"name": "bash", "arguments": {"command": "pwd && ls"}}
+    yield {"name": "bash", "arguments": {"command": oracle}}
+    yield {"name": "submit", "arguments": {}}
+
+
 AGENTS = {
     "gymenvs/Echo-v0": ({"max_turns": 2}, echo_agent),
     "gymenvs/ReasoningGym-v0": ({"dataset": "basic_arithmetic"}, reasoning_agent),
@@ -91,6 +99,8 @@ AGENTS = {
     "gymenvs/MiniWoB-v0": ({"task": "click-button"}, miniwob_agent),
     "gymenvs/SWE-v0": ({"dataset": "fixtures"}, swe_agent),
     "gymenvs/SWEAgent-v0": ({"dataset": "fixtures", "agent": "reference"}, swe_inside_agent),
+    "gymenvs/Terminal-v0": ({"instance_ids": ["gymenvs/edit-config"]}, terminal_agent),
+    "gymenvs/TerminalAgent-v0": ({"instance_ids": ["gymenvs/edit-config"], "agent": "reference"}, terminal_agent),
 }
 
 
