@@ -1,7 +1,9 @@
 """The `gymenvs` command, run as a person would: in a subprocess, typing on stdin."""
 
+import signal
 import subprocess
 import sys
+import time
 
 import gymenvs
 
@@ -42,17 +44,49 @@ def test_play_reports_bad_ids_and_bad_arguments():
 
 
 def test_ctrl_c_stops_an_eval_without_starting_the_remaining_episodes():
-    import signal
-    import time
-
     # 200,000 Wordle episodes take minutes; Ctrl-C must end the run within seconds, as a shell expects.
-    process = subprocess.Popen([sys.executable, "-m", "gymenvs.cli", "eval", "gymenvs/Wordle-v0", "-n", "200000",
-                                "--workers", "2", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)  # past start-up: the episodes are running
-    process.send_signal(signal.SIGINT)
+    # Sent at any moment (the old thread pool hung at exit when it landed inside the pool's locks).
+    for delay in (1.0, 2.0, 3.0, 4.0, 6.0):
+        process = subprocess.Popen([sys.executable, "-m", "gymenvs.cli", "eval", "gymenvs/Wordle-v0", "-n", "200000",
+                                    "--workers", "2", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        process.send_signal(signal.SIGINT)
+        try:
+            _, stderr = process.communicate(timeout=30)
+        finally:
+            process.kill()
+        assert process.returncode == 130, stderr
+        assert "Traceback" not in stderr
+
+
+SLEEPY_POLICY = """
+import os, time
+
+def act(messages, tools):
+    with open("started", "a") as file:
+        file.write("episode\\n")
+    time.sleep(300)
+    return "crane"
+"""
+
+
+def test_the_first_ctrl_c_lets_running_episodes_finish_and_a_second_quits_at_once(tmp_path):
+    (tmp_path / "sleepy.py").write_text(SLEEPY_POLICY)
+    process = subprocess.Popen([sys.executable, "-m", "gymenvs.cli", "eval", "gymenvs/Wordle-v0", "-n", "10", "--workers", "2",
+                                "--policy", "sleepy:act", "--no-progress"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    started = tmp_path / "started"
     try:
+        deadline = time.monotonic() + 60
+        while not (started.exists() and len(started.read_text().splitlines()) == 2) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(started.read_text().splitlines()) == 2  # one running episode per worker
+        process.send_signal(signal.SIGINT)
+        assert process.stderr.readline() == "\n" and "[stopping: the running episodes finish" in process.stderr.readline()
+        time.sleep(1)
+        assert process.poll() is None  # still waiting for the two running episodes
+        process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=30)
     finally:
         process.kill()
-    assert process.returncode == 130, stderr
-    assert "Traceback" not in stderr
+    assert process.returncode == 130 and "[interrupted]" in stderr and "Traceback" not in stderr, stderr
+    assert len(started.read_text().splitlines()) == 2  # no episode started after the first Ctrl-C

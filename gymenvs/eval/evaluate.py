@@ -9,10 +9,15 @@ tool schemas and every message) and how the episode ended.
 from __future__ import annotations
 
 import json
+import queue
+import signal
 import statistics
+import sys
+import threading
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NotRequired, TextIO
@@ -124,17 +129,8 @@ def evaluate_policy(
 
     start = time.perf_counter()
     seeds = range(seed, seed + num_episodes)
-    pool = ThreadPoolExecutor(max_workers=max_workers)
-    with tqdm(total=num_episodes, desc=env_id, unit="episode", disable=not progress) as bar:
-        try:
-            futures = [pool.submit(play_episode, env_id, env_kwargs or {}, policy.new_episode(), s) for s in seeds]
-            for future in futures:
-                future.add_done_callback(lambda _: bar.update())
-            records = [future.result() for future in futures]
-        except KeyboardInterrupt:  # Ctrl-C: the episodes not yet started never start (only running ones finish)
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-    pool.shutdown()
+    with tqdm(total=num_episodes, desc=env_id, unit="episode", disable=not progress) as bar, ctrl_c_sets() as stop:
+        records = play_episodes(env_id, env_kwargs or {}, policy, seeds, max_workers, stop, bar.update)
     summary = EvalSummary.of(env_id, policy.name, records, time.perf_counter() - start)
     if transcripts is not None:
         with open(transcripts, "w", encoding="utf-8") as file:
@@ -151,6 +147,83 @@ def evaluate(*args: Any, **kwargs: Any) -> EvalSummary:
         stacklevel=2,
     )
     return evaluate_policy(*args, **kwargs)
+
+
+def play_episodes(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    policy: Policy,
+    seeds: Sequence[int],
+    workers: int,
+    stop: threading.Event,
+    on_done: Callable[[], object],
+) -> list[EpisodeRecord]:
+    """Play one episode per seed on `workers` threads; the records come back in seed order.
+
+    Once `stop` is set no further episode starts; the running ones finish (their envs close) and
+    KeyboardInterrupt is raised. The workers are daemon threads and share no lock with this thread,
+    so a second Ctrl-C here can never leave the process waiting for them: a ThreadPoolExecutor joins
+    its threads at exit, and a KeyboardInterrupt landing inside its locks hung `gymenvs eval`.
+    """
+    jobs = iter(enumerate(seeds))
+    jobs_lock = threading.Lock()
+    finished: queue.SimpleQueue[tuple[int, EpisodeRecord] | None] = queue.SimpleQueue()
+
+    def work() -> None:
+        while not stop.is_set():
+            with jobs_lock:  # the policy's per-episode copies are made one at a time, in seed order
+                job = next(jobs, None)
+                if job is None:
+                    break
+                episode_policy = policy.new_episode()
+            index, episode_seed = job
+            finished.put((index, play_episode(env_id, env_kwargs, episode_policy, episode_seed)))
+        finished.put(None)  # this worker is done
+
+    threads = [threading.Thread(target=work, name=f"gymenvs-eval-{n}", daemon=True) for n in range(min(workers, len(seeds)))]
+    for thread in threads:
+        thread.start()
+    records: dict[int, EpisodeRecord] = {}
+    working = len(threads)
+    while working:
+        try:
+            item = finished.get(timeout=0.2)  # a timeout, so that a signal handler runs promptly
+        except queue.Empty:
+            continue
+        if item is None:
+            working -= 1
+        else:
+            records[item[0]] = item[1]
+            on_done()
+    if stop.is_set():
+        raise KeyboardInterrupt
+    return [records[index] for index in range(len(seeds))]
+
+
+@contextmanager
+def ctrl_c_sets() -> Iterator[threading.Event]:
+    """An event that the first Ctrl-C sets (the episodes running finish); a second Ctrl-C interrupts at once.
+
+    Only the main thread receives signals; called from another thread, or with a SIGINT handler of the
+    caller's own, the event is never set by Ctrl-C and the handler is left alone.
+    """
+    stop = threading.Event()
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    if not in_main_thread or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield stop
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        print("\n[stopping: the running episodes finish; Ctrl-C again to quit now]", file=sys.stderr)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def play_episode(env_id: str, env_kwargs: dict[str, Any], policy: Policy, seed: int) -> EpisodeRecord:

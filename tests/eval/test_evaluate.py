@@ -128,3 +128,20 @@ def test_an_unreachable_endpoint_fails_the_episode_after_the_sdks_retries():
     summary = evaluate_policy("gymenvs/Echo-v0", policy, num_episodes=1, progress=False)
     policy.close()
     assert summary.failed_episodes == 1
+
+
+def test_evaluate_runs_from_any_thread_and_leaves_the_ctrl_c_handler_as_it_was():
+    import signal
+
+    summaries = []
+
+    def evaluate_in_a_thread():
+        summaries.append(evaluate_policy("gymenvs/Catch-v0", make_policy("scripted", "gymenvs/Catch-v0"), num_episodes=4,
+                                         env_kwargs={"rows": 4}, max_workers=2, progress=False))
+
+    thread = threading.Thread(target=evaluate_in_a_thread)
+    thread.start()
+    thread.join(timeout=60)
+    assert summaries and summaries[0].success_rate == 1.0  # signal handlers are main-thread only: none was installed
+    evaluate_policy("gymenvs/Catch-v0", make_policy("scripted", "gymenvs/Catch-v0"), num_episodes=2, progress=False)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
