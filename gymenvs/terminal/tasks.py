@@ -21,6 +21,7 @@ import hashlib
 import os
 import shutil
 import tarfile
+import threading
 import zipfile
 from collections.abc import Mapping
 from functools import cache
@@ -49,7 +50,11 @@ def cache_root() -> Path:
 def load_terminal_tasks(source: str | os.PathLike[str] = FIXTURES, *, split: str | None = None) -> tuple[TerminalTask, ...]:
     """Every task of `source` (see the module docstring), in name order; ValueError naming a malformed task,
     two tasks of one name, or a source that holds none."""
-    return _load_cached(str(source), split)
+    with _LOADING:  # threads loading at once would unpack one archive (or call `datasets`) together
+        return _load_cached(str(source), split)
+
+
+_LOADING = threading.Lock()
 
 
 @cache

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -53,6 +55,32 @@ def test_local_files_load_through_datasets_in_both_list_shapes(tmp_path, suffix)
     assert task.fail_to_pass == (("tests/test_w.py::test_b",) if suffix == ".json" else ("tests/test_w.py::test_a",))
     assert task.pass_to_pass == ()
     assert task.test_files == ["tests/test_w.py", "tests/data/x.json"]
+
+
+def test_threads_loading_one_dataset_at_once_read_it_one_at_a_time_and_share_the_tasks(tmp_path, monkeypatch):
+    # `datasets.load_dataset` is not thread-safe (two at once broke tqdm's lock): the slots of a thread
+    # vector env all load their tasks when they are built, so the cached loader takes a lock.
+    from gymenvs.swe.tasks import tasks as module
+
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps({**ROW, "FAIL_TO_PASS": ["t::a"], "PASS_TO_PASS": []}) + "\n")
+    inside, most = [0], [0]
+    real_load_rows = module.load_rows
+
+    def counted_load_rows(source, split):
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        try:
+            time.sleep(0.2)  # long enough for every thread to arrive while one is loading
+            return real_load_rows(source, split)
+        finally:
+            inside[0] -= 1
+
+    monkeypatch.setattr(module, "load_rows", counted_load_rows)
+    with ThreadPoolExecutor(4) as pool:
+        loaded = list(pool.map(lambda _: load_tasks(str(path)), range(4)))
+    assert most[0] == 1
+    assert all(tasks is loaded[0] for tasks in loaded)  # loaded once, then from the cache
 
 
 def test_test_lists_accept_json_strings_lists_and_null():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -99,7 +100,11 @@ def parse_test_list(value: Any, name: str = "tests", where: str = "row") -> tupl
 
 def load_tasks(source: str = FIXTURES, *, split: str | None = None) -> tuple[Task, ...]:
     """Every task of `source`: "fixtures", a local .json/.jsonl/.parquet file, or a Hub dataset name."""
-    return _load_tasks_cached(str(source), split)
+    with _LOADING:  # `datasets.load_dataset` is not thread-safe: the slots of a thread vector env load at once
+        return _load_tasks_cached(str(source), split)
+
+
+_LOADING = threading.Lock()
 
 
 @cache
