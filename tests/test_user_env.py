@@ -117,6 +117,8 @@ def test_make_vec_and_concurrent_vector_env_build_the_users_env_in_every_worker(
     """Workers find the user's module although it is on no path they start with: they register the parent's ids."""
     vector_env = gymenvs.make_vec(MODULE_ID, num_envs=2, **backend_settings)
     try:
+        with pytest.raises(gymenvs.ResetOptionsError, match=r"^reset option secret='x': expected a whole number from 1 to 100"):
+            vector_env.reset(options={"secret": "x"})  # the user's env says so; no slot is rebuilt
         vector_env.reset(seed=0, options={"secret": 50})
         _, rewards, terminated, _, infos = vector_env.step([GUESS_50, GUESS_50])
         assert (list(rewards), list(terminated), "error" in infos) == ([1.0, 1.0], [True, True], False)

@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "core"))
 
 from misuse_cases import (  # noqa: E402
     BACKENDS,
+    REFUSED_VALUES,
     Case,
     construction_cases,
     env_cases,
@@ -54,9 +55,10 @@ def main() -> None:
         with gym.make_vec("gymenvs/Echo-v0", num_envs=2, backend=backend) as envs:
             envs.reset(seed=0)
             rows += [(case, raised(case, envs)) for case in vector_cases(backend)]
-        with gym.make_vec("gymenvs/SWE-v0", num_envs=2, backend=backend) as envs:
-            case = refused_value_case(backend)
-            rows.append((case, raised(case, envs)))
+        for env_id in REFUSED_VALUES:
+            with gym.make_vec(env_id, num_envs=2, backend=backend) as envs:
+                case = refused_value_case(env_id, backend)
+                rows.append((case, raised(case, envs)))
     with tempfile.TemporaryDirectory() as folder:
         rows += [(case, raised(case, Path(folder))) for case in replay_cases()]
     report(rows)

@@ -1,9 +1,11 @@
-"""The public API for writing environments: `TextEnv`, `@tool`, `Outcome`, `ActionError`, image observations, and `check_env`."""
+"""The public API for writing environments: `TextEnv`, `@tool`, `Outcome`, `ActionError`,
+`ResetOptionsError`, image observations, and `check_env`."""
 
 from gymenvs.core.actions import ActionError, ToolCall, parse_action
 from gymenvs.core.checks import check_env
 from gymenvs.core.config import validate_config
 from gymenvs.core.env import Outcome, TextEnv
+from gymenvs.core.errors import ResetOptionsError
 from gymenvs.core.images import content_blocks, text_image_space, text_view
 from gymenvs.core.outcomes import EndedBy, InfraError, ended_by, ending, is_trainable
 from gymenvs.core.spaces import UnicodeText
@@ -14,6 +16,7 @@ __all__ = [
     "EndedBy",
     "InfraError",
     "Outcome",
+    "ResetOptionsError",
     "TextEnv",
     "ToolCall",
     "ToolSpec",

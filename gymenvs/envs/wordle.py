@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, PositiveInt
 
-from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool, validate_config
+from gymenvs.core import ActionError, Outcome, ResetOptionsError, TextEnv, ToolCall, tool, validate_config
 
 WORD_LENGTH = 5
 _BRACKETED = re.compile(r"\[([A-Za-z]+)\]")
@@ -81,7 +81,7 @@ class WordleEnv(TextEnv):
 
     def _start_episode(self, options: dict[str, Any]) -> str:
         if "secret" in options:
-            self._secret = _checked_word(options["secret"])
+            self._secret = _checked_secret(options["secret"])
         else:
             self._secret = self.answers[int(self.np_random.integers(len(self.answers)))]
         self._guesses = []
@@ -144,6 +144,13 @@ class WordleEnv(TextEnv):
     def _render_ansi(self) -> str:
         rows = [self._feedback(word, marks) for word, marks in self._guesses]
         return "\n".join(rows) if rows else "(no guesses yet)"
+
+
+def _checked_secret(word: Any) -> str:
+    try:
+        return _checked_word(word)
+    except ValueError:
+        raise ResetOptionsError(f"reset option secret={word!r}: expected a {WORD_LENGTH}-letter word of ASCII letters") from None
 
 
 def _checked_word(word: Any) -> str:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, V
 
 from gymenvs.core import EndedBy, Outcome, TextEnv, ending
 from gymenvs.core.config import keyword_names
-from gymenvs.core.errors import ResetOptionsError, config_error, did_you_mean
+from gymenvs.core.errors import ResetOptionsError, config_error, did_you_mean, short_repr
 from gymenvs.core.outcomes import DETAIL_KEY, OUTCOME_KEY, REASON_KEY
 from gymenvs.swe.grading import TEST_USER, GradeReport, grade_sandbox
 from gymenvs.swe.sandbox import (
@@ -320,6 +320,9 @@ class SWEBaseEnv(TextEnv):
         for task in self.tasks:
             if task.instance_id == options["instance_id"]:
                 return task
+        if not isinstance(options["instance_id"], str):
+            raise ResetOptionsError(f"reset option instance_id={short_repr(options['instance_id'])}: expected a str, "
+                                    f"the instance_id of a task of this env ({len(self.tasks)} tasks)")
         if options["instance_id"] in self.refused:
             name = options["instance_id"]
             raise ResetOptionsError(f"instance_id={name!r} {self._refused_as()}: {self.refused[name]}")

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from pydantic import PositiveFloat
 
-from gymenvs.core import EndedBy
+from gymenvs.core import EndedBy, ResetOptionsError
 from gymenvs.swe.base import EpisodeConfig, grade_ending, sandbox_ending, select_tasks
 from gymenvs.swe.sandbox import ContainerGone, Limits
 from gymenvs.terminal.grading import VerifierResult, grade_task
@@ -105,7 +105,7 @@ class TerminalTasks:
     def _find_task(self, options: dict[str, Any]) -> TerminalTask:
         if "task" in options:
             if "instance_id" in options and options["instance_id"] != options["task"]:
-                raise ValueError(f"reset(options=...): task={options['task']!r} and instance_id={options['instance_id']!r} "
+                raise ResetOptionsError(f"reset(options=...): task={options['task']!r} and instance_id={options['instance_id']!r} "
                                  "name different tasks: give one")
             options = {**options, "instance_id": options["task"]}
         return super()._find_task(options)  # type: ignore[misc]

@@ -111,6 +111,10 @@ def env_cases(env_id: str) -> list[Case]:
              r"use env\.unwrapped\.state\(\)$",
              lambda env: env.state()),
     ]
+    if env_id == "gymenvs/Wordle-v0":
+        cases.append(Case("bad reset option value", env_id, ResetOptionsError, ValueError,
+                          r"^reset option secret='cat': expected a 5-letter word of ASCII letters$",
+                          lambda env: env.reset(options={"secret": "cat"})))
     if env_id.startswith("gymenvs/SWE"):
         cases.append(Case("unknown instance_id", env_id, ResetOptionsError, ValueError,
                           r"instance_id='gymenvs-fixtures__roman-1' is not a task of this env "
@@ -142,12 +146,20 @@ def vector_cases(backend: str) -> list[Case]:
     ]
 
 
-def refused_value_case(backend: str) -> Case:
-    """A reset option value that the envs in the slots refuse (gymenvs/SWE-v0, two slots): raised in the
-    caller as the env's own error, with the slot it came from in a note."""
-    return Case("reset option value the env refuses", backend, ResetOptionsError, ValueError,
-                r"^instance_id='gymenvs-fixtures__roman-1' is not a task of this env",
-                lambda envs: envs.reset(options={"instance_id": "gymenvs-fixtures__roman-1"}))
+#: Reset option values that the envs in a vector env's slots refuse, by env id: the option and the error's message.
+REFUSED_VALUES = {
+    "gymenvs/SWE-v0": ({"instance_id": "gymenvs-fixtures__roman-1"},
+                       r"^instance_id='gymenvs-fixtures__roman-1' is not a task of this env"),
+    "gymenvs/Wordle-v0": ({"secret": 5}, r"^reset option secret=5: expected a 5-letter word of ASCII letters$"),
+}
+
+
+def refused_value_case(env_id: str, backend: str) -> Case:
+    """A reset option value that the envs in the slots of `env_id`'s vector env (two slots) refuse: raised
+    in the caller as the env's own error, with the slot it came from in a note."""
+    options, pattern = REFUSED_VALUES[env_id]
+    return Case(f"reset option value {env_id} refuses", backend, ResetOptionsError, ValueError, pattern,
+                lambda envs: envs.reset(options=options))
 
 
 def replay_cases() -> list[Case]:

@@ -8,6 +8,7 @@ import gymnasium as gym
 import pytest
 from misuse_cases import (
     BACKENDS,
+    REFUSED_VALUES,
     construction_cases,
     env_cases,
     problems,
@@ -64,9 +65,10 @@ def test_misusing_a_vector_env_is_one_clear_error_each_and_rebuilds_no_slot(on_b
     assert {case: wrong for case, wrong in found.items() if wrong} == {}
 
 
-def test_a_reset_option_value_the_envs_refuse_is_raised_in_the_caller_and_rebuilds_no_slot(on_backend):
-    case = refused_value_case(on_backend)
-    with gym.make_vec("gymenvs/SWE-v0", num_envs=2, backend=on_backend) as envs:
+@pytest.mark.parametrize("env_id", REFUSED_VALUES)
+def test_a_reset_option_value_the_envs_refuse_is_raised_in_the_caller_and_rebuilds_no_slot(env_id, on_backend):
+    case = refused_value_case(env_id, on_backend)
+    with gym.make_vec(env_id, num_envs=2, backend=on_backend) as envs:
         envs.set_attr("marker", ["first", "second"])
         exc = raised(case, envs)
         assert problems(case, exc) == []

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, SupportsFloat
 
 import gymnasium as gym
+from gymnasium.wrappers import PassiveEnvChecker
 
 from gymenvs.core.errors import ConfigError, ResetOptionsError
 from gymenvs.core.outcomes import InfraError
@@ -107,6 +108,16 @@ CALLER_ERRORS = (ConfigError, ResetOptionsError)
 _TIMED_OUT = "timed out (no reply within step_timeout_s="
 
 
+def rearm_first_reset_check(env: gym.Env) -> None:
+    """Let the next reset of `env` be the one gymnasium's `PassiveEnvChecker` checks. The checker marks
+    its first reset as checked before running it; when that reset raised (a bad option value), its
+    first step would fail unpacking the reset's result that never came (a `TypeError`)."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, PassiveEnvChecker) and not env.checked_step:
+            env.checked_reset = False
+        env = env.env
+
+
 def timed_out(timeout_s: float | None) -> str:
     """What a backend says of a request that got no reply within `step_timeout_s`."""
     return f"{_TIMED_OUT}{timeout_s} s)"
@@ -153,7 +164,12 @@ class Slot:
 
     def reset(self, seed_and_options: tuple[int | None, dict[str, Any] | None]) -> tuple[Any, dict[str, Any]]:
         seed, options = seed_and_options
-        return self._env().reset(seed=seed, options=options)
+        env = self._env()
+        try:
+            return env.reset(seed=seed, options=options)
+        except CALLER_ERRORS:  # the slot keeps its env
+            rearm_first_reset_check(env)
+            raise
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         return self._env().step(action)

@@ -6,7 +6,7 @@ Importing the package registers `guess_number/GuessNumber-v0`, so each of these 
     gymenvs eval guess_number:guess_number/GuessNumber-v0 --policy guess_number.policy:bisect -n 20
     gymnasium.make_vec("guess_number:guess_number/GuessNumber-v0", num_envs=4, backend="process")
 
-See docs/writing-envs.md for the pattern, and tests/core/test_user_env.py for every entry point it is run through.
+See docs/writing-envs.md for the pattern, and tests/test_user_env.py for every entry point it is run through.
 """
 
 import gymnasium

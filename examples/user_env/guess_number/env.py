@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, PositiveInt
 
-from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, tool, validate_config
+from gymenvs.core import ActionError, Outcome, ResetOptionsError, TextEnv, ToolCall, tool, validate_config
 
 
 class GuessNumberEnv(TextEnv):
@@ -35,10 +35,19 @@ class GuessNumberEnv(TextEnv):
         self._guesses: list[int] = []
 
     def _start_episode(self, options: dict[str, Any]) -> str:
-        # All randomness from self.np_random: reset(seed=s) gives the same secret for the same s.
-        self._secret = int(options.get("secret") or self.np_random.integers(1, self.high + 1))
+        if "secret" in options:
+            self._secret = self._checked_secret(options["secret"])
+        else:  # all randomness from self.np_random: reset(seed=s) gives the same secret for the same s
+            self._secret = int(self.np_random.integers(1, self.high + 1))
         self._guesses = []
         return f"I am thinking of a whole number from 1 to {self.high}. Guess it; I will say higher or lower."
+
+    def _checked_secret(self, secret: Any) -> int:
+        # A bad option value is the caller's mistake: ResetOptionsError (a ValueError) says so in one line,
+        # and the vector env raises it in the caller instead of rebuilding its slots.
+        if isinstance(secret, bool) or not isinstance(secret, int) or not 1 <= secret <= self.high:
+            raise ResetOptionsError(f"reset option secret={secret!r}: expected a whole number from 1 to {self.high}")
+        return secret
 
     def _parse_text(self, text: str) -> ToolCall:
         word = text.strip()
