@@ -1,4 +1,5 @@
-"""The `gymenvs` command: list the environments, play one in the terminal, evaluate a policy, replay a transcript."""
+"""The `gymenvs` command: list the environments, play one in the terminal, evaluate a policy, time an env, replay a
+transcript."""
 
 from __future__ import annotations
 
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     play.set_defaults(run=run_play)
 
     add_eval_command(commands)
+    add_bench_command(commands)
     replay = commands.add_parser("replay", help="print one episode of an eval transcript as the model saw it")
     replay.add_argument("file", help="a JSONL transcript written by `gymenvs eval --transcripts`")
     replay.add_argument("--episode", type=int, default=0, help="which episode (line) to print, from 0 (default 0)")
@@ -88,7 +90,7 @@ def add_eval_command(commands: Any) -> None:
     add_import_option(evaluation)
     evaluation.add_argument(
         "--policy", default="scripted", metavar="POLICY",
-        help="scripted (default), openai, transformers, or module:name for your own: a function "
+        help="scripted (default), random, openai, transformers, or module:name for your own: a function "
         "(messages, tools) -> action, or a Policy class or object (see gymenvs.eval.policies)",
     )
     evaluation.add_argument("--episodes", "-n", type=int, default=100, help="number of episodes (default 100)")
@@ -107,8 +109,64 @@ def add_eval_command(commands: Any) -> None:
     evaluation.set_defaults(run=run_eval)
 
 
+def add_bench_command(commands: Any) -> None:
+    bench = commands.add_parser("bench", help="time an env under a policy: steps/s, episodes/s, step latency")
+    bench.add_argument("env_id", help="an id from `gymenvs list`, or module:EnvId for your own")
+    add_import_option(bench)
+    bench.add_argument(
+        "--policy", default="scripted", metavar="POLICY",
+        help="scripted (default), random (a random tool call from the env's tool schemas), or module:name for your "
+        "own, as for eval",
+    )
+    limit = bench.add_mutually_exclusive_group()
+    limit.add_argument("--episodes", "-n", type=int, default=None, help="episodes to play (default 20)")
+    limit.add_argument("--steps", type=int, default=None, help="steps to take instead (over all slots)")
+    bench.add_argument("--seed", type=int, default=0, help="first episode seed (default 0)")
+    bench.add_argument("--num-envs", type=int, default=None, metavar="N",
+                       help="play a vector env of N slots (default: one env, no vector env)")
+    bench.add_argument("--backend", default=None, metavar="BACKEND",
+                       help="the vector env's backend: thread (default), process or ray; needs --num-envs")
+    bench.add_argument(
+        "--kwarg", "-k", action="append", default=[], metavar="NAME=VALUE", help="env constructor argument (repeatable)"
+    )
+    bench.set_defaults(run=run_bench)
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from gymenvs.eval.bench import bench
+
+    if args.backend is not None and args.num_envs is None:
+        print(f"gymenvs bench: --backend {args.backend} needs --num-envs (without it one env runs, in this process)",
+              file=sys.stderr)
+        return 2
+    if args.policy in ("openai", "transformers"):
+        print(f"gymenvs bench: --policy {args.policy}: bench times the env, so it runs scripted, random or module:name "
+              f"policies; time a model with `gymenvs eval`", file=sys.stderr)
+        return 2
+    episodes = args.episodes if args.episodes is not None or args.steps is not None else 20
+    try:
+        env_id, policy = resolved_policy(args.env_id, args.policy)
+        summary = bench(env_id, policy, episodes=episodes, steps=args.steps, seed=args.seed,
+                        env_kwargs=parse_kwargs(args.kwarg), num_envs=args.num_envs, backend=args.backend or "thread")
+    except ValueError as exc:
+        print(f"gymenvs bench: {exc}", file=sys.stderr)
+        return 2
+    print(summary.table())
+    return 0
+
+
+def resolved_policy(env_id: str, kind: str, **options: Any) -> tuple[str, Any]:
+    """The registered id `env_id` stands for (its module imported) and the policy `kind` names for it.
+    The id first, so that a misspelt id or a missing module is the error, not "no scripted policy"."""
+    from gymenvs.env_ids import find_spec
+    from gymenvs.eval import make_policy
+
+    spec = find_spec(env_id)
+    return spec.id, make_policy(kind, spec.id, **options)
+
+
 def run_eval(args: argparse.Namespace) -> int:
-    from gymenvs.eval import evaluate_policy, make_policy
+    from gymenvs.eval import evaluate_policy
 
     options: dict[str, Any] = {}
     if args.policy == "openai":
@@ -123,9 +181,9 @@ def run_eval(args: argparse.Namespace) -> int:
             return 2
         options = dict(model=args.model, temperature=args.temperature, max_new_tokens=args.max_tokens)
     try:
-        policy = make_policy(args.policy, args.env_id, **options)
+        env_id, policy = resolved_policy(args.env_id, args.policy, **options)
         summary = evaluate_policy(
-            args.env_id, policy, num_episodes=args.episodes, seed=args.seed, env_kwargs=parse_kwargs(args.kwarg),
+            env_id, policy, num_episodes=args.episodes, seed=args.seed, env_kwargs=parse_kwargs(args.kwarg),
             max_workers=args.workers, transcripts=args.transcripts, progress=not args.no_progress,
         )
     except ValueError as exc:

@@ -1,4 +1,5 @@
-"""Policies `gymenvs eval` can run: scripted players, an OpenAI-compatible endpoint, a local transformers model.
+"""Policies `gymenvs eval` can run: scripted players, random tool calls, an OpenAI-compatible endpoint, a local
+transformers model.
 
 A policy sees what a model would see, the conversation so far and the env's tool schemas, and
 returns an action: free text, or a tool call as `{"name": ..., "arguments": {...}}`. It never
@@ -14,6 +15,7 @@ from typing import Any
 from gymenvs.eval.policies.base import Action, Messages, Policy, as_text
 from gymenvs.eval.policies.imported import FunctionPolicy, load_policy
 from gymenvs.eval.policies.openai import OpenAIPolicy
+from gymenvs.eval.policies.random_calls import RandomPolicy
 from gymenvs.eval.policies.scripted import SCRIPTED, CatchPlayer, EchoPlayer, WordlePlayer
 from gymenvs.eval.policies.transformers import TransformersPolicy
 
@@ -26,6 +28,7 @@ __all__ = [
     "Messages",
     "OpenAIPolicy",
     "Policy",
+    "RandomPolicy",
     "TransformersPolicy",
     "WordlePlayer",
     "as_text",
@@ -35,16 +38,19 @@ __all__ = [
 
 
 def make_policy(kind: str, env_id: str, **options: Any) -> Policy:
-    """A policy by name: `scripted` (for the envs in `SCRIPTED`), `openai` (`base_url`, `model`, ...),
-    `transformers` (`model`, ...), or `module:name` for your own (`load_policy`)."""
+    """A policy by name: `scripted` (for the envs in `SCRIPTED`), `random` (random tool calls), `openai` (`base_url`,
+    `model`, ...), `transformers` (`model`, ...), or `module:name` for your own (`load_policy`)."""
     if ":" in kind:
         return load_policy(kind)
     if kind == "scripted":
         if env_id not in SCRIPTED:
-            raise ValueError(f"no scripted policy for {env_id!r}; there are scripted policies for {sorted(SCRIPTED)}")
+            raise ValueError(f"no scripted policy for {env_id!r}; there are scripted policies for {sorted(SCRIPTED)}, "
+                             "and --policy random plays any env with tools")
         return SCRIPTED[env_id]()
+    if kind == "random":
+        return RandomPolicy(**options)
     if kind == "openai":
         return OpenAIPolicy(**options)
     if kind == "transformers":
         return TransformersPolicy(**options)
-    raise ValueError(f"policy {kind!r}: expected one of scripted, openai, transformers, or module:name for your own")
+    raise ValueError(f"policy {kind!r}: expected one of scripted, random, openai, transformers, or module:name for your own")

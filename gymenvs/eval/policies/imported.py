@@ -33,7 +33,7 @@ def load_policy(reference: str) -> Policy:
     """The policy `reference` ("module:name") names; a `ValueError` when it cannot be found or is no policy."""
     module_name, _, attribute = reference.partition(":")
     if not module_name or not attribute:
-        raise ValueError(f"--policy {reference!r}: expected scripted, openai, transformers or module:name")
+        raise ValueError(f"--policy {reference!r}: expected scripted, random, openai, transformers or module:name")
     try:
         found: Any = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
