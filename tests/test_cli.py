@@ -1,15 +1,21 @@
 """The `gymenvs` command, run as a person would: in a subprocess, typing on stdin."""
 
+import re
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import gymenvs
 
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "user_env" / "guess_number"
 
-def gymenvs_cli(*args, stdin=""):
-    return subprocess.run([sys.executable, "-m", "gymenvs.cli", *args], input=stdin, capture_output=True, text=True, timeout=60)
+
+def gymenvs_cli(*args, stdin="", cwd=None):
+    return subprocess.run([sys.executable, "-m", "gymenvs.cli", *args], input=stdin, capture_output=True, text=True, timeout=60,
+                          cwd=cwd)
 
 
 def test_list_shows_every_env_with_a_description():
@@ -93,3 +99,59 @@ def test_the_first_ctrl_c_lets_running_episodes_finish_and_a_second_quits_at_onc
         process.kill()
     assert process.returncode == 130 and "[interrupted]" in stderr and "Traceback" not in stderr, stderr
     assert len(started.read_text().splitlines()) == 2  # no episode started after the first Ctrl-C
+
+
+def bench_table(result):
+    """The rows of `gymenvs bench`'s table, by name."""
+    assert result.returncode == 0, result.stderr
+    return dict(re.split(r"\s{2,}", line, maxsplit=1) for line in result.stdout.splitlines())
+
+
+def test_bench_times_a_built_in_env_with_its_scripted_player_in_one_env_and_in_a_vector_env():
+    one = bench_table(gymenvs_cli("bench", "gymenvs/Wordle-v0", "-n", "5"))
+    assert one["env"] == "gymenvs/Wordle-v0 (one env)" and one["policy"] == "scripted" and one["episodes"] == "5"
+    assert 5 <= int(one["steps"]) <= 30 and float(one["steps/s"]) > 0
+    assert re.fullmatch(rf"mean [\d.]+ ms, p99 [\d.]+ ms \({one['steps']} step calls\)", one["step latency"])
+    vector = bench_table(gymenvs_cli("bench", "gymenvs/Catch-v0", "--steps", "40", "--num-envs", "4", "--backend", "thread",
+                                     "-k", "rows=4"))
+    assert vector["env"] == "gymenvs/Catch-v0 (vector env, 4 slots on backend='thread')"
+    assert vector["steps"] == "40" and int(vector["episodes"]) >= 10  # rows=4: an episode lasts 3 steps
+    assert "(10 step calls)" in vector["step latency"]  # one call steps all 4 slots
+    random = bench_table(gymenvs_cli("bench", "gymenvs/Sudoku-v0", "--policy", "random", "--steps", "20"))
+    assert random["policy"] == "random" and random["steps"] == "20"
+
+
+def test_bench_runs_a_users_env_by_import_and_by_module_id_with_the_users_policy(tmp_path):
+    shutil.copytree(EXAMPLE, tmp_path / "guess_number")
+    policy = ("--policy", "guess_number.policy:bisect")
+    by_import = bench_table(gymenvs_cli("bench", "guess_number/GuessNumber-v0", "--import", "guess_number", *policy, "-n", "4",
+                                        cwd=tmp_path))
+    assert by_import["episodes"] == "4" and by_import["policy"] == "guess_number.policy:bisect"
+    assert int(by_import["steps"]) <= 4 * 7  # bisection finds 1..100 in at most 7 guesses
+    by_module = bench_table(gymenvs_cli("bench", "guess_number:guess_number/GuessNumber-v0", *policy, "-n", "4",
+                                        "--num-envs", "2", "--backend", "process", cwd=tmp_path))
+    assert by_module["env"] == "guess_number/GuessNumber-v0 (vector env, 2 slots on backend='process')"
+    assert int(by_module["episodes"]) >= 4
+
+
+BAD_BENCH_ARGUMENTS = {
+    ("gymenvs/Wordel-v0",): "gymenvs bench: env id 'gymenvs/Wordel-v0' is not registered (did you mean 'gymenvs/Wordle-v0'",
+    ("nosuch:Foo-v0",): "gymenvs bench: cannot import 'nosuch' to register its envs: No module named 'nosuch'",
+    ("gymenvs/Sudoku-v0",): "gymenvs bench: no scripted policy for 'gymenvs/Sudoku-v0'",
+    ("gymenvs/Wordle-v0", "-n", "0"): "gymenvs bench: episodes=0: expected a whole number of at least 1",
+    ("gymenvs/Wordle-v0", "--num-envs", "2", "--backend", "fork"): "gymenvs bench: backend='fork': expected one of thread, ",
+    ("gymenvs/Wordle-v0", "--backend", "process"): "gymenvs bench: --backend process needs --num-envs",
+    ("gymenvs/Wordle-v0", "--policy", "nosuch:act"): "gymenvs bench: --policy 'nosuch:act': cannot import 'nosuch'",
+    ("gymenvs/Wordle-v0", "-k", "max_guesses=0"): "gymenvs bench: WordleEnv got max_guesses=0: input should be greater",
+}
+
+
+def test_bench_and_eval_say_what_is_wrong_with_their_arguments_in_one_line_and_exit_2():
+    for args, message in BAD_BENCH_ARGUMENTS.items():
+        result = gymenvs_cli("bench", *args)
+        assert (result.returncode, result.stdout, result.stderr.count("\n")) == (2, "", 1), (args, result.stderr)
+        assert result.stderr.startswith(message), (args, result.stderr)
+    # the id is resolved before the policy is made: the id's error, not "no scripted policy for ..."
+    for args, message in list(BAD_BENCH_ARGUMENTS.items())[:2]:
+        result = gymenvs_cli("eval", *args)
+        assert result.returncode == 2 and result.stderr.startswith(message.replace("bench", "eval")), result.stderr
