@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from typing import Any
 
 import gymnasium as gym
@@ -61,6 +63,22 @@ def check_length_limits(env: TextEnv) -> None:
             f"{name}={space} holds fewer characters than max_observation_length={limit}: "
             "clipped observations would fall outside it"
         )
+    check_action_length_limits(env)
+
+
+def check_action_length_limits(env: TextEnv) -> None:
+    """The action space's text may be empty (the env answers an empty action with an error, as any other
+    bad one) and holds a call of each tool (its JSON with no arguments, the shortest there is)."""
+    space = env.action_space
+    if not isinstance(space, UnicodeText):
+        return
+    name = f"{type(env).__name__}.action_space"
+    assert space.min_length == 0, f"{name}={space}: expected min_length 0 (an action may be empty)"
+    calls = [json.dumps({"name": tool_name, "arguments": {}}) for tool_name in env.tools]
+    longest = max(calls, key=len, default="")
+    assert space.max_length >= len(longest), (
+        f"{name}={space} holds fewer characters than a call of a tool: {longest} has {len(longest)}"
+    )
 
 
 def _text_space(space: gym.Space) -> gym.Space:

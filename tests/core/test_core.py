@@ -512,8 +512,11 @@ def test_check_env_fails_an_env_without_any_action():
         ({"max_observation_length": 20}, "too small to hold a clipped observation"),
         ({"observation_space": UnicodeText(100)}, "holds fewer characters than max_observation_length=400"),
         ({"observation_space": UnicodeText(400, min_length=1)}, "expected min_length 0"),
+        ({"action_space": UnicodeText(3, min_length=2)}, r"action_space=UnicodeText\(2, 3\): expected min_length 0"),
+        ({"action_space": UnicodeText(20)}, r"action_space=UnicodeText\(0, 20\) holds fewer characters than a call of a tool"),
     ],
-    ids=["limit-below-cut-marker", "space-shorter-than-limit", "space-needs-text"],
+    ids=["limit-below-cut-marker", "space-shorter-than-limit", "space-needs-text", "action-needs-text",
+         "action-shorter-than-a-tool-call"],
 )
 def test_check_env_fails_inconsistent_length_limits(change, message):
     from gymenvs.core import check_env
@@ -522,6 +525,7 @@ def test_check_env_fails_inconsistent_length_limits(change, message):
         def __init__(self):
             super().__init__()
             self.observation_space = change.get("observation_space", self.observation_space)
+            self.action_space = change.get("action_space", self.action_space)
 
     if "max_observation_length" in change:
         Limited.max_observation_length = change["max_observation_length"]
