@@ -105,8 +105,8 @@ class TerminalTasks:
     def _find_task(self, options: dict[str, Any]) -> TerminalTask:
         if "task" in options:
             if "instance_id" in options and options["instance_id"] != options["task"]:
-                raise ResetOptionsError(f"reset(options=...): task={options['task']!r} and instance_id={options['instance_id']!r} "
-                                 "name different tasks: give one")
+                raise ResetOptionsError(f"reset(options=...): task={options['task']!r} and "
+                                        f"instance_id={options['instance_id']!r} name different tasks: give one")
             options = {**options, "instance_id": options["task"]}
         return super()._find_task(options)  # type: ignore[misc]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import gc
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -301,6 +302,15 @@ def test_bad_settings_are_value_errors_naming_the_value(settings, named):
     with pytest.raises(ValueError, match=named.replace("(", r"\(").replace(".", r"\.")):
         ConcurrentVectorEnv([FaultyEcho], **settings)
     assert not our_threads() and not our_processes()
+
+
+@pytest.mark.parametrize(("backend", "own"), [("thread", "dedicated_threads, pin_threads"), ("process", "start_method")])
+def test_a_misspelt_setting_names_the_close_match_and_every_accepted_setting(backend, own):
+    shared = "autoreset_mode, backend, max_workers, restart_on_error, step_timeout_s"
+    with pytest.raises(ValueError, match=re.escape(
+            f"max_worker=2: not a setting of this backend (did you mean 'max_workers'?). Accepted: {shared}, "
+            f"and backend={backend!r}'s own: {own}")):
+        ConcurrentVectorEnv([FaultyEcho], backend=backend, max_worker=2)
 
 
 def test_max_workers_from_the_environment(monkeypatch):

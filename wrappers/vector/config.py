@@ -61,10 +61,10 @@ def make_config(**settings: Any) -> tuple[VectorConfig, pydantic.BaseModel]:
     try:
         return config, model(**settings)
     except pydantic.ValidationError as exc:
-        allowed = ", ".join(model.model_fields) or "none"
+        own = ", ".join(sorted(model.model_fields)) or "none"
         raise ConfigError(
-            f"invalid ConcurrentVectorEnv setting for backend={config.backend!r}: {describe(exc)} "
-            f"(that backend's own settings: {allowed})"
+            f"invalid ConcurrentVectorEnv setting for backend={config.backend!r}: {describe(exc)}. Accepted: "
+            f"{', '.join(sorted(VectorConfig.model_fields))}, and backend={config.backend!r}'s own: {own}"
         ) from None
 
 
