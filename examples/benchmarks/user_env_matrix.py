@@ -17,6 +17,7 @@ import functools
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -61,6 +62,23 @@ def cli(_: None) -> None:
         assert main(["list", "--import", "guess_number"]) == 0
         assert main(["eval", MODULE_ID, "--policy", "guess_number.policy:bisect", "-n", "5", "--no-progress"]) == 0
     assert ENV_ID in out.getvalue() and "success rate     100.0%" in out.getvalue()
+
+
+class NotApplicable(Exception):
+    """The entry point has no way to choose this backend setting: the cell is "-"."""
+
+
+def cli_bench(settings: dict | None) -> None:
+    from gymenvs.cli import main
+
+    if settings is not None and settings.get("start_method") == "spawn":
+        raise NotApplicable  # `gymenvs bench --backend process` takes the default start method (forkserver)
+    vector = [] if settings is None else ["--num-envs", "2", "--backend", settings["backend"]]
+    policy = ["--policy", "guess_number.policy:bisect", "-n", "4", *vector]
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        assert main(["bench", ENV_ID, "--import", "guess_number", *policy]) == 0
+        assert main(["bench", MODULE_ID, *policy]) == 0
+    assert len(re.findall(r"^episodes +[4-9]$", out.getvalue(), re.M)) == 2, out.getvalue()
 
 
 def make_vec(settings: dict) -> None:
@@ -118,11 +136,12 @@ def _tiny():
     return tiny_model(seed=0)
 
 
-#: Entry point -> (how to run it, whether it runs on a vector backend).
-ENTRY_POINTS: dict[str, tuple[Callable[[dict | None], None], bool]] = {
+#: Entry point -> (how to run it, whether it runs on a vector backend: True, False, or None for both).
+ENTRY_POINTS: dict[str, tuple[Callable[[dict | None], None], bool | None]] = {
     "gymnasium.make('module:EnvId')": (gym_make, False),
     "check_env": (check_env, False),
     "CLI list/eval --import, module:EnvId, --policy": (cli, False),
+    "CLI bench --import, module:EnvId, --policy": (cli_bench, None),
     "gymenvs.make_vec / gymnasium.make_vec": (make_vec, True),
     "ConcurrentVectorEnv(partial(gym.make, id))": (concurrent_vector_env, True),
     "make_rollout_func": (make_rollout_func, True),
@@ -134,10 +153,14 @@ ENTRY_POINTS: dict[str, tuple[Callable[[dict | None], None], bool]] = {
 FAILURES: list[str] = []
 
 
-def cell(run: Callable[[dict | None], None], settings: dict | None) -> str:
+def cell(run: Callable[[dict | None], None], settings: dict | None, on_backends: bool | None) -> str:
+    if on_backends is not None and (settings is not None) != on_backends:
+        return "-"
     try:
         with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
             run(settings)
+    except NotApplicable:
+        return "-"
     except (Exception, SystemExit) as exc:  # a cell reports any failure (argparse exits), and the matrix goes on
         FAILURES.append(f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:150]}")
         return f"FAIL ({len(FAILURES)})"
@@ -155,10 +178,7 @@ def main() -> int:
     rows = []
     try:
         for name, (run, on_backends) in ENTRY_POINTS.items():
-            cells = {
-                backend: cell(run, settings) if (settings is not None) == on_backends else "-"
-                for backend, settings in BACKENDS.items()
-            }
+            cells = {backend: cell(run, settings, on_backends) for backend, settings in BACKENDS.items()}
             rows.append((name, cells))
     finally:
         ray.shutdown()
@@ -172,7 +192,7 @@ def main() -> int:
     for number, failure in enumerate(FAILURES, 1):
         print(f"({number}) {failure}")
     failed = len(FAILURES)
-    print(f"\n{sum(value == 'pass' for _, cells in rows for value in cells.values())} pass, {failed} fail")
+    print(f"\ncells: {sum(value == 'pass' for _, cells in rows for value in cells.values())} pass, {failed} fail")
     return 1 if failed else 0
 
 
