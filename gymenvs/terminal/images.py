@@ -61,8 +61,9 @@ def environment_digest(task: TerminalTask) -> str:
 
 def ensure_task_image(client: Any, task: TerminalTask, *, pull: bool = False) -> str:
     """The task's image, built from environment/ unless an image of the same content exists; its name.
-    `ImageBuildError` (naming the task) if the build fails or runs past [environment] build_timeout_sec, `ComposeUnsupported` for a compose environment, `ImageMissing`
-    for a missing `docker_image` that may not (or cannot) be pulled."""
+    `ImageBuildError` (naming the task) if the build fails or runs past [environment] build_timeout_sec,
+    `ComposeUnsupported` for a compose environment, `ImageMissing` for a missing `docker_image` that may
+    not (or cannot) be pulled."""
     if task.environment_kind == "compose":
         raise ComposeUnsupported(compose_message(task))
     name = image_name(task)

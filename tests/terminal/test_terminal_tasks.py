@@ -203,8 +203,8 @@ def test_two_tasks_of_one_name_and_an_empty_source_are_refused(tmp_path):
 @pytest.fixture
 def hub(tmp_path, monkeypatch):
     """name -> the local folder `snapshot_download` returns for it; the calls made, in order."""
-    import huggingface_hub
     import httpx
+    import huggingface_hub
     from huggingface_hub.errors import RepositoryNotFoundError
 
     repositories, calls = {}, []
