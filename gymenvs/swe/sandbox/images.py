@@ -273,10 +273,9 @@ def build_image(client: Any, context: io.BytesIO, tag: str, *, timeout: float | 
     `ImageBuildError` with the end of the build's log if it fails, or if it is still running `timeout`
     seconds (wall clock) after it started: then the build's connection is shut, which makes the engine
     cancel the build."""
-    import docker
-
     log: list[str] = []
-    options: dict[str, Any] = {"timeout": max(1, int(timeout))} if timeout else {}
+    # the SDK's timeout is per read: past the limit, so that the watchdog, not a read, ends a silent build
+    options: dict[str, Any] = {"timeout": int(timeout) + 60} if timeout else {}
     timed_out = threading.Event()
     watchdog: threading.Timer | None = None
     try:
@@ -288,9 +287,10 @@ def build_image(client: Any, context: io.BytesIO, tag: str, *, timeout: float | 
             watchdog.start()
         for chunk in stream:
             _check_chunk(chunk, tag, log)
-    except Exception as exc:  # the engine failed, its answer timed out, or the watchdog cut the stream
-        if not timed_out.is_set() and not isinstance(exc, docker.errors.APIError | OSError):
+    except ImageBuildError:
+        if not timed_out.is_set():
             raise
+    except Exception as exc:  # the engine failed, a read timed out (urllib3's own error), or the watchdog cut the stream
         if not timed_out.is_set():
             raise ImageBuildError(f"building {tag} failed: {exc}\n" + "".join(log[-20:])) from None
     finally:
