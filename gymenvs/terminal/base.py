@@ -34,7 +34,9 @@ class TerminalConfig(EpisodeConfig):
     (.tar.gz, .zip, ...), a dataset of task files (.jsonl/.parquet), or a Hub dataset (gymenvs/terminal/tasks.py)."""
     internet: bool = True
     """Give the agent's container the network when its task asks for it ([environment] allow_internet or
-    network_mode "public", Harbor's default); False: never. An "allowlist" task gets none."""
+    network_mode "public", Harbor's default); False: never. An "allowlist" task gets none. Grading does not
+    follow this: the tests get the network of the task's [verifier] (else [environment]) network mode, since
+    test.sh often installs its own tools (docs/terminal.md)."""
     verifier_timeout_s: PositiveFloat | None = None
     """Seconds tests/test.sh may run (default: the task's [verifier] timeout_sec)."""
 

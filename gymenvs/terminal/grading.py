@@ -63,6 +63,7 @@ REWARD_JSON_LIMIT = 64 << 10
 _LOG_LIMIT = 1 << 20
 _SNAPSHOT_REPOSITORY = "gymenvs-terminal-snapshot"
 _ROLE = "verifier"
+_TEST_STATUS = '"$code"'  # the shell variable `_command` saves test.sh's exit status in
 
 
 @dataclass
@@ -181,15 +182,15 @@ class _GradingRun:
     def _command(self) -> str:
         """test.sh with the verifier's environment, as [verifier] user if the task names one; the moment it
         exits, the same shell stops every other process (what the tests left running cannot write the
-        reward after test.sh did)."""
+        reward after test.sh did), then exits with test.sh's status (`VerifierResult.test_exit_code`)."""
         verifier = self.task.config.verifier
         exports = "".join(f"export {key}={shlex.quote(value)}\n" for key, value in verifier.env.items())
         run = f"bash {TESTS_DIR}/test.sh"
         if verifier.user:  # the fresh volume is root's: hand it to the user who writes the reward
             user = shlex.quote(verifier.user)
             run = f"chown {user} {VERIFIER_DIR} && runuser -u {user} -- {run}"
-        return (f"{exports}cd {shlex.quote(self.sandbox.workdir)} 2>/dev/null || cd /\n{run}\n"
-                f"echo \"tests/test.sh exited $?\"\n{kill_all_script()}")
+        return (f"{exports}cd {shlex.quote(self.sandbox.workdir)} 2>/dev/null || cd /\n{run}\ncode=$?\n"
+                f"echo \"tests/test.sh exited $code\"\n{kill_all_script(exit_status=_TEST_STATUS)}")
 
     def clean_up(self) -> None:
         if self.grader is not None:

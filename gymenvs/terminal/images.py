@@ -3,8 +3,9 @@
 The tag is a digest of every file under `environment/` (path, mode and bytes), so an unchanged task
 reuses its image and an edited one gets a new image; nothing is pulled while building (a task built
 on the project's base image builds offline). A task whose [environment] names a `docker_image` and
-has no Dockerfile runs in that image. Compose environments need `docker compose`, which this engine
-setup does not provide: they are refused with a clear error (`ComposeUnsupported`).
+has no Dockerfile runs in that image. Compose environments are refused with a clear error
+(`ComposeUnsupported`), installed compose tool or not: the sandbox, the warm pool and the snapshot grading
+work on one container per episode.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from functools import cache
 from typing import Any
 
 from gymenvs.swe.sandbox import ImageMissing, SandboxError
-from gymenvs.swe.sandbox.images import build_image, ensure_image, image_exists
+from gymenvs.swe.sandbox.images import ImageBuildError, build_image, ensure_image, image_exists
 from gymenvs.terminal.task import TerminalTask
 
 IMAGE_PREFIX = "gymenvs/terminal"
@@ -32,7 +33,7 @@ _locks_lock = threading.Lock()
 
 
 class ComposeUnsupported(SandboxError):
-    """The task's environment is a docker-compose project, which gymenvs cannot run here."""
+    """The task's environment is a docker-compose project: gymenvs runs one container per episode."""
 
     reason = "image_missing"
 
@@ -60,8 +61,9 @@ def environment_digest(task: TerminalTask) -> str:
 
 def ensure_task_image(client: Any, task: TerminalTask, *, pull: bool = False) -> str:
     """The task's image, built from environment/ unless an image of the same content exists; its name.
-    `ImageBuildError` if the build fails, `ComposeUnsupported` for a compose environment, `ImageMissing`
-    for a missing `docker_image` that may not (or cannot) be pulled."""
+    `ImageBuildError` (naming the task) if the build fails or runs past [environment] build_timeout_sec,
+    `ComposeUnsupported` for a compose environment, `ImageMissing` for a missing `docker_image` that may
+    not (or cannot) be pulled."""
     if task.environment_kind == "compose":
         raise ComposeUnsupported(compose_message(task))
     name = image_name(task)
@@ -70,8 +72,12 @@ def ensure_task_image(client: Any, task: TerminalTask, *, pull: bool = False) ->
         return name
     with _lock_for(name):
         if not image_exists(client, name):
-            build_image(client, environment_context(task), name, timeout=task.config.environment.build_timeout_sec,
-                        labels={IMAGE_LABEL: "1", f"{IMAGE_LABEL}.task": task.name})
+            try:
+                build_image(client, environment_context(task), name, timeout=task.config.environment.build_timeout_sec,
+                            labels={IMAGE_LABEL: "1", f"{IMAGE_LABEL}.task": task.name})
+            except ImageBuildError as exc:
+                raise ImageBuildError(f"task {task.name!r} ([environment] build_timeout_sec = "
+                                      f"{task.config.environment.build_timeout_sec:g}): {exc}") from None
     return name
 
 
@@ -109,10 +115,11 @@ def compose_available() -> bool:
 
 
 def compose_message(task: TerminalTask) -> str:
-    found = "is installed, but" if compose_available() else "is not installed here, and"
+    found = "installed" if compose_available() else "not installed"
     return (f"task {task.name!r} ({task.path}) defines its environment with docker-compose "
-            f"({task.compose_file.name if task.compose_file else 'compose file'}): docker compose {found} gymenvs runs "
-            "single-container tasks only (an environment/Dockerfile or [environment] docker_image)")
+            f"({task.compose_file.name if task.compose_file else 'compose file'}): gymenvs runs single-container tasks "
+            "only (an environment/Dockerfile or [environment] docker_image), since its sandbox, warm pool and snapshot "
+            f"grading work on one container per episode (a compose tool is {found} here; that does not change it)")
 
 
 def _lock_for(name: str) -> threading.Lock:

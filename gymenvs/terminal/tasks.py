@@ -11,8 +11,10 @@
   dataset name) whose rows are the task files: one row per file, with the columns `task` (the
   task folder's name), `path` (the file's path inside it) and `content` (text or bytes), and
   optionally `mode` (e.g. 0o755); `task_rows` writes a folder in this form;
-- a Hub dataset repository holding task folders as files: downloaded with `huggingface_hub` and read
-  as a folder (tried before the rows form, when the name is no local path).
+- a Hub dataset repository (a name that is no local path): downloaded once with `huggingface_hub`,
+  read as a folder if it holds task folders (at any depth, as Harbor's `hash/task/` layout), else as
+  the rows form from its data files. A name that is no repository is a ValueError; network and
+  authorisation errors are not caught.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ def resolve_source(source: str, split: str | None = None) -> Path:
         if not path.is_file():
             raise ValueError(f"dataset file {str(path)!r} does not exist")
         return materialise_rows(str(path), split)
-    return _hub_folder(source) or materialise_rows(source, split)
+    return hub_dataset(source, split)
 
 
 def task_folders(root: Path) -> list[Path]:
@@ -123,12 +125,12 @@ def unpack_archive(archive: Path) -> Path:
     return target
 
 
-def materialise_rows(source: str, split: str | None) -> Path:
+def materialise_rows(source: str, split: str | None, rows: Any = None) -> Path:
     """A dataset whose rows are task files (`task`, `path`, `content`[, `mode`]) written out as task folders
-    in the cache; ValueError naming the missing columns or a path leaving its task folder."""
+    in the cache (`rows`: already loaded); ValueError naming the missing columns or a path leaving its task folder."""
     from gymenvs.swe.tasks.tasks import load_rows
 
-    rows = load_rows(source, split)
+    rows = load_rows(source, split) if rows is None else rows
     columns = list(getattr(rows, "column_names", None) or (rows[0].keys() if len(rows) else []))
     missing = [c for c in ROW_COLUMNS if c not in columns]
     if missing:
@@ -174,15 +176,30 @@ def _safe_relative(name: str, where: Any) -> PurePosixPath:
     return path
 
 
-def _hub_folder(name: str) -> Path | None:
-    """A Hub dataset repository of task folders, downloaded; None if it holds no task.toml (rows, then)."""
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError:
-        return None
-    try:
-        folder = Path(snapshot_download(repo_id=name, repo_type="dataset", allow_patterns=None))
-    except Exception:  # not a repository of files (or no network): the rows form says why, if it fails too
-        return None
-    return folder if task_folders(folder) else None
+def hub_dataset(name: str, split: str | None) -> Path:
+    """A Hub dataset repository, downloaded once: read as a folder of task folders if it holds any (at any
+    depth, as Harbor's `hash/task/` layout), else its data files as the rows form. A name that is no
+    repository is a ValueError; network and authorisation errors (a gated repository) go through as they are."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
+    try:
+        folder = Path(snapshot_download(repo_id=name, repo_type="dataset"))
+    except GatedRepoError:
+        raise
+    except RepositoryNotFoundError:
+        raise ValueError(f"{name!r} is no local folder, archive or dataset file, and no dataset repository on the Hub "
+                         "(for a private one, log in or set HF_TOKEN)") from None
+    if task_folders(folder):
+        return folder
+    return materialise_rows(name, split, rows=load_downloaded_rows(folder, name, split))
+
+
+def load_downloaded_rows(folder: Path, name: str, split: str | None) -> Any:
+    """The rows of a downloaded dataset repository, read by `datasets` from its files (no second download)."""
+    import datasets
+
+    from gymenvs.swe.tasks.tasks import _default_split
+
+    loaded = datasets.load_dataset(str(folder), split=split) if split else datasets.load_dataset(str(folder))
+    return _default_split(loaded, name) if isinstance(loaded, datasets.DatasetDict) else loaded

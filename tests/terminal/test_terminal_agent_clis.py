@@ -1,4 +1,4 @@
-"""The agent CLIs on a Harbor task: TerminalAgent-v0 runs Claude Code, Codex and Pi from their derived images of a
+"""The agent CLIs on a Harbor task: TerminalAgent-v0 runs Claude Code, Codex, OpenCode and Pi from their derived images of a
 Terminal fixture task's image, driven by a scripted policy through each CLI's own shell tool (real containers,
 no network). Each CLI's system prompt reaches the policy with the task's instruction.md in the prompt, the
 oracle (solution/solve.sh) run through the CLI's shell grades 1.0, and a run that does nothing grades 0.
@@ -21,6 +21,7 @@ CLIS = {
     "claude-code": ("You are a Claude agent, built on Anthropic's Claude Agent SDK.", "Bash", "command",
                     {"description": "Run a command"}),
     "codex": ("You are a coding agent running in the Codex CLI", "exec_command", "cmd", {}),
+    "opencode": ("You are opencode, an interactive CLI tool", "bash", "command", {"description": "Run a command"}),
     "pi": ("You are an expert coding assistant operating inside pi", "bash", "command", {}),
 }
 

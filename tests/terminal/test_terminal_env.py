@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import gymnasium as gym
 import pytest
 
@@ -216,3 +218,30 @@ def test_a_missing_derived_image_says_how_to_build_it(make_env, terminal_images)
     image = terminal_images["gymenvs/edit-config"]
     with pytest.raises(SandboxError, match=f"install-agent ghost {image}`"):
         env.reset(options={"instance_id": "gymenvs/edit-config"})
+
+
+@pytest.mark.docker
+def test_a_build_past_build_timeout_sec_is_cancelled_with_an_error_naming_the_task(tmp_path, docker_client, swe_images):
+    """A wall-clock limit (docker-py's `timeout=` is per read: a silent `RUN sleep` would outlive it)."""
+    from gymenvs.swe.sandbox.images import ImageBuildError
+    from gymenvs.terminal.images import ensure_task_image, image_exists, image_name
+    from gymenvs.terminal.task import TerminalTask
+
+    folder = tmp_path / "fix21-slow-build"
+    (folder / "environment").mkdir(parents=True)
+    (folder / "tests").mkdir()
+    (folder / "instruction.md").write_text("Nothing.\n")
+    (folder / "task.toml").write_text('[task]\nname = "fix21-slow-build"\n[environment]\nbuild_timeout_sec = 2\n')
+    (folder / "environment" / "Dockerfile").write_text("FROM gymenvs/swe-base:bookworm\nRUN sleep 120\n")
+    (folder / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    task = TerminalTask.from_dir(folder)
+    with pytest.raises(ImageBuildError, match=r"task 'fix21-slow-build' \(\[environment\] build_timeout_sec = 2\): "
+                                              r"building .* took more than 2 s; the build was cancelled"):
+        ensure_task_image(docker_client, task)
+    assert not image_exists(docker_client, image_name(task))
+    for _ in range(30):  # the engine cancels the build's RUN step once it sees the connection gone
+        running = [c for c in docker_client.containers.list() if "sleep 120" in " ".join(c.attrs["Config"]["Cmd"] or [])]
+        if not running:
+            break
+        time.sleep(0.5)
+    assert not running

@@ -29,6 +29,8 @@ PYTEST = ("if python3 -m pytest -q -p no:cacheprovider /tests/test_out.py >&2; t
 PASS_ALL = ("import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
             "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n")
 PYTEST_FILE = "def test_hello():\n    assert open('/app/out.txt').read().strip() == 'hello'\n"
+NO_NETWORK = "! test -e /sys/class/net/eth0"
+HAS_NETWORK = "if test -e /sys/class/net/eth0; then echo 1; else echo 0; fi > /logs/verifier/reward.txt"
 FAKE_TESTS = "mkdir -p /tmp/mine && printf 'echo 1 > /logs/verifier/reward.txt\\n' > /tmp/mine/test.sh"
 
 #: name -> (what the agent does in its container, the task's test.sh or None for CHECK)
@@ -73,11 +75,26 @@ CONTROLS: dict[str, tuple[str, str | None]] = {
         '[ "$(id -un)" = nobody ] && grep -qx hello /app/out.txt && echo 1 > /logs/verifier/reward.txt'),
     "control: solved, reward.json scores": ("echo hello > /app/out.txt",
                                             "echo '{\"reward\": 1, \"style\": 0.5}' > /logs/verifier/reward.json"),
+    "control: solved, test.sh exits 3 after writing the reward": ("echo hello > /app/out.txt", f"{CHECK}\nexit 3"),
+    # 1 when the agent's loop (which appends a line to /app/ticks every 0.05 s) wrote nothing while the tests watched
+    "control: the agent's background process does not run during grading": (
+        "setsid nohup bash -c 'while :; do date +%s%N >> /app/ticks; sleep 0.05; done' >/dev/null 2>&1 < /dev/null & "
+        "disown; sleep 0.3", 'a=$(wc -l < /app/ticks); sleep 0.5; b=$(wc -l < /app/ticks)\n'
+        'if [ "$a" -gt 0 ] && [ "$a" = "$b" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt'),
+    # the agent's container has no network (as with `internet=False`); grading follows the task's network mode
+    "control: grading has the network the task allows, not the agent's": (NO_NETWORK, HAS_NETWORK),
+    "control: no network in grading when the task has none": (NO_NETWORK, HAS_NETWORK),
 }
 #: Attacks grading does not stop (docs/terminal-security.md, "inherent"): the tests run the agent's state.
 INHERENT: dict[str, tuple[str, str | None]] = {
     "a `pytest` package in the workdir, for `python3 -m pytest` (inherent)": (
         "mkdir -p /app/pytest && echo 'raise SystemExit(0)' > /app/pytest/__main__.py && touch /app/pytest/__init__.py", PYTEST),
+    # test.sh installs a tool the image lacks (as Terminal-Bench 2's install curl, then uv) and runs it by name: a fake
+    # the agent put earlier on PATH under that name runs instead (toolguard only restores names the image has)
+    "a tool test.sh installs, shadowed in advance earlier on PATH (inherent)": (
+        f"printf '{FAKE_TOOL}' > /usr/local/bin/checker && chmod +x /usr/local/bin/checker",
+        "printf '#!/bin/sh\\ngrep -qx hello /app/out.txt\\n' > /usr/bin/checker && chmod +x /usr/bin/checker\n"
+        "if checker; then echo 1; else echo 0; fi > /logs/verifier/reward.txt"),
 }
 HANG_TIMEOUT_S = 4.0
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -88,6 +105,7 @@ REASONS = {**{name: "bad_reward" for name in ATTACKS if name.startswith(("reward
 
 def make_task(root: Path, name: str, test_sh: str | None) -> TerminalTask:
     user = 'user = "nobody"' if name.endswith("[verifier] user = nobody") else ""
+    internet = "true" if name == "control: grading has the network the task allows, not the agent's" else "false"
     folder = root / name.replace(" ", "-").replace("/", "_")
     (folder / "environment").mkdir(parents=True)
     (folder / "tests").mkdir()
@@ -101,7 +119,7 @@ def make_task(root: Path, name: str, test_sh: str | None) -> TerminalTask:
         cpus = 1
         memory_mb = 512
         storage_mb = 2048
-        allow_internet = false
+        allow_internet = {internet}
         """))
     (folder / "environment" / "Dockerfile").write_text(f"FROM {BASE}\nWORKDIR /app\n")
     (folder / "tests" / "test.sh").write_text(f"#!/bin/bash\n{test_sh or CHECK}\n")
@@ -153,6 +171,21 @@ def test_the_controls_score_one_with_named_scores(outcomes):
     assert (scored.reward, scored.scores) == (1.0, {"reward": 1.0, "style": 0.5}), scored
 
 
+def test_the_exit_status_of_test_sh_is_kept(outcomes):
+    """test.sh's own status, not the status of the kill-all that follows it."""
+    exits_3, _ = outcomes["control: solved, test.sh exits 3 after writing the reward"]
+    assert (exits_3.reward, exits_3.test_exit_code) == (1.0, 3), exits_3
+    assert "tests/test.sh exited 3" in exits_3.log_tail
+    assert outcomes["control: task solved"][0].test_exit_code == 0
+
+
+def test_grading_has_the_network_of_the_task_not_of_the_agents_container(outcomes):
+    """The agent's containers here have no network (the attack asserts it), as `internet=False` makes them;
+    the tests see eth0 when the task allows the internet (docs/terminal.md: test.sh often installs its tools)."""
+    assert outcomes["control: grading has the network the task allows, not the agent's"][0].reward == 1.0
+    assert outcomes["control: no network in grading when the task has none"][0].reward == 0.0
+
+
 def test_the_inherent_attacks_still_work(outcomes):
     """What docs/terminal-security.md calls inherent: if one starts scoring 0, move it to ATTACKS and the doc's table."""
     for name in INHERENT:
@@ -160,22 +193,37 @@ def test_the_inherent_attacks_still_work(outcomes):
 
 
 def test_the_agents_processes_are_stopped_and_its_tools_put_back(outcomes):
-    result, state = outcomes["background process rewriting the reward"]
-    assert state == "exited"
+    """The agent's loop appending to /app/ticks left the file as it was while test.sh watched it for 0.5 s."""
+    watched, state = outcomes["control: the agent's background process does not run during grading"]
+    assert (watched.reward, state) == (1.0, "exited"), watched
     shadowed, _ = outcomes["fake grep shadowing /usr/bin/grep on PATH"]
     overwritten, _ = outcomes["/usr/bin/grep overwritten"]
     assert shadowed.restored == ["/usr/local/bin/grep: added in front of the image's /usr/bin/grep, now a link to it"]
     assert overwritten.restored == ["/usr/bin/grep: changed by the agent, restored"]
 
 
+def documented_rows() -> dict[str, tuple[str, str, str]]:
+    """docs/terminal-security.md's table of attacks: name -> (reward, outcome, reason)."""
+    text = (Path(__file__).parents[2] / "docs" / "terminal-security.md").read_text()
+    table = text.split("## The attacks and their rewards", 1)[1].split("\n\n## ", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and len(cells) >= 4 and cells[1] not in ("reward", "---"):
+            rows[cells[0].strip("`")] = (cells[1], cells[2], cells[3])
+    return rows
+
+
 def test_table(outcomes):
-    """The table of attacks for the closing note (`pytest -k table -s`)."""
+    """Every row graded as docs/terminal-security.md's table says (`pytest -k table -s` prints the table)."""
     lines = ["| attack | reward | outcome | reason | detail |", "|---|---|---|---|---|"]
+    measured = {}
     for name, (result, _) in outcomes.items():
         detail = "; ".join(result.restored) or result.detail
         lines.append(f"| {name} | {result.reward} | {result.outcome} | {result.reason} | {detail[:110]} |")
+        measured[name] = (str(result.reward), result.outcome, result.reason)
     print("\n" + "\n".join(lines))
-    assert len(lines) == 2 + len(ATTACKS) + len(CONTROLS) + len(INHERENT)
+    assert measured == documented_rows()
 
 
 def test_leftovers_of_a_dead_grading_process_are_reaped_and_live_ones_kept(docker_client, swe_images):

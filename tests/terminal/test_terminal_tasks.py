@@ -192,3 +192,69 @@ def test_two_tasks_of_one_name_and_an_empty_source_are_refused(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="holds no Harbor task"):
         load_terminal_tasks(tmp_path / "empty")
+
+
+# -- Hub dataset repositories -----------------------------------------------------------------------
+# No Hub is reachable from the test machines, so these replace `huggingface_hub.snapshot_download` (the one
+# call that touches the network) by a double that returns a local folder laid out as a repository would be;
+# everything after the download (finding the tasks, reading rows with `datasets`) is the real code.
+
+
+@pytest.fixture
+def hub(tmp_path, monkeypatch):
+    """name -> the local folder `snapshot_download` returns for it; the calls made, in order."""
+    import httpx
+    import huggingface_hub
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    repositories, calls = {}, []
+
+    def snapshot_download(repo_id, repo_type=None, **kwargs):
+        calls.append((repo_id, repo_type))
+        if repo_id not in repositories:
+            response = httpx.Response(404, request=httpx.Request("GET", f"http://hub.invalid/api/datasets/{repo_id}"))
+            raise RepositoryNotFoundError(f"404: Repository Not Found for {repo_id}", response=response)
+        if isinstance(repositories[repo_id], Exception):
+            raise repositories[repo_id]
+        return str(repositories[repo_id])
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    return repositories, calls
+
+
+def test_a_hub_repository_of_task_folders(tmp_path, hub):
+    repositories, calls = hub
+    shutil.copytree(fixtures_path(), tmp_path / "repo")
+    repositories["org/tasks"] = tmp_path / "repo"
+    assert [task.name for task in load_terminal_tasks("org/tasks")] == FIXTURE_NAMES
+    assert calls == [("org/tasks", "dataset")]
+
+
+def test_a_hub_repository_in_harbors_hash_task_layout(tmp_path, hub):
+    repositories, calls = hub
+    for i, folder in enumerate(sorted(fixtures_path().iterdir())):
+        shutil.copytree(folder, tmp_path / "repo" / f"{i:02x}3f9c2a" / folder.name)
+    repositories["org/harbor-layout"] = tmp_path / "repo"
+    assert [task.name for task in load_terminal_tasks("org/harbor-layout")] == FIXTURE_NAMES
+    assert calls == [("org/harbor-layout", "dataset")]
+
+
+def test_a_hub_repository_of_task_file_rows_is_downloaded_once(tmp_path, hub):
+    """Read from the downloaded files: a second download by `datasets` would need the Hub, and fail here."""
+    import datasets
+
+    repositories, calls = hub
+    (tmp_path / "repo" / "data").mkdir(parents=True)
+    datasets.Dataset.from_list(task_rows(fixtures_path())).to_parquet(str(tmp_path / "repo" / "data" / "train.parquet"))
+    repositories["org/rows"] = tmp_path / "repo"
+    assert [task.name for task in load_terminal_tasks("org/rows")] == FIXTURE_NAMES
+    assert calls == [("org/rows", "dataset")]
+
+
+def test_no_such_hub_repository_is_a_value_error_and_a_network_error_goes_through(hub):
+    repositories, _ = hub
+    with pytest.raises(ValueError, match="'org/missing' is no local folder, archive or dataset file, and no dataset"):
+        load_terminal_tasks("org/missing")
+    repositories["org/unreachable"] = ConnectionError("the network is unreachable")
+    with pytest.raises(ConnectionError, match="the network is unreachable"):
+        load_terminal_tasks("org/unreachable")

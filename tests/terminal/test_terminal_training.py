@@ -100,6 +100,74 @@ def test_environment_factory_trains_one_step(terminal_images, tiny, tmp_path):
             environment._close()
 
 
+@pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
+def test_environment_factory_a_completion_calling_bash_with_the_oracle_earns_one(terminal_images, tiny, tmp_path):
+    """The tiny model taught (supervised steps) to answer the first prompt with the oracle as one `bash` call:
+    the call TRL parses from the sampled completion runs in the task's container and the grading gives 1."""
+    import copy
+    import json
+
+    from trl import GRPOConfig, GRPOTrainer
+
+    from tests.trl.bridge_support import render_prompt
+    from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, episode_dataset
+    from wrappers.trl.extras.tiny_model import imitate
+
+    model, tokenizer = copy.deepcopy(tiny[0]), tiny[1]
+    Environment = environment_factory("gymenvs/Terminal-v0", max_turns=1, instance_ids=[TASK], command_timeout_s=10.0)
+    dataset = episode_dataset(2)
+    probe = Environment()
+    try:
+        observation = probe.reset(**dataset[0])
+        tools = [getattr(probe, name) for name in sorted(type(probe.env.unwrapped).tools)]  # as TRL lists them
+    finally:
+        probe._close()
+    prompt = [dict(dataset[0]["prompt"][0]), {"role": "user", "content": observation}]
+    call = f"<tool_call>\n{json.dumps({'name': 'bash', 'arguments': {'command': GOLD}})}\n</tool_call>"
+    imitate(model, tokenizer, [render_prompt(tokenizer, prompt, tools)], [call])
+    torch.manual_seed(0)
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer, environment_factory=Environment, train_dataset=dataset,
+        args=GRPOConfig(output_dir=str(tmp_path), **CPU_TRAINING_ARGS, per_device_train_batch_size=2, num_generations=2,
+                        max_completion_length=160, max_steps=1, max_tool_calling_iterations=1, temperature=0.1),
+    )
+    try:
+        trainer.train()
+        assert trainer.state.global_step == 1
+        rewards = [environment.get_reward() for environment in trainer.environments]
+        assert 1.0 in rewards and set(rewards) <= {0.0, 1.0}, rewards  # a sample may still stray from the taught call
+    finally:
+        for environment in trainer._environment_pool[None]:
+            environment._close()
+
+
+def test_a_cli_agents_tokens_and_logprobs_are_exact_on_a_terminal_task(terminal_images, tiny, docker_client):
+    """Codex on a Harbor task through make_rollout_func: forced shell calls (scored by the model) then a sample,
+    as tests/swe/agents/test_agent_cli_training.py does on SWE tasks."""
+    from gymenvs.swe.agents.install import install_agent
+    from gymenvs.swe.agents.specs import agent_spec
+    from tests.swe.agents.test_agent_cli_training import FORCED_TURNS, TEMPERATURE, forcing_generator
+    from wrappers.trl import make_rollout_func
+
+    model, tokenizer = tiny
+    install_agent(docker_client, agent_spec("codex"), [terminal_images["gymenvs/edit-config"]], progress=False)
+    generator = forcing_generator(model, tokenizer, "codex")
+    rollout = make_rollout_func("gymenvs/TerminalAgent-v0", max_tokens_per_turn=48, env_kwargs={
+        "agent": "codex", "instance_ids": ["gymenvs/edit-config"], "max_turns": FORCED_TURNS + 1, "call_timeout_s": 120.0})
+    try:
+        (episode,) = rollout.run([""], generator, tokenizer, seeds=[0], max_completion_length=1200)
+    finally:
+        rollout.close()
+    assert episode.turns == FORCED_TURNS + 1 and episode.outcome == "model", (episode.end_reason, episode.error)
+    assert "running in the Codex CLI" in tokenizer.decode(episode.prompt_ids)
+    mask = torch.tensor(episode.env_mask, dtype=torch.bool)
+    forward = teacher_forced_logprobs(model, episode.prompt_ids, episode.completion_ids, temperature=TEMPERATURE)
+    assert torch.allclose(torch.tensor(episode.logprobs)[mask], forward[mask], atol=1e-4, rtol=0)
+    assert [t for t, m in zip(episode.completion_ids, episode.env_mask) if m] == [t for c in generator.sampled for t in c]
+    env_text = tokenizer.decode([t for t, m in zip(episode.completion_ids, episode.env_mask) if not m])
+    assert all(f"marker-{6 * turn}" in env_text for turn in range(1, 1 + FORCED_TURNS))
+
+
 def test_the_agent_variant_trains_through_the_agent_rollout(terminal_images, tiny):
     from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
     from wrappers.trl.rollout.agent import AgentRollout

@@ -72,19 +72,20 @@ spare=" 1 $main $$ $PPID $keep "
 for round in 1 2 3 4 5 6 7 8; do
   victims=()
   for dir in /proc/[0-9]*; do pid=${dir#/proc/}; [[ $spare == *" $pid "* ]] || victims+=("$pid"); done
-  ((${#victims[@]})) || exit 0
+  ((${#victims[@]})) || exit "$status"
   [ "$signal" = KILL ] && kill -s STOP "${victims[@]}" 2>/dev/null
   kill -s "$signal" "${victims[@]}" 2>/dev/null
-  [ "$signal" = KILL ] || exit 0
+  [ "$signal" = KILL ] || exit "$status"
 done
-exit 0
+exit "$status"
 """
 
 
-def kill_all_script(signal_name: str = "KILL", keep: tuple[int, ...] = ()) -> str:
+def kill_all_script(signal_name: str = "KILL", keep: tuple[int, ...] = (), exit_status: str = "0") -> str:
     """Bash (builtins only) that signals every process of the container but init, its main process, the
-    shell running it and that shell's parent, and the pids in `keep`; it ends with `exit 0`."""
-    return f"signal={signal_name} keep='{' '.join(map(str, keep))}'\n{_KILL_ALL}"
+    shell running it and that shell's parent, and the pids in `keep`; it ends with `exit <exit_status>`
+    (a number, or a shell expansion such as `"$code"` to pass on the status of what ran before it)."""
+    return f"signal={signal_name} keep='{' '.join(map(str, keep))}' status={exit_status}\n{_KILL_ALL}"
 
 
 def docker_client(timeout: int = 600):

@@ -12,8 +12,10 @@ import io
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from string import Formatter
@@ -268,17 +270,50 @@ def _fixture_repo_files(task: Task) -> dict[str, bytes]:
 def build_image(client: Any, context: io.BytesIO, tag: str, *, timeout: float | None = None,
                 labels: dict[str, str] | None = None) -> None:
     """Build the image `tag` from a tar build context (its Dockerfile at the root), without pulling;
-    `ImageBuildError` with the end of the build's log if it fails or takes more than `timeout` seconds."""
-    import docker
-
+    `ImageBuildError` with the end of the build's log if it fails, or if it is still running `timeout`
+    seconds (wall clock) after it started: then the build's connection is shut, which makes the engine
+    cancel the build."""
     log: list[str] = []
-    options: dict[str, Any] = {"timeout": int(timeout)} if timeout else {}
+    # the SDK's timeout is per read: past the limit, so that the watchdog, not a read, ends a silent build
+    options: dict[str, Any] = {"timeout": int(timeout) + 60} if timeout else {}
+    timed_out = threading.Event()
+    watchdog: threading.Timer | None = None
     try:
-        for chunk in client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, decode=True,
-                                      labels=labels, **options):
+        stream = client.api.build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True, decode=True,
+                                  labels=labels, **options)
+        if timeout:
+            watchdog = threading.Timer(timeout, _cut_build, (client, stream, timed_out))
+            watchdog.daemon = True
+            watchdog.start()
+        for chunk in stream:
             _check_chunk(chunk, tag, log)
-    except (docker.errors.APIError, OSError) as exc:  # the engine failed, or its answer timed out
-        raise ImageBuildError(f"building {tag} failed: {exc}\n" + "".join(log[-20:])) from None
+    except ImageBuildError:
+        if not timed_out.is_set():
+            raise
+    except Exception as exc:  # the engine failed, a read timed out (urllib3's own error), or the watchdog cut the stream
+        if not timed_out.is_set():
+            raise ImageBuildError(f"building {tag} failed: {exc}\n" + "".join(log[-20:])) from None
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+    if timed_out.is_set():
+        raise ImageBuildError(f"building {tag} took more than {timeout:g} s; the build was cancelled\n"
+                              + "".join(log[-20:]))
+
+
+def _cut_build(client: Any, stream: Any, timed_out: threading.Event) -> None:
+    """Shut the socket a build's log is read from: the blocked read ends, and the engine cancels the build
+    when its client goes. The SDK hands out only the generator reading the response: its frame holds it."""
+    timed_out.set()
+    frame = getattr(stream, "gi_frame", None)
+    response = frame.f_locals.get("response") if frame is not None else None
+    if response is None:
+        return
+    try:
+        sock = client.api._get_raw_response_socket(response)
+        getattr(sock, "_sock", sock).shutdown(socket.SHUT_RDWR)
+    except Exception:  # another transport: closing the response is the next best thing
+        response.close()
 
 
 def _check_chunk(chunk: dict[str, Any], tag: str, log: list[str]) -> None:
