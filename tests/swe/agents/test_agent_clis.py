@@ -94,7 +94,7 @@ def cli_images(swe_images, docker_client):
         install_agent(docker_client, agent_spec(agent), images, progress=False)
 
 
-def make_env(agent: str, instance_id: str, **kwargs):
+def make_env(agent, instance_id: str, **kwargs):
     import gymnasium as gym
 
     import gymenvs  # noqa: F401
@@ -154,6 +154,32 @@ def test_a_run_that_changes_nothing_grades_zero(cli_images, agent, instance_id):
         observation, reward, terminated, truncated, info = env.step("Nothing to do.")
         assert terminated and not truncated and info["exit_code"] == 0, (info.get("error"), info["agent_log"][-2000:])
         assert reward == 0.0 and info["report"]["status"] != "resolved" and info["patch"] == ""
+    finally:
+        env.close()
+
+
+def test_pi_past_its_compaction_threshold_sends_no_summary_request(cli_images, tmp_path):
+    """Pi compacts after a run whose last reply used more than its model's context window less 16,384 reserved
+    tokens: a summary request on the main model, with the history replaced (a rewrite the policy would answer).
+    With a 17,000-token window its system prompt alone is past that; its settings.json still keeps it from
+    compacting, so the run ends at the policy's text reply. (Without the settings file the next step is the
+    summary request: "You are a context summarization assistant...".)"""
+    import dataclasses
+
+    from gymenvs.swe.agents.specs import PI
+
+    models = json.loads(PI.file_contents()["pi-models.json"])
+    models["providers"]["gymenvs"]["models"][0]["contextWindow"] = 17000
+    (tmp_path / "pi-models.json").write_text(json.dumps(models))
+    small_window = dataclasses.replace(PI, files=(str(tmp_path / "pi-models.json"), "pi-settings.json"))
+    env = make_env(small_window, FIXTURES[0])
+    try:
+        env.reset()
+        observation, _, terminated, _, info = env.step(shell_call(CLIS["pi"], "echo marker-$((6 * 7))"))
+        assert "marker-42" in observation and not terminated
+        observation, _, terminated, truncated, info = env.step("Done.")
+        assert terminated and not truncated and info["exit_code"] == 0, (observation[:500], info.get("error"))
+        assert [record["side"] for record in info["trajectory"]] == [None, None]  # the two main turns, nothing after
     finally:
         env.close()
 
