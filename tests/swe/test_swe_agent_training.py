@@ -116,3 +116,48 @@ def test_a_grpo_step_on_cpu_through_the_reference_agent(swe_images, tiny, tmp_pa
     assert trainer.state.global_step == 1 and rollout.metrics["episodes"] == 2 and rollout.metrics["requests"] == 4
     for episode in rollout.last_episodes:
         assert episode.turns == 2 and episode.end_reason == "truncated" and "step limit" in episode.error
+
+
+class PromptRecorder:
+    """A generator keeping every prompt it was asked to answer."""
+
+    def __init__(self, inner):
+        self.inner, self.prompts = inner, []
+
+    def generate(self, prompts, max_tokens):
+        self.prompts.extend(list(prompt) for prompt in prompts)
+        return self.inner.generate(prompts, max_tokens)
+
+
+@pytest.mark.parametrize("wire", ["chat", "responses", "anthropic"])
+def test_side_calls_never_reach_the_generator_nor_become_training_tokens(swe_images, tiny, wire):
+    """The wire test agent makes its side calls (a title on the side model; Responses: a Codex-style compaction;
+    Anthropic: a token count) before its first main turn, and stops at an error, so its main turns prove they were
+    answered; none of them may be a generation request or leave text in the episode's tokens."""
+    import json
+
+    from wrappers.trl import make_rollout_func
+
+    from .agents.test_agent_cli_training import ForcingGenerator
+    from .test_swe_agent_wire import wire_agent
+
+    model, tokenizer = tiny
+    call = {"name": "bash", "arguments": {"command": "echo main-$((6 * 7))"}}
+    generator = PromptRecorder(ForcingGenerator(None, model, tokenizer, [f"<tool_call>{json.dumps(call)}</tool_call>", "Done."],
+                                                temperature=1.0))
+    rollout = make_rollout_func("gymenvs/SWEAgent-v0", max_tokens_per_turn=48,
+                                env_kwargs={"agent": wire_agent(wire), "instance_ids": [FIXTURE_IDS[0]], "call_timeout_s": 60.0})
+    try:
+        (episode,) = rollout.run([""], generator, tokenizer, seeds=[0], max_completion_length=800)
+    finally:
+        rollout.close()
+    assert episode.end_reason == "terminated" and episode.turns == 2, (episode.end_reason, episode.error)
+    # The generator got the two main turns only: the first request, then that request extended by the tool result.
+    assert len(generator.prompts) == 2 and episode.requests == 2 and rollout.metrics["requests"] == 2
+    assert generator.prompts[0] == episode.prompt_ids
+    assert generator.prompts[1] == (episode.prompt_ids + episode.completion_ids)[:len(generator.prompts[1])]
+    assert "main-42" in tokenizer.decode(generator.prompts[1]) and episode.sequences == []
+    side_text = "Generate a title for this conversation"
+    assert not any(side_text in tokenizer.decode(prompt) for prompt in generator.prompts)
+    assert side_text not in tokenizer.decode(episode.prompt_ids) + tokenizer.decode(episode.completion_ids)
+    assert [sequence["prompt_ids"] for sequence in episode.token_sequences()] == [episode.prompt_ids]

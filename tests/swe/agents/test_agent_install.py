@@ -26,9 +26,24 @@ def test_the_four_clis_are_pinned_npm_agents_with_their_own_derived_images():
 
 def test_no_config_template_holds_a_token_or_a_host():
     for name in ("claude-code", "codex", "opencode", "pi"):
-        for text in agent_spec(name).file_contents().values():
-            decoded = text.decode()
-            assert "@OPENAI_BASE_URL@" in decoded and "@OPENAI_MODEL@" in decoded and "127.0.0.1" not in decoded
+        files = {file: text.decode() for file, text in agent_spec(name).file_contents().items()}
+        assert not any("127.0.0.1" in text for text in files.values())
+        templates = [text for file, text in files.items() if file != "pi-settings.json"]
+        assert all("@OPENAI_BASE_URL@" in text and "@OPENAI_MODEL@" in text for text in templates)
+
+
+def test_history_compaction_is_off_in_what_each_cli_is_started_with():
+    """Compaction summarises the history on the main model and replaces it: turned off for Claude Code (environment),
+    OpenCode (its config) and Pi (its settings file, copied where Pi reads it); Codex marks its compaction as a side call."""
+    import json
+
+    assert agent_spec("claude-code").environment["DISABLE_AUTO_COMPACT"] == "1"
+    opencode = json.loads(agent_spec("opencode").file_contents()["opencode.json"])
+    assert opencode["compaction"] == {"auto": False, "prune": False}
+    pi = agent_spec("pi")
+    assert json.loads(pi.file_contents()["pi-settings.json"])["compaction"]["enabled"] is False
+    assert 'pi-settings.json "$PI_CODING_AGENT_DIR/settings.json"' in pi.command
+    assert pi.environment["PI_CODING_AGENT_DIR"] == "/tmp/gymenvs-pi"
 
 
 @pytest.mark.docker
