@@ -10,10 +10,12 @@ file, and names what it finds that the same file at `base_commit` did not alread
 - `conftest`: a conftest.py outside a test directory;
 - `runner-patch`: an assignment to, or `setattr` on, an attribute of pytest, unittest, pluggy or
   `sys.modules`;
-- `eq-ignores-argument`: `__eq__` / `__ne__` that never reads its other operand, `__hash__` that
-  returns a constant;
+- `eq-ignores-argument`: `__eq__` / `__ne__` that never reads its other operand (a `*args` it never
+  reads included), `__hash__` that returns a constant; defined in a class, or set later on one (an
+  assignment to `X.__eq__`, `setattr(X, "__eq__", ...)`, a `{"__eq__": ...}` or `dict(__eq__=...)`
+  entry, as `type(name, bases, namespace)` takes) to a lambda or a function of the file that does so;
 - `exit`: `os._exit`, `os.kill`, `os.abort`, `atexit.register`, `sys.settrace`, `sys.setprofile`,
-  `threading.settrace`, `sys.addaudithook`;
+  `threading.settrace`, `sys.addaudithook`, called or used as a decorator;
 - `import-hook`: a change to `sys.meta_path` or `sys.path_hooks`;
 - `introspection`: `gc.get_objects` / `gc.get_referrers` / `sys._current_frames` (how code finds
   the report plugin's state in memory);
@@ -49,6 +51,7 @@ _RUNNER_ROOTS = frozenset({"pytest", "_pytest", "pluggy", "unittest"})
 _EXIT_CALLS = frozenset({"os._exit", "atexit.register", "sys.settrace", "sys.setprofile", "threading.settrace",
                          "threading.setprofile", "sys.addaudithook", "os.kill", "os.abort",
                          "signal.raise_signal", "os.killpg"})
+_COMPARISONS = frozenset({"__eq__", "__ne__", "__hash__"})
 _INTROSPECTION_CALLS = frozenset({"gc.get_objects", "gc.get_referrers", "sys._current_frames"})
 _FD_CALLS = frozenset({"os.write", "os.fdopen", "open", "io.open", "os.dup2", "os.lseek", "os.ftruncate", "os.close"})
 _FRAMEWORK_NAME = re.compile(r"^(?:_pytest|pluggy)(?:\.|$)|/proc/(?:self|\d+)/fd")
@@ -164,6 +167,8 @@ class _Visitor(ast.NodeVisitor):
         self.aliases: dict[str, str] = {}  # local name -> module it names
 
     def findings_of(self, tree: ast.AST) -> list[Finding]:
+        #: The file's functions by name, to judge one set later as `__eq__` (the last definition wins).
+        self.functions = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
         self.visit(tree)
         return self.found
 
@@ -196,13 +201,40 @@ class _Visitor(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         if node.name.startswith("pytest_") and not self.framework_source:
             self.add(node, "hook", f"def {node.name}")
-        if node.name in ("__eq__", "__ne__") and not _reads_other(node):
-            self.add(node, "eq-ignores-argument", f"{node.name} never reads its other operand")
-        if node.name == "__hash__" and _returns_constant(node):
-            self.add(node, "eq-ignores-argument", "__hash__ returns a constant")
+        if node.name in _COMPARISONS:
+            self._check_comparison(node, node.name, node)
+        self._check_decorators(node)
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._check_decorators(node)
+        self.generic_visit(node)
+
+    def _check_decorators(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
+        for decorator in node.decorator_list:
+            name = self._resolved(decorator.func if isinstance(decorator, ast.Call) else decorator)
+            if name in _EXIT_CALLS:
+                self.add(decorator, "exit", f"decorator {name}")
+
+    def _check_comparison(self, node: ast.AST, name: str, value: ast.AST) -> None:
+        """`value` (a def, a lambda, or the name of a function of the file) made the method `name`."""
+        if isinstance(value, ast.Name) and value.id in self.functions:
+            value = self.functions[value.id]
+        if not isinstance(value, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return
+        if name == "__hash__":
+            if _returns_constant(value):
+                self.add(node, "eq-ignores-argument", "__hash__ returns a constant")
+        elif _answers(value) and (not _reads_other(value) or isinstance(value, ast.Lambda) and isinstance(value.body, ast.Constant)):
+            self.add(node, "eq-ignores-argument", f"{name} never reads its other operand")
+
+    def visit_Dict(self, node: ast.Dict) -> None:
+        for key, value in zip(node.keys, node.values):
+            if isinstance(key, ast.Constant) and key.value in _COMPARISONS:
+                self._check_comparison(node, key.value, value)
+        self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         for target in node.targets:
@@ -215,11 +247,9 @@ class _Visitor(ast.NodeVisitor):
 
     def _check_target(self, node: ast.AST, target: ast.AST) -> None:
         value = getattr(node, "value", None)
-        if isinstance(target, ast.Name) and isinstance(value, ast.Lambda):
-            if target.id in ("__eq__", "__ne__") and not _lambda_reads_other(value):
-                self.add(node, "eq-ignores-argument", f"{target.id} never reads its other operand")
-            if target.id == "__hash__" and isinstance(value.body, ast.Constant):
-                self.add(node, "eq-ignores-argument", "__hash__ returns a constant")
+        named = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else ""
+        if named in _COMPARISONS and value is not None:
+            self._check_comparison(node, named, value)
         if isinstance(target, ast.Name) and target.id == "pytest_plugins":
             self.add(node, "hook", "pytest_plugins")
         if isinstance(target, ast.Attribute) and _dotted(target) in ("sys.meta_path", "sys.path_hooks"):
@@ -237,6 +267,12 @@ class _Visitor(ast.NodeVisitor):
         name = self._resolved(node.func)
         if name in _EXIT_CALLS:
             self.add(node, "exit", f"call of {name}")
+        if name == "setattr" and len(node.args) == 3 and isinstance(node.args[1], ast.Constant) \
+                and node.args[1].value in _COMPARISONS:
+            self._check_comparison(node, node.args[1].value, node.args[2])
+        for keyword in node.keywords:  # dict(__eq__=...), as type(name, bases, namespace) takes
+            if keyword.arg in _COMPARISONS:
+                self._check_comparison(node, keyword.arg, keyword.value)
         if name in ("setattr", "delattr") and node.args:
             owner = self._resolved(node.args[0])
             if owner.split(".")[0] in _RUNNER_ROOTS or owner.startswith("sys.modules["):
@@ -258,21 +294,25 @@ class _Visitor(ast.NodeVisitor):
             self.add(node, "framework-import", f"the name {node.value[:60]!r}")
 
 
-def _reads_other(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def _reads_other(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> bool:
+    """Whether a comparison reads its other operand: the argument after `self`, or else its `*args`
+    (a `def __eq__(self, *args)` that never reads `args` ignores the operand as surely)."""
     arguments = [a.arg for a in node.args.posonlyargs + node.args.args]
-    if len(arguments) < 2:
-        return bool(node.args.vararg)  # (self, *args): read or not, too odd to judge
-    other = arguments[1]
-    return any(isinstance(n, ast.Name) and n.id == other for n in ast.walk(node))
+    other = arguments[1] if len(arguments) >= 2 else node.args.vararg.arg if node.args.vararg else None
+    body = node.body if isinstance(node, ast.Lambda) else node
+    return other is not None and any(isinstance(n, ast.Name) and n.id == other for n in ast.walk(body))
 
 
-def _lambda_reads_other(node: ast.Lambda) -> bool:
-    arguments = [a.arg for a in node.args.posonlyargs + node.args.args]
-    if len(arguments) < 2:
-        return bool(node.args.vararg)
-    return any(isinstance(n, ast.Name) and n.id == arguments[1] for n in ast.walk(node.body))
+def _answers(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> bool:
+    """Whether a comparison can give an answer: return a value other than None or NotImplemented (one
+    that only raises, as an abstract method does, answers nothing)."""
+    values = [node.body] if isinstance(node, ast.Lambda) else [n.value for n in ast.walk(node) if isinstance(n, ast.Return)]
+    return any(value is not None and not (isinstance(value, ast.Constant) and value.value is None)
+               and not (isinstance(value, ast.Name) and value.id == "NotImplemented") for value in values)
 
 
-def _returns_constant(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+def _returns_constant(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> bool:
+    if isinstance(node, ast.Lambda):
+        return isinstance(node.body, ast.Constant)
     returns = [n for n in ast.walk(node) if isinstance(n, ast.Return)]
     return bool(returns) and all(isinstance(r.value, ast.Constant) for r in returns)
