@@ -51,17 +51,22 @@ def test_play_reports_bad_ids_and_bad_arguments():
 
 def test_ctrl_c_stops_an_eval_without_starting_the_remaining_episodes():
     # 200,000 Wordle episodes take minutes; Ctrl-C must end the run within seconds, as a shell expects.
-    # Sent at any moment (the old thread pool hung at exit when it landed inside the pool's locks).
-    for delay in (1.0, 2.5, 4.0):
+    # Sent at any moment once the episodes run (the old thread pool hung at exit when it landed inside its locks).
+    for delay in (0.0, 1.0, 2.5):
         process = subprocess.Popen([sys.executable, "-m", "gymenvs.cli", "eval", "gymenvs/Wordle-v0", "-n", "200000",
-                                    "--workers", "2", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(delay)
-        process.send_signal(signal.SIGINT)
+                                    "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
+            shown = ""
+            while "gymenvs/Wordle-v0:" not in shown:  # the progress bar: past start-up, the episodes run
+                character = process.stderr.read(1)
+                assert character, "the eval ended before its progress bar"
+                shown += character
+            time.sleep(delay)
+            process.send_signal(signal.SIGINT)
             _, stderr = process.communicate(timeout=30)
         finally:
             process.kill()
-        assert process.returncode == 130, stderr
+        assert process.returncode == 130, shown + stderr
         assert "Traceback" not in stderr
 
 

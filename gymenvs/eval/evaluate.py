@@ -129,7 +129,7 @@ def evaluate_policy(
 
     start = time.perf_counter()
     seeds = range(seed, seed + num_episodes)
-    with tqdm(total=num_episodes, desc=env_id, unit="episode", disable=not progress) as bar, ctrl_c_sets() as stop:
+    with ctrl_c_sets() as stop, tqdm(total=num_episodes, desc=env_id, unit="episode", disable=not progress) as bar:
         records = play_episodes(env_id, env_kwargs or {}, policy, seeds, max_workers, stop, bar.update)
     summary = EvalSummary.of(env_id, policy.name, records, time.perf_counter() - start)
     if transcripts is not None:

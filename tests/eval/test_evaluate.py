@@ -61,8 +61,10 @@ def test_bad_arguments_are_rejected_with_a_clear_message():
         make_policy("scripted", "gymenvs/Sudoku-v0")
     with pytest.raises(ValueError, match="num_episodes=0"):
         evaluate_policy("gymenvs/Echo-v0", make_policy("scripted", "gymenvs/Echo-v0"), num_episodes=0)
-    result = gymenvs_cli("eval", "gymenvs/Nope-v0", "-n", "1")
-    assert result.returncode == 2 and "no scripted policy for 'gymenvs/Nope-v0'" in result.stderr
+    result = gymenvs_cli("eval", "gymenvs/Sudoku-v0", "-n", "1")
+    assert result.returncode == 2 and "no scripted policy for 'gymenvs/Sudoku-v0'" in result.stderr
+    result = gymenvs_cli("eval", "gymenvs/Nope-v0", "-n", "1")  # the id is checked first
+    assert result.returncode == 2 and "env id 'gymenvs/Nope-v0' is not registered" in result.stderr
 
 
 @pytest.fixture
