@@ -145,7 +145,7 @@ def _bench_vector(
     envs = make_vec(env_id, num_envs, backend=backend, autoreset_mode="SameStep", **env_kwargs)
     limit.started = time.perf_counter()
     try:
-        observations, infos = envs.reset(seed=[seed + slot for slot in range(num_envs)])
+        observations, infos = envs.reset(seed=seed)  # slot k: seed + k
         tools = [list(slot_tools) for slot_tools in infos.get("tools", [[]] * num_envs)]
         episodes = [_Episode(policy.new_episode(), tools[slot], observations[slot]) for slot in range(num_envs)]
         while not limit.reached:

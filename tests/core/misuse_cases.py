@@ -115,6 +115,15 @@ def env_cases(env_id: str) -> list[Case]:
         cases.append(Case("bad reset option value", env_id, ResetOptionsError, ValueError,
                           r"^reset option secret='cat': expected a 5-letter word of ASCII letters$",
                           lambda env: env.reset(options={"secret": "cat"})))
+    if env_id.startswith(("gymenvs/SWE", "gymenvs/Terminal")):
+        cases.append(Case("instance_id not a str", env_id, ResetOptionsError, ValueError,
+                          r"^reset option instance_id=\['a'\]: expected a str, the instance_id of a task of this env "
+                          r"\(\d+ tasks\)$",
+                          lambda env: env.reset(options={"instance_id": ["a"]})))
+    if env_id.startswith("gymenvs/Terminal"):
+        cases.append(Case("task and instance_id disagree", env_id, ResetOptionsError, ValueError,
+                          r"^reset\(options=\.\.\.\): task='a' and instance_id='b' name different tasks: give one$",
+                          lambda env: env.reset(options={"task": "a", "instance_id": "b"})))
     if env_id.startswith("gymenvs/SWE"):
         cases.append(Case("unknown instance_id", env_id, ResetOptionsError, ValueError,
                           r"instance_id='gymenvs-fixtures__roman-1' is not a task of this env "
