@@ -2,7 +2,9 @@
 
 Each attack runs in the agent's container of a tiny task ("write hello to /app/out.txt", checked
 by a test.sh that uses `grep`), then the container is graded; none solves the task, so each must
-score 0 (a hanging verifier: no reward, infra). `pytest -k table -s` prints the table of attacks.
+score 0 (a hanging verifier: no reward, infra). Controls show what grading does give (1 to a solved
+task, test.sh's exit status, the task's network), and the inherent rows what it does not stop.
+`test_table` checks every row against docs/terminal-security.md's table (`-k table -s` prints it).
 """
 
 from __future__ import annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 
 import pytest
@@ -84,7 +85,7 @@ def test_environment_factory_trains_one_step(terminal_images, tiny, tmp_path):
 
     from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, episode_dataset
 
-    model, tokenizer = tiny
+    model, tokenizer = copy.deepcopy(tiny[0]), tiny[1]  # trained here: the module's other tests keep the untrained model
     Environment = environment_factory("gymenvs/Terminal-v0", max_turns=1, instance_ids=[TASK], command_timeout_s=10.0)
     trainer = GRPOTrainer(
         model=model, processing_class=tokenizer, environment_factory=Environment, train_dataset=episode_dataset(2),
@@ -104,7 +105,6 @@ def test_environment_factory_trains_one_step(terminal_images, tiny, tmp_path):
 def test_environment_factory_a_completion_calling_bash_with_the_oracle_earns_one(terminal_images, tiny, tmp_path):
     """The tiny model taught (supervised steps) to answer the first prompt with the oracle as one `bash` call:
     the call TRL parses from the sampled completion runs in the task's container and the grading gives 1."""
-    import copy
     import json
 
     from trl import GRPOConfig, GRPOTrainer
