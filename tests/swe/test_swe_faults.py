@@ -295,3 +295,28 @@ def test_a_grpo_step_whose_grading_is_killed_trains_on_the_replay_never_on_a_fau
     assert (logged["infra_failures"], logged["retries"], logged["dropped"]) == (1.0, 1.0, 0.0)
     assert logged["reward"] == 1.0
     assert own_containers(docker_client) == []
+
+
+def test_the_agent_rollout_replays_the_agent_episode_whose_grading_was_killed(swe_images, docker_client, tmp_path):
+    """SWEAgent-v0 through `make_rollout_func` (the agent rollout): the episode whose grading the engine killed
+    ends `infra` and is replayed from the same seed; both reach TRL with the replay's verdict, no fault's 0."""
+    from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
+    from wrappers.trl.extras.tiny_model import tiny_model
+    from wrappers.trl.rollout.agent import AgentRollout
+
+    model, tokenizer = tiny_model(seed=0)
+    generator = TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=1.0))
+    rollout = make_rollout_func("gymenvs/SWEAgent-v0", env_kwargs={"dataset": always_resolving_dataset(tmp_path), "max_turns": 1},
+                                max_tokens_per_turn=8, infra_retries=2)
+    assert isinstance(rollout, AgentRollout)
+    try:
+        with GradingKiller(docker_client) as killer:  # kills the grading of one episode of the two
+            episodes = rollout.run(["Fix it."] * 2, generator, tokenizer, seeds=[0, 0], max_completion_length=200)
+    finally:
+        rollout.close()
+    assert len(killer.killed) == 1
+    assert rollout.outcome_counts == {"infra_failures": 1, "retries": 1, "dropped": 0}
+    assert sorted(episode.retries for episode in episodes) == [0, 1]
+    assert all(episode.trainable and episode.outcome == "model" for episode in episodes)
+    assert [episode.reward for episode in episodes] == [1.0, 1.0]  # the task always resolves: a 0 could only be the fault's
+    assert own_containers(docker_client) == []
