@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from typing import Any
+from typing import Any, cast
 
 import docker
 import gymnasium as gym
@@ -337,7 +337,7 @@ class FaultInOneSlot(gym.Wrapper):
             return self.env.step(action)
         if self.fault == "engine_error":
             client = self.shared["client"]
-            container = client.api.inspect_container(self.env.unwrapped.state()["container"])["Id"]
+            container = client.api.inspect_container(cast(Any, self.env.unwrapped).state()["container"])["Id"]
             self.shared["proxy"].fail("GET", f"/containers/{container}/archive", message="injected: the engine is overloaded")
         result = self.env.step(FAULT_STEPS[self.fault])
         self.shared["ended"] = (result[4].get("outcome"), result[4].get("outcome_reason"))
