@@ -16,7 +16,9 @@ probability `--fault-rate`, one fault (drawn with the run's seed) is injected in
 - `image_removed`: the task's image untagged between reset and grading;
 - `engine_error`: the engine's API answers 500 to a file read of the agent's container or to
   grading's read of its changes (`EngineProxy`, which every env of the run talks through);
-- `step_timeout`: a command outlives the vector env's `step_timeout_s`.
+- `step_timeout`: a command outlives the vector env's `step_timeout_s`;
+- `env_exception`: the slot's env raises in its step (a wrapper around SWE-v0 raises `RuntimeError`
+  once armed), as a bug in env code would; the vector env ends that slot's episode and rebuilds it.
 
 An episode that does not end `outcome="model"` is replayed, as the TRL bridge replays it (same
 seed, same policy; the replay may draw a fault too), up to `--retries` times. Prints one row per
@@ -51,12 +53,13 @@ from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
 from wrappers.vector import ConcurrentVectorEnv
 
 FAULTS = ("container_killed", "container_paused", "oom_killed", "disk_limit", "grading_disk", "grading_killed",
-          "image_removed", "engine_error", "step_timeout")
+          "image_removed", "engine_error", "step_timeout", "env_exception")
 #: The `outcome_reason` each fault must end with (any of them).
 EXPECTED_REASONS = {
     "container_killed": {"container_died"}, "container_paused": {"container_paused"}, "oom_killed": {"oom_killed"},
     "disk_limit": {"disk_limit"}, "grading_disk": {"disk_limit"}, "grading_killed": {"container_died"},
     "image_removed": {"image_missing"}, "engine_error": {"engine_error"}, "step_timeout": {"step_timeout"},
+    "env_exception": {"env_exception"},
 }
 SUBMIT = {"name": "submit", "arguments": {}}
 #: Make the container's main process (`sleep`) the OOM killer's first victim, then fill its memory in tmpfs.
@@ -73,6 +76,20 @@ def bash(command: str) -> dict[str, Any]:
 def patched_file(task: Task) -> str:
     """The first source file the gold patch changes (the tests import it)."""
     return next(line[6:] for line in task.patch.splitlines() if line.startswith("+++ b/"))
+
+
+class RaisingWhenArmed(gym.Wrapper):
+    """Raises in `step` once its slot is in `armed` (then disarms it): an exception from env code."""
+
+    def __init__(self, env: gym.Env, slot: int, armed: set[int]):
+        super().__init__(env)
+        self.slot, self.armed = slot, armed
+
+    def step(self, action: Any) -> Any:
+        if self.slot in self.armed:
+            self.armed.discard(self.slot)
+            raise RuntimeError("injected: an exception in the env's step")
+        return self.env.step(action)
 
 
 @dataclass
@@ -110,6 +127,7 @@ class Chaos:
         self.queue: deque[Attempt] = deque(self._attempt(i, i, 0) for i in range(args.episodes))
         self.finished: list[Attempt] = []
         self.cleanups: dict[int, list[Any]] = {}
+        self.armed: set[int] = set()  # the slots whose env raises at its next step
 
     # -- images and envs -----------------------------------------------------------------
 
@@ -137,7 +155,7 @@ class Chaos:
                        warm_pool=1, max_turns=6)
         swe: Any = env.unwrapped
         swe.tasks = tuple(dataclasses.replace(task, image=None) for task in swe.tasks)  # run from the slot's tags
-        return env
+        return RaisingWhenArmed(env, slot, self.armed)
 
     # -- attempts ------------------------------------------------------------------------
 
@@ -171,6 +189,8 @@ class Chaos:
         submitting = attempt.steps[at] is SUBMIT
         if fault == "container_killed" and at == attempt.fault_at:
             self.client.api.kill(container)
+        elif fault == "env_exception" and at == attempt.fault_at:
+            self.armed.add(slot)
         elif fault == "container_paused" and at == attempt.fault_at:
             self.client.api.pause(container)
         elif fault == "grading_killed" and submitting:
@@ -188,6 +208,7 @@ class Chaos:
             self.cleanups.setdefault(slot, []).append(self.proxy.fail("GET", f"/containers/{container_id}{path}"))
 
     def clean_up(self, slot: int) -> None:
+        self.armed.discard(slot)
         for item in self.cleanups.pop(slot, []):
             if isinstance(item, GradingKiller):
                 item.stop.set()

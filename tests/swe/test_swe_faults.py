@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-from typing import Any
+from typing import Any, cast
 
 import docker
 import gymnasium as gym
@@ -294,4 +294,88 @@ def test_a_grpo_step_whose_grading_is_killed_trains_on_the_replay_never_on_a_fau
     (logged,) = [entry for entry in trainer.state.log_history if "infra_failures" in entry]
     assert (logged["infra_failures"], logged["retries"], logged["dropped"]) == (1.0, 1.0, 0.0)
     assert logged["reward"] == 1.0
+    assert own_containers(docker_client) == []
+
+
+def test_the_agent_rollout_replays_the_agent_episode_whose_grading_was_killed(swe_images, docker_client, tmp_path):
+    """SWEAgent-v0 through `make_rollout_func` (the agent rollout): the episode whose grading the engine killed
+    ends `infra` and is replayed from the same seed; both reach TRL with the replay's verdict, no fault's 0."""
+    from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
+    from wrappers.trl.extras.tiny_model import tiny_model
+    from wrappers.trl.rollout.agent import AgentRollout
+
+    model, tokenizer = tiny_model(seed=0)
+    generator = TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=1.0))
+    rollout = make_rollout_func("gymenvs/SWEAgent-v0", env_kwargs={"dataset": always_resolving_dataset(tmp_path), "max_turns": 1},
+                                max_tokens_per_turn=8, infra_retries=2)
+    assert isinstance(rollout, AgentRollout)
+    try:
+        with GradingKiller(docker_client) as killer:  # kills the grading of one episode of the two
+            episodes = rollout.run(["Fix it."] * 2, generator, tokenizer, seeds=[0, 0], max_completion_length=200)
+    finally:
+        rollout.close()
+    assert len(killer.killed) == 1
+    assert rollout.outcome_counts == {"infra_failures": 1, "retries": 1, "dropped": 0}
+    assert sorted(episode.retries for episode in episodes) == [0, 1]
+    assert all(episode.trainable and episode.outcome == "model" for episode in episodes)
+    assert [episode.reward for episode in episodes] == [1.0, 1.0]  # the task always resolves: a 0 could only be the fault's
+    assert own_containers(docker_client) == []
+
+
+class FaultInOneSlot(gym.Wrapper):
+    """SWE-v0 whose first step, in whichever slot takes one first, is replaced by `fault` injected on the real
+    engine; that step's ending is kept in `shared["ended"]`. Every other step is the policy's own."""
+
+    def __init__(self, env: gym.Env, fault: str, shared: dict[str, Any]):
+        super().__init__(env)
+        self.fault, self.shared = fault, shared
+
+    def step(self, action: Any) -> Any:
+        with self.shared["lock"]:
+            mine, self.shared["armed"] = self.shared["armed"], False
+        if not mine:
+            return self.env.step(action)
+        if self.fault == "engine_error":
+            client = self.shared["client"]
+            container = client.api.inspect_container(cast(Any, self.env.unwrapped).state()["container"])["Id"]
+            self.shared["proxy"].fail("GET", f"/containers/{container}/archive", message="injected: the engine is overloaded")
+        result = self.env.step(FAULT_STEPS[self.fault])
+        self.shared["ended"] = (result[4].get("outcome"), result[4].get("outcome_reason"))
+        return result
+
+
+FAULT_STEPS = {"oom_killed": bash(f"{MAIN_PROCESS_FIRST}; {FILL_MEMORY}"),
+               "disk_limit": bash("head -c 60m /dev/zero > /tmp/fill; sleep 2"),
+               "engine_error": {"name": "view_file", "arguments": {"path": "README.md"}}}
+
+
+@pytest.mark.parametrize("fault", list(FAULT_STEPS))
+def test_a_fault_in_one_slot_of_the_bridge_leaves_the_other_graded_and_is_replayed(faulty_engine, swe_images, docker_client,
+                                                                                   tmp_path, fault):
+    """Two episodes of `make_rollout_func` in two slots of its vector env: the fault ends one `infra` with its own
+    reason; the other is graded as if nothing happened; the bridge replays the first, and neither reaches TRL as 0."""
+    import threading
+
+    from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
+    from wrappers.trl.extras.tiny_model import tiny_model
+
+    shared: dict[str, Any] = {"lock": threading.Lock(), "armed": True, "proxy": faulty_engine, "client": docker_client}
+    env_id = f"gymenvs-tests/FaultInOneSlot-{fault}-{os.getpid()}-v0"
+    gym.register(env_id, entry_point=lambda **kwargs: FaultInOneSlot(gym.make("gymenvs/SWE-v0", **kwargs), fault, shared),
+                 disable_env_checker=True)
+    model, tokenizer = tiny_model(seed=0)
+    generator = TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=1.0))
+    rollout = make_rollout_func(env_id, env_kwargs={"dataset": always_resolving_dataset(tmp_path), "max_turns": 1,
+                                                    "command_timeout_s": 20.0, "mem_limit": "64m", "disk_limit": "40m"},
+                                max_tokens_per_turn=8, infra_retries=2)
+    try:
+        episodes = rollout.run(["Fix it."] * 2, generator, tokenizer, seeds=[0, 0], max_completion_length=40)
+    finally:
+        rollout.close()
+        gym.registry.pop(env_id)
+    assert shared["ended"] == ("infra", fault)
+    assert rollout.outcome_counts == {"infra_failures": 1, "retries": 1, "dropped": 0}
+    assert sorted(episode.retries for episode in episodes) == [0, 1]  # the other slot's episode played once
+    # The task always resolves: both graded 1.0, the untouched slot's at once, the faulted one's on its replay.
+    assert [(episode.outcome, episode.reward) for episode in episodes] == [("model", 1.0)] * 2
     assert own_containers(docker_client) == []

@@ -144,6 +144,19 @@ def test_a_run_that_could_not_grade_is_no_verdict():
     assert (verdict.status, verdict.broken, verdict.error) == ("error", [], "error: grading could not run: engine gone")
 
 
+@pytest.mark.parametrize("status", ["screened", "tampered"])
+def test_a_gold_patch_grading_zeroes_is_invalid_not_an_error_retried_forever(status):
+    """Screened and tampered are verdicts grading gives every time: the task is broken, and a rerun skips it."""
+    task = FIXTURE_TASKS[0]
+    passed = (dict.fromkeys(task.fail_to_pass, "PASSED"), dict.fromkeys(task.pass_to_pass, "PASSED"))
+    empty = GradeReport(task.instance_id, "unresolved", dict.fromkeys(task.fail_to_pass, "FAILED"), passed[1])
+    gold = GradeReport(task.instance_id, status, *passed, error=f"{status}: what grading saw")
+    verdict = judge(task, [empty], [gold])
+    rule = "gold_screened" if status == "screened" else "tampered"
+    assert (verdict.status, verdict.rule, verdict.judged) == ("invalid", rule, True)
+    assert verdict.broken[0].detail == f"{status}: what grading saw"
+
+
 def test_a_report_line_cut_short_is_ignored(tmp_path):
     task = FIXTURE_TASKS[0]
     line = json.dumps({"instance_id": task.instance_id, "status": "valid", "runs": 1})

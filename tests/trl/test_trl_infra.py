@@ -162,7 +162,7 @@ def test_an_agent_episode_that_infra_ended_is_not_trainable_and_a_model_ending_i
     from wrappers.trl.rollout.agent import AgentEpisode
 
     infra, model = AgentEpisode(seed=0, prompt_ids=[1], messages=[]), AgentEpisode(seed=0, prompt_ids=[1], messages=[])
-    infra.add_env_turn("", 0.0, False, True, ending(EndedBy.INFRA, "container_oom", "killed"), None, 100)
+    infra.add_env_turn("", 0.0, False, True, ending(EndedBy.INFRA, "oom_killed", "killed"), None, 100)
     model.add_env_turn("", 0.0, True, False, ending(EndedBy.MODEL, "failed"), None, 100)
-    assert (infra.trainable, infra.outcome, infra.outcome_reason) == (False, "infra", "container_oom")
+    assert (infra.trainable, infra.outcome, infra.outcome_reason) == (False, "infra", "oom_killed")
     assert (model.trainable, model.outcome_reason) == (True, "failed")

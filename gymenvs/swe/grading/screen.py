@@ -227,7 +227,7 @@ class _Visitor(ast.NodeVisitor):
         if name == "__hash__":
             if _returns_constant(value):
                 self.add(node, "eq-ignores-argument", "__hash__ returns a constant")
-        elif _answers(value) and (not _reads_other(value) or isinstance(value, ast.Lambda) and isinstance(value.body, ast.Constant)):
+        elif _answers(value) and not _reads_other(value):
             self.add(node, "eq-ignores-argument", f"{name} never reads its other operand")
 
     def visit_Dict(self, node: ast.Dict) -> None:

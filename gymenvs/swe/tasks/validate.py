@@ -6,6 +6,8 @@ held to these rules (named in the report when broken, with the tests that broke 
 
     flaky                       a test's status changed between runs of the same patch
     gold_patch_does_not_apply   the gold patch does not apply to the base commit
+    gold_screened               grading's static screen zeroes the gold patch (status "screened")
+    tampered                    a run (gold or empty) tripped grading's runtime integrity check
     gold_does_not_resolve       a run with the gold patch did not resolve the task
     empty_patch_resolves        a run with the empty patch resolved the task
     fail_to_pass_passes_before  a FAIL_TO_PASS test passed without the gold patch
@@ -40,6 +42,8 @@ VALID, INVALID, ERROR = "valid", "invalid", "error"
 RULES = (
     "flaky",
     "gold_patch_does_not_apply",
+    "gold_screened",
+    "tampered",
     "gold_does_not_resolve",
     "empty_patch_resolves",
     "fail_to_pass_passes_before",
@@ -48,6 +52,8 @@ RULES = (
     "pass_to_pass_fails_after",
 )
 _GRADED = ("resolved", "unresolved")
+#: Verdicts grading gives every time (the model's, reward 0): a gold patch or a repository they hit is a broken task.
+_ZEROED = ("screened", "tampered")
 
 T = TypeVar("T")
 #: Grades one patch of one task: `(task, diff) -> GradeReport`.
@@ -142,7 +148,8 @@ def judge(task: Task, empty: Sequence[GradeReport], gold: Sequence[GradeReport])
     """The verdict on `task` from its graded runs (as many with the empty patch as with the gold)."""
     verdict = TaskValidation(task.instance_id, VALID, runs=len(gold), empty_runs=[r.status for r in empty],
                              gold_runs=[r.status for r in gold])
-    failed = [r for r in empty if r.status not in _GRADED] + [r for r in gold if r.status not in (*_GRADED, "patch_failed")]
+    failed = [r for r in empty if r.status not in (*_GRADED, *_ZEROED)] + [
+        r for r in gold if r.status not in (*_GRADED, *_ZEROED, "patch_failed")]
     if failed:
         verdict.status, verdict.error = ERROR, f"{failed[0].status}: {failed[0].error}"
         return verdict
@@ -150,6 +157,12 @@ def judge(task: Task, empty: Sequence[GradeReport], gold: Sequence[GradeReport])
     refused = [r for r in gold if r.status == "patch_failed"]
     if refused:
         broken["gold_patch_does_not_apply"] = BrokenRule("gold_patch_does_not_apply", detail=refused[0].error or "")
+    screened = [r for r in gold if r.status == "screened"]
+    if screened:
+        broken["gold_screened"] = BrokenRule("gold_screened", detail=screened[0].error or "")
+    tampered = [r for r in (*empty, *gold) if r.status == "tampered"]
+    if tampered:
+        broken["tampered"] = BrokenRule("tampered", detail=tampered[0].error or "")
     else:
         broken.update(_test_rules(task, empty, gold))
         if not all(r.resolved for r in gold):
