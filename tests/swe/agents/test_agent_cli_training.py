@@ -41,16 +41,34 @@ class ForcingGenerator:
         turns = [self.tokenizer.decode(prompt).count("<|im_start|>assistant") - 1 for prompt in prompts]
         free = [i for i, turn in enumerate(turns) if turn >= len(self.forced)]
         sampled = iter(self.inner.generate([prompts[i] for i in free], [max_tokens[i] for i in free]) if free else [])
-        completions = [next(sampled) if turn >= len(self.forced) else self._scored(prompt, self.forced[turn])
+        completions = [next(sampled) if turn >= len(self.forced) else self._scored(prompt, self._forced_for(turn))
                        for prompt, turn in zip(prompts, turns)]
         self.sampled.extend(completion.token_ids for completion in completions)
         return completions
+
+    def _forced_for(self, turn: int) -> list[int]:
+        return self.forced[turn]
 
     def _scored(self, prompt, token_ids):
         from wrappers.trl.generation.base import Completion
 
         logprobs = teacher_forced_logprobs(self.model, prompt, token_ids, temperature=self.temperature)
         return Completion(list(token_ids), logprobs.tolist(), "stop")
+
+
+class FirstSolvesGenerator(ForcingGenerator):
+    """A ForcingGenerator whose first forced turn is, for the first episode that asks for it, the gold patch
+    applied through the agent's own shell: that episode resolves its task, the others do not."""
+
+    def __init__(self, *args, gold_text: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gold: list[int] | None = self.tokenizer.encode(gold_text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
+
+    def _forced_for(self, turn: int) -> list[int]:
+        if turn == 0 and self.gold is not None:
+            gold, self.gold = self.gold, None
+            return gold
+        return super()._forced_for(turn)
 
 
 def shell_texts(agent: str, forced_turns: int) -> list[str]:
@@ -120,18 +138,30 @@ def test_a_grpo_step_on_cpu_through_codex(rollouts, tiny, tmp_path, monkeypatch)
     from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset
     from wrappers.trl.generation.trainer import generator_from_trainer
 
+    from .test_agent_clis import gold_patch_call
+
     model, tokenizer = copy.deepcopy(tiny[0]), tiny[1]
+    before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}
     rollout = rollouts["codex"]
     config = GRPOConfig(output_dir=str(tmp_path), **CPU_TRAINING_ARGS, per_device_train_batch_size=2, num_generations=2,
                         max_completion_length=1200, max_steps=1, gradient_checkpointing=False)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config, train_dataset=episode_dataset(2),
                           rollout_func=rollout, reward_funcs=rollout.reward_func)
-    monkeypatch.setattr(rollout, "_generator_for", lambda trainer: forcing_generator(
-        trainer.model, tokenizer, "codex", config.temperature, inner=generator_from_trainer(trainer), forced_turns=1))
+    # One episode of the group applies the gold patch through Codex's shell (reward 1), the other echoes (reward 0):
+    # the group's advantages are non-zero, so the step updates the model.
+    gold_text = f"<tool_call>{json.dumps(gold_patch_call(CLIS['codex'], FIXTURES[0]))}</tool_call>"
+    monkeypatch.setattr(rollout, "_generator_for", lambda trainer: FirstSolvesGenerator(
+        generator_from_trainer(trainer), trainer.model, tokenizer, shell_texts("codex", 1), config.temperature,
+        gold_text=gold_text))
     episodes_before = rollout.metrics["episodes"]
     trainer.train()
     assert trainer.state.global_step == 1 and rollout.metrics["episodes"] == episodes_before + 2
     # One forced shell call, then a sampled reply without one, which ends Codex's run: two main turns each.
-    for episode in rollout.last_episodes:
+    episodes = sorted(rollout.last_episodes, key=lambda episode: episode.reward)
+    assert [episode.reward for episode in episodes] == [0.0, 1.0], [(e.reward, e.end_reason, e.error) for e in episodes]
+    for episode in episodes:
         assert episode.turns == 2 and episode.end_reason == "terminated", (episode.end_reason, episode.error)
-        assert 0 < sum(episode.env_mask) < len(episode.env_mask) and "marker-6" in tokenizer.decode(episode.completion_ids)
+        assert 0 < sum(episode.env_mask) < len(episode.env_mask)
+    assert "marker-6" in tokenizer.decode(episodes[0].completion_ids)
+    assert "git apply /tmp/gold.patch" in tokenizer.decode(episodes[1].completion_ids)
+    assert any(not torch.equal(before[name], parameter) for name, parameter in model.named_parameters())

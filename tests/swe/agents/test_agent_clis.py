@@ -1,10 +1,11 @@
 """The coding-agent CLIs (Claude Code, Codex, OpenCode, Pi) from their derived images, driven through
 SWEAgent-v0 by a scripted policy: real containers, no network.
 
-Every agent runs on every fixture task (one derived image per pair): its own system prompt reaches
-the policy, its own shell tool round-trips (streamed, as every one of them asks), the gold patch
-applied through that tool grades 1.0 and a run that changes nothing grades 0. Then eight agents of
-mixed kinds share one ConcurrentVectorEnv.
+Every agent runs on every fixture task (one derived image per pair): it speaks the wire format it is
+configured for, its own system prompt reaches the policy, its own shell tool round-trips (streamed, as
+every one of them asks) and shows its compaction switch set, the gold patch applied through that tool
+grades 1.0 and a run that changes nothing grades 0. Pi past its compaction threshold sends no summary
+request. Then eight agents of mixed kinds share one ConcurrentVectorEnv.
 """
 
 from __future__ import annotations
