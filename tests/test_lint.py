@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -9,13 +10,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+#: mypy's incremental cache outside the checkout, one per checkout path: a clean checkout (as CI's) then checks
+#: only what changed since the last run on this machine (about 6 s instead of about 48 s cold).
+MYPY_CACHE = Path.home() / ".cache" / "gymenvs" / "mypy" / hashlib.sha1(str(ROOT).encode()).hexdigest()[:12]
 
 
 @pytest.mark.parametrize(
     "command",
     [
         [sys.executable, "-m", "ruff", "check", "gymenvs", "wrappers", "tests", "examples"],
-        [sys.executable, "-m", "mypy"],
+        [sys.executable, "-m", "mypy", "--cache-dir", str(MYPY_CACHE)],
     ],
     ids=["ruff", "mypy"],
 )
