@@ -19,7 +19,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from gymenvs.eval.policies.base import Action, Messages, Policy, as_text
+from gymenvs.eval.evaluate import summary_table
+from gymenvs.eval.policies.base import Conversation, Policy
 
 BACKENDS = ("thread", "process", "ray")
 
@@ -51,8 +52,7 @@ class BenchSummary:
             ("step latency", f"mean {mean_ms:.3f} ms, p99 {p99_ms:.3f} ms ({len(self.step_latencies_s)} step calls)"),
             ("wall time", f"{self.wall_time_s:.2f} s"),
         ]
-        width = max(len(name) for name, _ in rows)
-        return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+        return summary_table(rows)
 
 
 def bench(
@@ -121,7 +121,7 @@ def _bench_one(env_id: str, env_kwargs: dict[str, Any], policy: Policy, seed: in
     try:
         while not limit.reached:
             observation, info = env.reset(seed=seed + limit.episodes)
-            episode = _Episode(policy.new_episode(), list(info.get("tools", [])), observation)
+            episode = Conversation(policy.new_episode(), list(info.get("tools", [])), observation)
             ended = False
             while not ended and not limit.reached:
                 action = episode.act()
@@ -147,7 +147,7 @@ def _bench_vector(
     try:
         observations, infos = envs.reset(seed=seed)  # slot k: seed + k
         tools = [list(slot_tools) for slot_tools in infos.get("tools", [[]] * num_envs)]
-        episodes = [_Episode(policy.new_episode(), tools[slot], observations[slot]) for slot in range(num_envs)]
+        episodes = [Conversation(policy.new_episode(), tools[slot], observations[slot]) for slot in range(num_envs)]
         while not limit.reached:
             actions = [episode.act() for episode in episodes]
             observations, _, terminated, truncated, _ = _timed(envs.step, actions, latencies)
@@ -155,7 +155,7 @@ def _bench_vector(
             for slot, episode in enumerate(episodes):
                 if terminated[slot] or truncated[slot]:  # same-step autoreset: the observation starts the next episode
                     limit.episodes += 1
-                    episodes[slot] = _Episode(policy.new_episode(), tools[slot], observations[slot])
+                    episodes[slot] = Conversation(policy.new_episode(), tools[slot], observations[slot])
                 else:
                     episode.observe(actions[slot], observations[slot])
         limit.stopped = time.perf_counter()
@@ -163,19 +163,3 @@ def _bench_vector(
         envs.close()
     return latencies
 
-
-class _Episode:
-    """One episode's policy and the conversation it has seen, as `gymenvs eval` builds it."""
-
-    def __init__(self, policy: Policy, tools: list[dict[str, Any]], observation: str):
-        self.policy = policy
-        self.tools = tools
-        self.messages: Messages = [{"role": "user", "content": observation}]
-
-    def act(self) -> Action:
-        action = self.policy.act(self.messages, self.tools)
-        self.messages.append({"role": "assistant", "content": as_text(action)})
-        return action
-
-    def observe(self, action: Action, observation: str) -> None:
-        self.messages.append({"role": "tool" if isinstance(action, dict) else "user", "content": observation})

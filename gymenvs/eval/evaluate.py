@@ -27,7 +27,7 @@ import pydantic
 from typing_extensions import TypedDict
 
 from gymenvs.core.errors import ReplayFileError, short_repr
-from gymenvs.eval.policies.base import Policy, as_text
+from gymenvs.eval.policies.base import Conversation, Policy
 from gymenvs.registry import probe
 
 
@@ -95,8 +95,13 @@ class EvalSummary:
             ("failed episodes", str(self.failed_episodes)),
             ("wall time", f"{self.wall_time_s:.2f} s ({rate:.1f} episodes/s)"),
         ]
-        width = max(len(name) for name, _ in rows)
-        return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+        return summary_table(rows)
+
+
+def summary_table(rows: Sequence[tuple[str, str]]) -> str:
+    """Name-value rows as the two aligned columns `gymenvs eval` and `gymenvs bench` print."""
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
 
 def evaluate_policy(
@@ -234,15 +239,15 @@ def play_episode(env_id: str, env_kwargs: dict[str, Any], policy: Policy, seed: 
     try:
         observation, info = env.reset(seed=seed)
         record.tools = list(info.get("tools", []))
-        record.messages.append({"role": "user", "content": observation})
+        conversation = Conversation(policy, record.tools, observation)
+        record.messages = conversation.messages
         while record.end == "running":
-            action = policy.act(record.messages, record.tools)
-            record.messages.append({"role": "assistant", "content": as_text(action)})
+            action = conversation.act()
             observation, reward, terminated, truncated, info = env.step(action)
             record.turns += 1
             record.reward += float(reward)
             record.invalid_actions += info.get("error") is not None
-            record.messages.append({"role": "tool" if isinstance(action, dict) else "user", "content": observation})
+            conversation.observe(action, observation)
             if terminated or truncated:
                 record.end = "terminated" if terminated else "truncated"
     except Exception as exc:  # one broken episode must not end the evaluation

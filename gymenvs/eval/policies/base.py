@@ -29,3 +29,22 @@ class Policy(Protocol):
 def as_text(action: Action) -> str:
     """An action as the assistant message that carries it."""
     return action if isinstance(action, str) else json.dumps(action)
+
+
+class Conversation:
+    """One episode's policy and the messages it has seen, as `gymenvs eval` and `gymenvs bench` build them: the
+    env's first observation as the user's message, each action as the assistant's, each observation after it as
+    the tool's answer (or the user's, after a free-text action)."""
+
+    def __init__(self, policy: Policy, tools: Sequence[dict[str, Any]], observation: str):
+        self.policy = policy
+        self.tools = tools
+        self.messages: Messages = [{"role": "user", "content": observation}]
+
+    def act(self) -> Action:
+        action = self.policy.act(self.messages, self.tools)
+        self.messages.append({"role": "assistant", "content": as_text(action)})
+        return action
+
+    def observe(self, action: Action, observation: str) -> None:
+        self.messages.append({"role": "tool" if isinstance(action, dict) else "user", "content": observation})
