@@ -43,6 +43,16 @@ def add_import_option(command: argparse.ArgumentParser) -> None:
     )
 
 
+def add_env_arguments(command: argparse.ArgumentParser) -> None:
+    """The env a command runs: its id, --import, and --kwarg (play, eval and bench alike)."""
+    command.add_argument("env_id", help="an id from `gymenvs list`, e.g. gymenvs/Wordle-v0, or module:EnvId for your own")
+    add_import_option(command)
+    command.add_argument(
+        "--kwarg", "-k", action="append", default=[], metavar="NAME=VALUE",
+        help="env constructor argument; VALUE is read as JSON when it parses, else as a string (repeatable)",
+    )
+
+
 def import_user_envs(modules: list[str]) -> None:
     """Import the modules given with --import (they register your envs)."""
     from gymenvs.env_ids import import_env_modules
@@ -59,13 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(run=run_list)
 
     play = commands.add_parser("play", help="play an environment in the terminal")
-    play.add_argument("env_id", help="an id from `gymenvs list`, e.g. gymenvs/Wordle-v0, or module:EnvId for your own")
-    add_import_option(play)
+    add_env_arguments(play)
     play.add_argument("--seed", type=int, default=None, help="episode seed (same seed, same episode)")
-    play.add_argument(
-        "--kwarg", "-k", action="append", default=[], metavar="NAME=VALUE",
-        help="constructor argument; VALUE is read as JSON when it parses, else as a string (repeatable)",
-    )
     play.set_defaults(run=run_play)
 
     add_eval_command(commands)
@@ -86,8 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_eval_command(commands: Any) -> None:
     evaluation = commands.add_parser("eval", help="run a policy over N episodes and print a summary table")
-    evaluation.add_argument("env_id", help="an id from `gymenvs list`, or module:EnvId for your own")
-    add_import_option(evaluation)
+    add_env_arguments(evaluation)
     evaluation.add_argument(
         "--policy", default="scripted", metavar="POLICY",
         help="scripted (default), random, openai, transformers, or module:name for your own: a function "
@@ -103,16 +107,12 @@ def add_eval_command(commands: Any) -> None:
     evaluation.add_argument("--temperature", type=float, default=0.0, help="openai / transformers sampling temperature")
     evaluation.add_argument("--max-tokens", type=int, default=512, help="openai / transformers: longest turn")
     evaluation.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    evaluation.add_argument(
-        "--kwarg", "-k", action="append", default=[], metavar="NAME=VALUE", help="env constructor argument (repeatable)"
-    )
     evaluation.set_defaults(run=run_eval)
 
 
 def add_bench_command(commands: Any) -> None:
     bench = commands.add_parser("bench", help="time an env under a policy: steps/s, episodes/s, step latency")
-    bench.add_argument("env_id", help="an id from `gymenvs list`, or module:EnvId for your own")
-    add_import_option(bench)
+    add_env_arguments(bench)
     bench.add_argument(
         "--policy", default="scripted", metavar="POLICY",
         help="scripted (default), random (a random tool call from the env's tool schemas), or module:name for your "
@@ -126,9 +126,6 @@ def add_bench_command(commands: Any) -> None:
                        help="play a vector env of N slots (default: one env, no vector env)")
     bench.add_argument("--backend", default=None, metavar="BACKEND",
                        help="the vector env's backend: thread (default), process or ray; needs --num-envs")
-    bench.add_argument(
-        "--kwarg", "-k", action="append", default=[], metavar="NAME=VALUE", help="env constructor argument (repeatable)"
-    )
     bench.set_defaults(run=run_bench)
 
 
