@@ -185,7 +185,7 @@ def hub_dataset(name: str, split: str | None) -> Path:
 
     try:
         folder = Path(snapshot_download(repo_id=name, repo_type="dataset"))
-    except GatedRepoError:
+    except GatedRepoError:  # a subclass of RepositoryNotFoundError: the repository exists, access is refused
         raise
     except RepositoryNotFoundError:
         raise ValueError(f"{name!r} is no local folder, archive or dataset file, and no dataset repository on the Hub "
