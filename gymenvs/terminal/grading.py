@@ -1,14 +1,14 @@
 """Grading a Harbor task where the agent cannot reach: its `tests/test.sh` runs on a snapshot of the
 agent's container, in a fresh container, and the reward is read by the engine.
 
-`grade_task(sandbox, task)`, when the episode ends:
+`grade_task(sandbox, task)`, when the episode ends, through the sandbox's runtime only:
 
 1. stops the agent's container (SIGKILL to its init: the kernel kills every process in it, daemons
    included; no program of the container takes part);
 2. with the container stopped, replaces whatever the agent left at /logs, /logs/verifier and /tests
    (a symbolic link, a file) by plain directories, and puts back the image's tools on PATH
-   (`toolguard`), all through the engine's archive API;
-3. commits the container (`docker commit`) and starts a fresh container from that snapshot, with the
+   (`toolguard`), all through the runtime's file operations;
+3. commits the container (`Sandbox.commit`) and starts a fresh container from that snapshot, with the
    task's cpus, memory and storage, no network unless the task allows it, and two fresh empty
    volumes mounted over /logs/verifier and /tests (not copied from the snapshot);
 4. copies the task's `tests/` from the host into /tests and runs `bash /tests/test.sh` with the
@@ -34,21 +34,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from gymenvs.container.output import decode_output
+from gymenvs.container.runtime import Sandbox, SandboxError
+from gymenvs.container.runtime.commands import entries_archive, kill_all_script
 from gymenvs.core.outcomes import EndedBy, ending
-from gymenvs.swe.sandbox.base import SandboxError
-from gymenvs.swe.sandbox.docker import (
-    LABEL,
-    LABEL_HOST,
-    LABEL_PID,
-    LABEL_ROLE,
-    LABEL_START,
-    DockerSandbox,
-    kill_all_script,
-    owner_alive,
-    owner_labels,
-)
-from gymenvs.swe.sandbox.output import decode_output
-from gymenvs.terminal.engine import entries_archive, path_stat, read_entry, stop_container, write_archive
 from gymenvs.terminal.task import TerminalTask
 from gymenvs.terminal.toolguard import restore_tools
 
@@ -101,7 +90,7 @@ class VerifierResult:
         return dataclasses.asdict(self)
 
 
-def grade_task(sandbox: DockerSandbox, task: TerminalTask, *, timeout_s: float | None = None,
+def grade_task(sandbox: Sandbox, task: TerminalTask, *, timeout_s: float | None = None,
                restore: bool = True) -> VerifierResult:
     """Grade what the agent left in `sandbox` (the episode's container, which this stops) by the task's
     tests. `timeout_s` overrides [verifier] timeout_sec; `restore=False` skips putting back the image's
@@ -124,60 +113,50 @@ def grade_task(sandbox: DockerSandbox, task: TerminalTask, *, timeout_s: float |
 class _GradingRun:
     """One grading: the snapshot image, the volumes and the container it made, removed by `clean_up`."""
 
-    def __init__(self, sandbox: DockerSandbox, task: TerminalTask, nonce: str):
+    def __init__(self, sandbox: Sandbox, task: TerminalTask, nonce: str):
         self.sandbox, self.task, self.nonce = sandbox, task, nonce
-        self.client, self.api = sandbox.client, sandbox.client.api
+        self.runtime = sandbox.runtime
         self.snapshot: str | None = None
         self.volumes: list[str] = []
-        self.grader: DockerSandbox | None = None
+        self.grader: Sandbox | None = None
 
     def grade(self, timeout: float, restore: bool) -> VerifierResult:
         restored = self._freeze(restore)
         self.grader = grader = self._start_grader()
         grader.put_archive(TESTS_DIR, tests_archive(self.task))
         result = grader.run(self._command(), timeout=timeout, output_limit=_LOG_LIMIT, kill_after=5)
-        stop_container(self.api, grader.id)  # before reading: nothing the tests left running writes the reward now
+        grader.stop()  # before reading: nothing the tests left running writes the reward now
         log = decode_output(result.output.raw())
         if result.timed_out:
             verdict = VerifierResult(None, outcome=EndedBy.INFRA, reason="grading_timeout",
                                      detail=f"tests/test.sh did not finish in {timeout:g} s")
         else:
-            verdict = read_reward(self.api, grader.id)
+            verdict = read_reward(grader)
         verdict.restored, verdict.test_exit_code, verdict.log_tail = restored, result.exit_code, log[-4000:]
         return verdict
 
     def _freeze(self, restore: bool) -> list[str]:
         """Stop the agent's container, make its /logs/verifier and /tests plain directories, put back the
         image's tools, and commit it."""
-        stop_container(self.api, self.sandbox.id)
-        write_archive(self.api, self.sandbox.id, "/", entries_archive([(LOGS_DIR, "dir", ""), (VERIFIER_DIR, "dir", ""),
-                                                                       (TESTS_DIR, "dir", "")]))
-        restored = restore_tools(self.api, self.sandbox.id, self.sandbox.image) if restore else []
-        try:
-            owner = [f'LABEL {key}="{value}"' for key, value in {LABEL_ROLE: _ROLE, **owner_labels()}.items()]
-            self.snapshot = self.api.commit(self.sandbox.id, repository=_SNAPSHOT_REPOSITORY, tag=self.nonce,
-                                            changes=owner)["Id"]
-        except Exception as exc:
-            raise SandboxError(f"could not snapshot the agent's container: {exc}") from None
+        self.sandbox.stop()
+        self.sandbox.put_archive("/", entries_archive([(LOGS_DIR, "dir", ""), (VERIFIER_DIR, "dir", ""), (TESTS_DIR, "dir", "")]))
+        restored = restore_tools(self.sandbox) if restore else []
+        self.snapshot = self.sandbox.commit(_SNAPSHOT_REPOSITORY, self.nonce)
         return restored
 
-    def _start_grader(self) -> DockerSandbox:
-        from docker.types import Mount
-
-        mounts = [Mount(target, self._volume(name), type="volume", no_copy=True)
-                  for name, target in (("logs", VERIFIER_DIR), ("tests", TESTS_DIR))]
+    def _start_grader(self) -> Sandbox:
+        volumes = {self._volume(name): target for name, target in (("logs", VERIFIER_DIR), ("tests", TESTS_DIR))}
         environment = self.task.config.environment
         limits = dataclasses.replace(self.sandbox.limits, cpus=environment.cpus, mem_limit=f"{environment.memory_mb}m",
                                      disk_limit=environment.storage_mb << 20, network=verifier_network(self.task))
         assert self.snapshot is not None
-        return DockerSandbox(self.client, self.snapshot, role="verifier", episode_id=self.task.name, limits=limits,
-                             workdir=self.sandbox.workdir, mounts=mounts)
+        return self.runtime.start(self.snapshot, role=_ROLE, episode_id=self.task.name, limits=limits,
+                                  workdir=self.sandbox.workdir, volumes=volumes)
 
     def _volume(self, name: str) -> str:
-        volume = self.client.volumes.create(name=f"gymenvs-terminal-{self.nonce}-{name}",
-                                            labels={LABEL: "1", LABEL_ROLE: _ROLE, **owner_labels()})
-        self.volumes.append(volume.name)
-        return volume.name
+        volume = self.runtime.create_volume(f"gymenvs-terminal-{self.nonce}-{name}", role=_ROLE)
+        self.volumes.append(volume)
+        return volume
 
     def _command(self) -> str:
         """test.sh with the verifier's environment, as [verifier] user if the task names one; the moment it
@@ -196,37 +175,9 @@ class _GradingRun:
         if self.grader is not None:
             self.grader.remove()
         for name in self.volumes:
-            try:
-                self.api.remove_volume(name, force=True)
-            except Exception:  # in use or gone; labelled, so it can be found later
-                pass
+            self.runtime.remove_volume(name)
         if self.snapshot is not None:
-            try:
-                self.api.remove_image(self.snapshot, force=True, noprune=False)
-            except Exception:
-                pass
-
-
-def reap_grading_leftovers(client: Any) -> list[str]:
-    """Remove the snapshot images and volumes that gradings of this host left behind when their process
-    died (killed mid-grading: its `finally` never ran); return their names."""
-    removed = []
-    mine = [f"{LABEL_ROLE}={_ROLE}", f"{LABEL_HOST}={owner_labels()[LABEL_HOST]}"]
-    for volume in client.volumes.list(filters={"label": mine}):
-        if _orphaned(volume.attrs.get("Labels") or {}):
-            volume.remove(force=True)
-            removed.append(volume.name)
-    for image in client.images.list(name=_SNAPSHOT_REPOSITORY):
-        if _orphaned(image.labels or {}) and image.labels.get(LABEL_ROLE) == _ROLE:
-            client.api.remove_image(image.id, force=True)
-            removed += image.tags or [image.id]
-    return removed
-
-
-def _orphaned(labels: dict[str, str]) -> bool:
-    pid = labels.get(LABEL_PID, "")
-    ours = labels.get(LABEL_HOST) == owner_labels()[LABEL_HOST]
-    return ours and pid.isdigit() and not owner_alive(int(pid), labels.get(LABEL_START, ""))
+            self.runtime.remove_image(self.snapshot)
 
 
 def verifier_network(task: TerminalTask) -> bool:
@@ -250,21 +201,21 @@ def tests_archive(task: TerminalTask) -> bytes:
     return archive.getvalue()
 
 
-def read_reward(api: Any, container_id: str) -> VerifierResult:
+def read_reward(grader: Sandbox) -> VerifierResult:
     """The reward test.sh left in /logs/verifier of the stopped container: reward.txt (one float) for
     the reward, reward.json ({name: number}) for the scores (and the reward, from its "reward" key or
     the mean of its scores, when there is no reward.txt)."""
     texts: dict[str, str] = {}
     for name, limit in ((REWARD_TXT, REWARD_TXT_LIMIT), (REWARD_JSON, REWARD_JSON_LIMIT)):
         path = f"{VERIFIER_DIR}/{name}"
-        stat = path_stat(api, container_id, path)
+        stat = grader.stat(path)
         if stat is None:
             continue
         if stat.kind != "file":
             return _bad(f"{path} is a {stat.kind}, not a regular file")
         if stat.size > limit:
             return _bad(f"{path} holds {stat.size} bytes, more than the {limit} a reward file may")
-        texts[name] = _file_text(read_entry(api, container_id, path))
+        texts[name] = _file_text(grader.read_archive(path))
     if not texts:
         return VerifierResult(0.0, reason="no_reward", detail=f"tests/test.sh wrote neither {REWARD_TXT} nor {REWARD_JSON}")
     try:

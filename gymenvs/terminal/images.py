@@ -18,16 +18,14 @@ import subprocess
 import tarfile
 import threading
 from functools import cache
-from typing import Any
 
-from gymenvs.swe.sandbox import ImageMissing, SandboxError
-from gymenvs.swe.sandbox.images import ImageBuildError, build_image, ensure_image, image_exists
+from gymenvs.container.images import ensure_image
+from gymenvs.container.runtime import ImageBuildError, Runtime, SandboxError
 from gymenvs.terminal.task import TerminalTask
 
 IMAGE_PREFIX = "gymenvs/terminal"
 #: Label on every image built here (`docker image prune --filter label=gymenvs.terminal`).
 IMAGE_LABEL = "gymenvs.terminal"
-_DEFAULT_WORKDIR = "/"
 _build_locks: dict[str, threading.Lock] = {}
 _locks_lock = threading.Lock()
 
@@ -59,7 +57,7 @@ def environment_digest(task: TerminalTask) -> str:
     return digest.hexdigest()
 
 
-def ensure_task_image(client: Any, task: TerminalTask, *, pull: bool = False) -> str:
+def ensure_task_image(runtime: Runtime, task: TerminalTask, *, pull: bool = False) -> str:
     """The task's image, built from environment/ unless an image of the same content exists; its name.
     `ImageBuildError` (naming the task) if the build fails or runs past [environment] build_timeout_sec,
     `ComposeUnsupported` for a compose environment, `ImageMissing` for a missing `docker_image` that may
@@ -68,36 +66,26 @@ def ensure_task_image(client: Any, task: TerminalTask, *, pull: bool = False) ->
         raise ComposeUnsupported(compose_message(task))
     name = image_name(task)
     if task.environment_kind == "image":
-        ensure_image(client, name, pull=pull)
+        ensure_image(runtime, name, pull=pull)
         return name
     with _lock_for(name):
-        if not image_exists(client, name):
+        if not runtime.image_exists(name):
             try:
-                build_image(client, environment_context(task), name, timeout=task.config.environment.build_timeout_sec,
-                            labels={IMAGE_LABEL: "1", f"{IMAGE_LABEL}.task": task.name})
+                runtime.build(environment_context(task), name, timeout=task.config.environment.build_timeout_sec,
+                              labels={IMAGE_LABEL: "1", f"{IMAGE_LABEL}.task": task.name})
             except ImageBuildError as exc:
                 raise ImageBuildError(f"task {task.name!r} ([environment] build_timeout_sec = "
                                       f"{task.config.environment.build_timeout_sec:g}): {exc}") from None
     return name
 
 
-def environment_context(task: TerminalTask) -> io.BytesIO:
+def environment_context(task: TerminalTask) -> bytes:
     """environment/ as a tar build context, keeping each file's mode."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for path in sorted(task.environment_dir.rglob("*")):
             tar.add(path, arcname=path.relative_to(task.environment_dir).as_posix(), recursive=False)
-    buffer.seek(0)
-    return buffer
-
-
-def image_workdir(client: Any, image: str) -> str:
-    """The working directory the image sets (its Dockerfile's WORKDIR), "/" if none."""
-    try:
-        attrs = client.images.get(image).attrs
-    except Exception as exc:
-        raise ImageMissing(f"image {image!r} is not present locally: {exc}") from None
-    return (attrs.get("Config") or {}).get("WorkingDir") or _DEFAULT_WORKDIR
+    return buffer.getvalue()
 
 
 @cache

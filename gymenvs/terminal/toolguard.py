@@ -3,7 +3,7 @@ become the snapshot the tests run on.
 
 The tests of a Harbor task run `bash`, `python`, `pytest`, `curl`... from the container the agent
 worked in, where the agent was root. A fake `pytest` that exits 0 would pass any test. So, read by
-the engine (`docker diff` and the archive API; no program of the container runs):
+the runtime (`Sandbox.changed_paths` and its file operations; no program of the container runs):
 
 - an entry directly in a PATH directory that the image had, and that the agent changed or deleted,
   is copied back from the image;
@@ -23,10 +23,9 @@ not put back (libraries, interpreters' packages, configuration) is listed in doc
 from __future__ import annotations
 
 import posixpath
-from typing import Any
 
-from gymenvs.swe.sandbox.docker import LABEL, LABEL_ROLE, owner_labels
-from gymenvs.terminal.engine import PathStat, entries_archive, path_stat, read_entry, write_archive
+from gymenvs.container.runtime import PathStat, Sandbox
+from gymenvs.container.runtime.commands import entries_archive
 
 #: Searched for tools even when the image's PATH leaves them out (a test script may set its own PATH).
 SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -34,45 +33,43 @@ SYSTEM_BIN_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin",
 GUARDED_FILES = ("/etc/ld.so.preload", "/conftest.py", "/pytest.ini", "/.pytest.ini", "/pytest.toml", "/.pytest.toml",
                  "/pyproject.toml", "/tox.ini", "/setup.cfg")
 _DEFAULT_PATH = ":".join(SYSTEM_BIN_DIRS)
-_CHANGE_KINDS = {0: "changed", 1: "added", 2: "deleted"}
 
 
-def search_path(api: Any, image: str) -> list[str]:
-    """The image's PATH directories, in order, then the system's binary directories it leaves out."""
-    environment = api.inspect_image(image)["Config"].get("Env") or []
-    path = next((entry.split("=", 1)[1] for entry in environment if entry.startswith("PATH=")), _DEFAULT_PATH)
+def search_path(environment: dict[str, str]) -> list[str]:
+    """The PATH directories of an image's `environment`, in order, then the system's binary directories it leaves out."""
+    path = environment.get("PATH", _DEFAULT_PATH)
     directories = [posixpath.normpath(d) for d in path.split(":") if d.startswith("/")]
     return list(dict.fromkeys([*directories, *SYSTEM_BIN_DIRS]))
 
 
-def restore_tools(api: Any, container_id: str, image: str) -> list[str]:
-    """Undo, in the stopped container `container_id` started from `image`, what the agent did to the
-    image's tools (see the module docstring); what was put back, one line per entry."""
-    changes = {change["Path"]: _CHANGE_KINDS[change["Kind"]] for change in api.diff(container_id) or []}
-    directories = search_path(api, image)
+def restore_tools(agent: Sandbox) -> list[str]:
+    """Undo, in the stopped container `agent`, what the agent did to its image's tools (see the module
+    docstring); what was put back, one line per entry."""
+    changes = agent.changed_paths("/")
+    directories = search_path(dict(agent.runtime.image_config(agent.image).environment))
     touched = [p for p in changes if p in directories or posixpath.dirname(p) in directories or p in GUARDED_FILES]
     if not touched:
         return []
-    pristine = api.create_container(image, command=["true"], labels={LABEL: "1", LABEL_ROLE: "pristine", **owner_labels()})["Id"]
+    pristine = agent.runtime.create(agent.image, role="pristine")
     try:
-        guard = _Guard(api, container_id, pristine, directories)
+        guard = _Guard(agent, pristine, directories)
         return guard.directories(changes) + guard.entries(changes) + guard.files(changes)
     finally:
-        api.remove_container(pristine, force=True)
+        pristine.remove()
 
 
 class _Guard:
-    def __init__(self, api: Any, agent: str, pristine: str, directories: list[str]):
-        self.api, self.agent, self.pristine, self.path = api, agent, pristine, directories
+    def __init__(self, agent: Sandbox, pristine: Sandbox, directories: list[str]):
+        self.agent, self.pristine, self.path = agent, pristine, directories
 
     def directories(self, changes: dict[str, str]) -> list[str]:
         """PATH directories the agent replaced by another kind of entry, copied back whole."""
         notes = []
         for directory in self.path:
-            before = path_stat(self.api, self.pristine, directory) if directory in changes else None
+            before = self.pristine.stat(directory) if directory in changes else None
             if before is None:
                 continue  # untouched, or a directory the agent added: its entries are judged one by one
-            after = path_stat(self.api, self.agent, directory)
+            after = self.agent.stat(directory)
             if after is None or after.kind != before.kind or after.link_target != before.link_target:
                 self._copy_back(directory)
                 now = after.kind if after else "deleted"
@@ -89,11 +86,10 @@ class _Guard:
             if kind == "added":
                 original = self._resolve(posixpath.basename(path))
                 if original is not None and self.path.index(parent) < self.path.index(posixpath.dirname(original)):
-                    write_archive(self.api, self.agent, parent,
-                                  entries_archive([(posixpath.basename(path), "symlink", original)]))
+                    self.agent.put_archive(parent, entries_archive([(posixpath.basename(path), "symlink", original)]))
                     notes.append(f"{path}: added in front of the image's {original}, now a link to it")
                 continue
-            before = path_stat(self.api, self.pristine, path)
+            before = self.pristine.stat(path)
             if before is not None and before.kind != "dir":
                 self._copy_back(path)
                 notes.append(f"{path}: {kind} by the agent, restored")
@@ -104,22 +100,22 @@ class _Guard:
         for path in GUARDED_FILES:
             if path not in changes:
                 continue
-            in_image = path_stat(self.api, self.pristine, path) is not None
+            in_image = self.pristine.stat(path) is not None
             if in_image:
                 self._copy_back(path)
             else:
                 empty = entries_archive([(posixpath.basename(path), "file", b"")])
-                write_archive(self.api, self.agent, posixpath.dirname(path), empty)
+                self.agent.put_archive(posixpath.dirname(path), empty)
             notes.append(f"{path}: {changes[path]} by the agent, {'restored' if in_image else 'emptied'}")
         return notes
 
     def _resolve(self, name: str) -> str | None:
         """Where the image finds the tool `name` on PATH, or None."""
         for directory in self.path:
-            found: PathStat | None = path_stat(self.api, self.pristine, f"{directory}/{name}")
+            found: PathStat | None = self.pristine.stat(f"{directory}/{name}")
             if found is not None and found.kind != "dir":
                 return f"{directory}/{name}"
         return None
 
     def _copy_back(self, path: str) -> None:
-        write_archive(self.api, self.agent, posixpath.dirname(path), read_entry(self.api, self.pristine, path))
+        self.agent.put_archive(posixpath.dirname(path), self.pristine.read_archive(path))

@@ -11,7 +11,7 @@ The rewards are held to these rules (named in the report when broken):
 
 A grading that gave no verdict (infra: a timeout, an engine error; invalid: tests/test.sh missing)
 makes the task `error`, and a task without `solution/solve.sh` is `error` too (nothing to hold it
-to). The report and its resuming are shared with SWE datasets (`swe.tasks.validate.run_validation`).
+to). The report and its resuming are shared with every family (`gymenvs.container.validation.run_validation`).
 """
 
 from __future__ import annotations
@@ -23,13 +23,11 @@ import tarfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
-from gymenvs.swe.sandbox.base import Limits, SandboxError
-from gymenvs.swe.sandbox.docker import DockerSandbox
-from gymenvs.swe.tasks.validate import ERROR, INVALID, VALID, BrokenRule, TaskValidation, run_validation
+from gymenvs.container.runtime import Limits, Runtime, Sandbox, SandboxError
+from gymenvs.container.validation import ERROR, INVALID, VALID, BrokenRule, TaskValidation, run_validation
 from gymenvs.terminal.grading import VerifierResult, grade_task
-from gymenvs.terminal.images import ensure_task_image, environment_digest, image_workdir
+from gymenvs.terminal.images import ensure_task_image, environment_digest
 from gymenvs.terminal.task import TerminalTask
 
 RULES = ("flaky", "oracle_fails", "empty_run_passes")
@@ -117,11 +115,11 @@ def task_limits(task: TerminalTask) -> Limits:
                   network=task.config.agent_network_mode == "public")
 
 
-def run_episode(client: Any, task: TerminalTask, oracle: bool, *, timeout_s: float | None = None) -> VerifierResult:
+def run_episode(runtime: Runtime, task: TerminalTask, oracle: bool, *, timeout_s: float | None = None) -> VerifierResult:
     """Start the task's container, run its oracle in it (or nothing), grade it, remove it."""
-    image = ensure_task_image(client, task)
-    sandbox = DockerSandbox(client, image, role="validate", episode_id=task.name, limits=task_limits(task),
-                            workdir=image_workdir(client, image))
+    image = ensure_task_image(runtime, task)
+    sandbox = runtime.start(image, role="validate", episode_id=task.name, limits=task_limits(task),
+                            workdir=runtime.image_config(image).workdir)
     try:
         if oracle:
             _run_oracle(sandbox, task)
@@ -130,7 +128,7 @@ def run_episode(client: Any, task: TerminalTask, oracle: bool, *, timeout_s: flo
         sandbox.remove()
 
 
-def _run_oracle(sandbox: DockerSandbox, task: TerminalTask) -> None:
+def _run_oracle(sandbox: Sandbox, task: TerminalTask) -> None:
     """solution/ copied to /solution, then `bash /solution/solve.sh` with [solution] env, in the agent's time."""
     assert task.solution_dir is not None
     archive = io.BytesIO()

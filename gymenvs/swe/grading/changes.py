@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from gymenvs.swe.grading.patches import protected_reason
-from gymenvs.swe.sandbox.base import Sandbox, SandboxError
+from gymenvs.container.runtime import Sandbox, SandboxError
 
 #: git for grading: hooks, fsmonitor and external diff / textconv programs can run nothing.
 TRUSTED_GIT = ("git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.quotePath=false "

@@ -47,10 +47,9 @@ from gymenvs.swe.grading.report import PASSING, RESOLVED_FULL, Verdict, invalid_
 from gymenvs.swe.grading.screen import Finding, ScreenMode, screen_changes, screened_paths
 from gymenvs.swe.grading.screen import summary as screen_summary
 from gymenvs.swe.grading.specs import spec_for
-from gymenvs.swe.sandbox.base import Limits, Sandbox, SandboxError
-from gymenvs.swe.sandbox.docker import DockerSandbox
-from gymenvs.swe.sandbox.images import ENV_SETUP, WORKDIR
-from gymenvs.swe.sandbox.output import decode_output
+from gymenvs.container.output import decode_output
+from gymenvs.container.runtime import Limits, Runtime, Sandbox, SandboxError
+from gymenvs.swe.images import ENV_SETUP, WORKDIR
 from gymenvs.swe.tasks.tasks import Task
 
 _LOG_LIMIT = 8 << 20
@@ -150,7 +149,7 @@ class GradeReport:
         return text + (f" {self.error}" if self.error else "")
 
 
-def grade(client: Any, task: Task, diff: str, *, image: str, timeout: float = 1800, limits: Limits = Limits(),
+def grade(runtime: Runtime, task: Task, diff: str, *, image: str, timeout: float = 1800, limits: Limits = Limits(),
           episode_id: str = "", test_user: str | None = TEST_USER, screen: ScreenMode = "zero") -> GradeReport:
     """Grade `diff` (the agent's changes against `task.base_commit`) in a fresh container from `image`.
 
@@ -160,11 +159,11 @@ def grade(client: Any, task: Task, diff: str, *, image: str, timeout: float = 18
     """
     kept, ignored = filter_diff(diff, frozenset(task.test_files))
     report = GradeReport(task.instance_id, "error", ignored_files=ignored, patch_is_empty=not kept.strip())
-    return _grade(client, task, report, lambda box: _apply_diff(box, kept), image=image, timeout=timeout,
+    return _grade(runtime, task, report, lambda box: _apply_diff(box, kept), image=image, timeout=timeout,
                   limits=limits, episode_id=episode_id, test_user=test_user, screen=screen)[0]
 
 
-def grade_sandbox(client: Any, task: Task, agent: Sandbox, *, image: str, timeout: float = 1800,
+def grade_sandbox(runtime: Runtime, task: Task, agent: Sandbox, *, image: str, timeout: float = 1800,
                   limits: Limits = Limits(), episode_id: str = "", test_user: str | None = TEST_USER,
                   screen: ScreenMode = "zero") -> tuple[GradeReport, str]:
     """Grade what the agent changed in `agent`'s repository, read by the engine (no program of the
@@ -175,7 +174,7 @@ def grade_sandbox(client: Any, task: Task, agent: Sandbox, *, image: str, timeou
         copy_changes(agent, box, WORKDIR)
         return None
 
-    return _grade(client, task, report, apply, image=image, timeout=timeout, limits=limits, episode_id=episode_id,
+    return _grade(runtime, task, report, apply, image=image, timeout=timeout, limits=limits, episode_id=episode_id,
                   test_user=test_user, take_diff=True, screen=screen)
 
 
@@ -183,8 +182,8 @@ def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> st
     """What the agent changed in `sandbox`'s repository since `base_commit`, as a git diff taken by a
     trusted git: the changed files, read by the engine, are copied into a fresh container from the
     same image (`grade_sandbox` does this in the grading container and saves a container start)."""
-    fresh = DockerSandbox(sandbox.client, sandbox.image, role="diff", episode_id="extract-diff",
-                    limits=dataclasses.replace(sandbox.limits, network=False))
+    fresh = sandbox.runtime.start(sandbox.image, role="diff", episode_id="extract-diff", workdir=WORKDIR,
+                                  limits=dataclasses.replace(sandbox.limits, network=False))
     try:
         fresh.put_archive("/", _staging_archive())
         copy_changes(sandbox, fresh, WORKDIR)
@@ -193,7 +192,7 @@ def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> st
         fresh.remove()
 
 
-def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None], *, image: str,
+def _grade(runtime: Runtime, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None], *, image: str,
            timeout: float, limits: Limits, episode_id: str, test_user: str | None,
            take_diff: bool = False, screen: ScreenMode = "zero") -> tuple[GradeReport, str]:
     started = time.monotonic()
@@ -201,7 +200,8 @@ def _grade(client: Any, task: Task, report: GradeReport, apply: Callable[[Sandbo
     diff: str | None = ""
     result, channel = None, Channel()
     try:
-        sandbox = DockerSandbox(client, image, role="grading", episode_id=episode_id or task.instance_id, limits=limits)
+        sandbox = runtime.start(image, role="grading", episode_id=episode_id or task.instance_id, limits=limits,
+                                workdir=WORKDIR)
         try:
             diff = _prepare(sandbox, task, report, apply, take_diff)
             if diff is not None:

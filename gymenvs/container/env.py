@@ -1,0 +1,256 @@
+"""`ContainerEnv`: one task of a family per episode, in its own container, graded where the agent cannot reach.
+
+The base of the two ways of acting in a container: through tools (`ToolsEnv`: SWE-v0, Terminal-v0) and
+through an agent program (`AgentEnv`: SWEAgent-v0, TerminalAgent-v0). It holds the task family (an
+object: `gymenvs.container.family`), the runtime every engine operation goes through
+(`gymenvs.container.runtime`), the episode's task and container, and grading that container to end the
+episode. A subclass starts what acts in the container (`_begin`), and stops it (`_release`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from concurrent.futures import Future
+from typing import Any, ClassVar
+
+from pydantic import PositiveInt
+
+from gymenvs.container.config import ContainerConfig, check_no_family_options, split_options
+from gymenvs.container.family import Grade, GradingRun, Task, TaskFamily, TaskImage
+from gymenvs.container.pool import WarmPool
+from gymenvs.container.reaper import reap_once
+from gymenvs.container.runtime import ContainerGone, DiskLimitExceeded, Limits, Runtime, Sandbox, SandboxError, default_runtime
+from gymenvs.core import EndedBy, Outcome, TextEnv, ending
+from gymenvs.core.errors import ResetOptionsError, did_you_mean, short_repr
+from gymenvs.core.outcomes import DETAIL_KEY, OUTCOME_KEY, REASON_KEY
+
+#: A family as `ContainerEnv` takes it: an object, its class, or "module:Class".
+FamilyLike = TaskFamily | type[TaskFamily] | str
+
+
+def sandbox_ending(exc: SandboxError) -> dict[str, str]:
+    """The `info` entries of an episode a sandbox failure ended: infra, with the error's reason
+    ("container_died", "oom_killed", "disk_limit", "image_missing", "engine_error")."""
+    return ending(EndedBy.INFRA, exc.reason, str(exc))
+
+
+def grade_ending(grade: Grade, ended: dict[str, str] | None = None) -> dict[str, str]:
+    """Who ended an episode whose container was graded into `grade`, when the episode itself ended as `ended`
+    (None: the agent submitted). An infra end stays infra; a grade that is no verdict is infra or invalid;
+    otherwise the model's: "solved", else the episode's own reason (the turn limit...) or the grade's."""
+    if ended is not None and ended[OUTCOME_KEY] != EndedBy.MODEL:
+        return ended
+    if grade.outcome != EndedBy.MODEL:
+        return grade.ending()
+    if ended is not None and not grade.resolved:
+        return ending(EndedBy.MODEL, ended[REASON_KEY], f"{ended[DETAIL_KEY]} (graded: {grade.status})".strip())
+    return grade.ending()
+
+
+def resolve_family(family: FamilyLike) -> TaskFamily | type[TaskFamily]:
+    """A family object or class from what a container env was given ("module:Class" is imported)."""
+    if isinstance(family, str):
+        module, _, name = family.partition(":")
+        family = getattr(importlib.import_module(module), name)
+    if isinstance(family, TaskFamily) or (isinstance(family, type) and issubclass(family, TaskFamily)):
+        return family
+    raise ValueError(f"family={family!r}: allowed is a TaskFamily, its class, or 'module:Class' naming one")
+
+
+class ContainerEnv(TextEnv):
+    """One task of `family` per episode, in a container of `runtime` (default: the process's Docker engine,
+    reached at the first reset; constructing an env touches no engine).
+
+    Args:
+        family: the task family (a `TaskFamily`, its class or "module:Class"); given as a class or a name, it is
+            built from the keyword arguments that are its options (`dataset=`, `instance_ids=`...).
+        runtime: the `Runtime` every engine operation goes through.
+        max_turns, render_mode: as every `TextEnv`.
+        **options: the family's options (when it is given by class or name) and the env's (`config_class`).
+    """
+
+    reset_option_keys = frozenset({"instance_id"})
+    config_class: ClassVar[type[ContainerConfig]] = ContainerConfig
+
+    def __init__(self, family: FamilyLike, *, runtime: Runtime | None = None, max_turns: PositiveInt | None = None,
+                 render_mode: str | None = None, **options: Any):
+        super().__init__(max_turns=max_turns, render_mode=render_mode)
+        self.family, self.config = self._configure(resolve_family(family), options)
+        self.tasks, self.refused = self.family.episode_tasks()
+        self.reset_option_keys = frozenset({"instance_id", *self.family.task_option_names})
+        self._runtime = runtime
+        self.limits: Limits = Limits()
+        self.task: Task | None = None
+        self.image: TaskImage | None = None
+        self.grade: Grade | None = None
+        self._sandbox: Sandbox | None = None
+        self._pools: list[WarmPool] = []  # the warm pools this env has joined
+        self._removals: list[Future] = []  # containers of ended episodes still being removed in the background
+
+    def _configure(self, family: TaskFamily | type[TaskFamily], options: dict[str, Any]) -> tuple[TaskFamily, Any]:
+        """The family (built from its options when given as a class) and the env's own config."""
+        owner = type(self).__name__
+        if isinstance(family, TaskFamily):
+            check_no_family_options(owner, options, family)
+            return family, split_options(owner, options, (), self.config_class)[1]
+        family_options, config = split_options(f"{owner}(family={family.__name__})", options, family.option_names(),
+                                               self.config_class)
+        return family(**family_options), config
+
+    # -- what the episode runs on -------------------------------------------------------------
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime of this env's containers (the process's default one, made at the first use)."""
+        if self._runtime is None:
+            self._runtime = default_runtime()
+        return self._runtime
+
+    @property
+    def reaped(self) -> list[str]:
+        """What processes that are gone left behind and this process removed at its first reset (it reaps once):
+        containers, grading snapshots and volumes, channel directories."""
+        return reap_once(self.runtime)
+
+    @property
+    def episode_task(self) -> Task:
+        """The task of the current (or last) episode."""
+        if self.task is None:
+            raise RuntimeError("no episode has started: call reset()")
+        return self.task
+
+    @property
+    def episode_image(self) -> TaskImage:
+        if self.image is None:
+            raise RuntimeError("no episode has started: call reset()")
+        return self.image
+
+    @property
+    def episode_sandbox(self) -> Sandbox:
+        """The container the current episode runs in."""
+        if self._sandbox is None:
+            raise RuntimeError("the episode has no container: it has ended, or none started")
+        return self._sandbox
+
+    @property
+    def workdir(self) -> str:
+        return self.episode_image.workdir
+
+    # -- episodes -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        self._release()
+        for removal in self._removals:  # the background removals of ended episodes' containers
+            removal.result()
+        self._removals.clear()
+        for pool in self._pools:
+            pool.leave()
+        self._pools.clear()
+        super().close()
+
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        self._release(wait=False)  # the last episode's container goes in the background: this one need not wait
+        task = self.task = self._find_task(options)
+        self.grade = None
+        self.limits = dataclasses.replace(self.family.limits(task), pids_limit=self.config.pids_limit)
+        self.image = self.family.image(task, self.runtime, pull=self.config.pull)
+        reap_once(self.runtime)
+        return self._begin(task)
+
+    def _begin(self, task: Task) -> str:
+        """Start what acts in the episode's container (setting `_sandbox`); the first observation."""
+        raise NotImplementedError
+
+    def _release(self, wait: bool = True) -> None:
+        """Stop what acts in the container and remove it (`wait=False`: in the background)."""
+        raise NotImplementedError
+
+    def _discard_sandbox(self, wait: bool) -> None:
+        from gymenvs.container.pool import discard
+
+        if self._sandbox is not None:
+            removal = discard(self._sandbox, wait=wait)
+            self._removals = [r for r in self._removals if not r.done()] + ([removal] if removal else [])
+            self._sandbox = None
+
+    def _pool(self, image: str, **settings: Any) -> WarmPool:
+        """The warm pool of `image` with these settings, joined once."""
+        pool = WarmPool.for_image(self.runtime, image, size=self.config.warm_pool, limits=self.limits,
+                                  pull=self.config.pull, workdir=self.workdir, **settings)
+        if pool not in self._pools:
+            pool.join()
+            self._pools.append(pool)
+        return pool
+
+    def _find_task(self, options: dict[str, Any]) -> Task:
+        """The task `options` names ("instance_id", or a family's own key), else one drawn with the episode's seed."""
+        named = {key: options[key] for key in ("instance_id", *self.family.task_option_names) if key in options}
+        if len(set(map(repr, named.values()))) > 1:
+            raise ResetOptionsError("reset(options=...): " + " and ".join(f"{k}={v!r}" for k, v in named.items())
+                                    + " name different tasks: give one")
+        if not named:
+            return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        name = next(iter(named.values()))
+        for task in self.tasks:
+            if task.instance_id == name:
+                return task
+        if not isinstance(name, str):
+            raise ResetOptionsError(f"reset option instance_id={short_repr(name)}: expected a str, the instance_id of a "
+                                    f"task of this env ({len(self.tasks)} tasks)")
+        if name in self.refused:
+            raise ResetOptionsError(f"instance_id={name!r} is never drawn: {self.refused[name]}")
+        known = ", ".join(t.instance_id for t in self.tasks[:5]) + (", ..." if len(self.tasks) > 5 else "")
+        close = did_you_mean(name, [task.instance_id for task in self.tasks])
+        raise ResetOptionsError(f"instance_id={name!r} is not a task of this env{close} ({len(self.tasks)} tasks: {known})")
+
+    # -- the end of an episode ----------------------------------------------------------------
+
+    def _grade_and_end(self, ended: dict[str, str] | None = None) -> tuple[Grade, dict[str, Any]]:
+        """Freeze the episode's container, have the family grade it, then release it; the grade and the info
+        keys it fills (report, status, the family's own, and who ended the episode: `grade_ending` of `ended`,
+        how the episode itself ended, None if the agent finished). A container that died or outgrew its disk
+        limit before it is graded is not graded: its episode ended by infra."""
+        sandbox = self.episode_sandbox
+        try:
+            sandbox.ensure_running()
+            if ended is None or ended[OUTCOME_KEY] == EndedBy.MODEL:  # an infra end (the disk limit too) is graded as it is
+                sandbox.check_disk(force=True)  # a file written past the limit by the last command, just before submit
+        except (ContainerGone, DiskLimitExceeded) as exc:
+            self._release()
+            what = "died" if isinstance(exc, ContainerGone) else "outgrew its disk limit"
+            self.grade = Grade.infra(exc.reason, f"the agent's container {what}: {exc}")
+            return self.grade, {**self._grade_info(self.grade), **sandbox_ending(exc)}
+        try:
+            sandbox.pause()  # nothing left running in it changes its files now
+        except SandboxError:  # already gone: grading reports what it can read
+            pass
+        run = GradingRun(self.runtime, sandbox, self.episode_task, self.episode_image, self.limits, self._episode_id or "")
+        try:
+            self.grade = self.family.grade(run)
+        finally:
+            self._release()
+        return self.grade, {**self._grade_info(self.grade), **grade_ending(self.grade, ended)}
+
+    @staticmethod
+    def _grade_info(grade: Grade) -> dict[str, Any]:
+        return {"report": grade.report, "status": grade.status, **grade.info}
+
+    def _at_turn_limit(self, outcome: Outcome) -> Outcome:
+        """Grade at the turn limit: the episode is truncated, its reward is the grade."""
+        ended = self._end_at_turn_limit()
+        ended.observation = outcome.observation + "\n" + ended.observation
+        ended.info = {**outcome.info, **ended.info}
+        ended.terminated = False  # the turn limit truncates the episode; the reward is the grade
+        return ended
+
+    def _end_at_turn_limit(self) -> Outcome:
+        raise NotImplementedError
+
+    def _episode_state(self) -> dict[str, Any]:
+        return {
+            "family": self.family.name,
+            "instance_id": self.task.instance_id if self.task else None,
+            "container": self._sandbox.name if self._sandbox else None,
+            "status": self.grade.status if self.grade else None,
+        }

@@ -1,0 +1,223 @@
+"""A task family: where a container env's tasks come from, what each runs in, and how it is graded.
+
+The container envs (`ToolsEnv`, `AgentEnv`) run any family; a family is an object handed to them, not a
+subclass. SWE-bench rows (`gymenvs.swe.family.SWEFamily`) and Harbor task folders
+(`gymenvs.terminal.family.HarborFamily`) are two; docs/writing-task-families.md shows how to write a
+third in one module. A family answers:
+
+- `load_tasks()`: its tasks (each has an `instance_id`), from `options.dataset` and `options.split`;
+- `limits(task)`: the resources of the task's container;
+- `image(task, runtime, pull=...)`: the task's image, made present, with its working directory and the
+  shell lines that put a command in the task's environment;
+- `instruction(task)`: what the task asks, as an agent program reads it (and `prompt`, the first
+  observation of an env that acts through tools);
+- `grade(run)`: the `Grade` of the episode's container, where the agent cannot reach;
+- optionally `validate(task, runtime, runs)`: the task checked before training on it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from gymenvs.core.errors import config_error
+from gymenvs.core.outcomes import EndedBy, ending
+from gymenvs.container.runtime import Limits, Runtime, Sandbox
+
+if TYPE_CHECKING:
+    from gymenvs.container.validation import TaskValidation
+
+FIXTURES = "fixtures"
+
+
+class Task(Protocol):
+    """What the platform asks of a task: its id. A family's own task type holds the rest."""
+
+    @property
+    def instance_id(self) -> str: ...
+
+
+TaskT = TypeVar("TaskT", bound=Task)
+
+
+@dataclass(frozen=True)
+class TaskImage:
+    """The image a task runs in, present on the runtime, with where the agent works in it."""
+
+    name: str
+    workdir: str
+    #: Shell lines that put a command in the task's environment (the working directory, an activated venv).
+    setup: str = ""
+
+
+@dataclass
+class GradingRun(Generic[TaskT]):
+    """What a family grades: the episode's container (frozen: nothing in it runs), its task and image, the
+    limits it ran under, and the runtime to start grading containers on."""
+
+    runtime: Runtime
+    sandbox: Sandbox
+    task: TaskT
+    image: TaskImage
+    limits: Limits
+    episode_id: str
+
+
+@dataclass
+class Grade:
+    """The verdict on one episode, whatever the family.
+
+    `outcome` is whose result it is (`gymenvs.core.outcomes.EndedBy`: "model", "infra", "invalid") and
+    `reason` a stable name ("solved", "failed", "grading_timeout"...); `reward` counts only for the model.
+    `status` is the family's own word for the result, `report` its whole report (`info["report"]`),
+    `info` more keys of the last step's info (the SWE diff as "patch", Harbor's named "scores"), and
+    `summary` what the agent reads at the end."""
+
+    reward: float
+    outcome: str
+    reason: str
+    detail: str = ""
+    status: str = ""
+    report: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+    @classmethod
+    def infra(cls, reason: str, detail: str, *, status: str = "error") -> Grade:
+        """No verdict: grading could not give one for a reason outside the task and the agent."""
+        return cls(0.0, EndedBy.INFRA, reason, detail, status, {"status": status, "error": detail},
+                   summary=f"Grading could not run: {detail}")
+
+    @property
+    def resolved(self) -> bool:
+        return self.outcome == EndedBy.MODEL and self.reason == "solved"
+
+    def ending(self) -> dict[str, str]:
+        """The `info` entries saying who ended the episode (`gymenvs.core.outcomes`)."""
+        return ending(self.outcome, self.reason, self.detail)
+
+
+class FamilyOptions(BaseModel):
+    """The options every family takes: which tasks. A family adds its own by subclassing (`TaskFamily.Options`).
+    A bad value or an unknown option is a `ConfigError` (a `ValueError`) naming it, at construction."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    dataset: str = FIXTURES
+    """"fixtures" (the tasks shipped with gymenvs), or where the tasks are (each family says which forms it reads)."""
+    split: str | None = None
+    """The dataset split (default: the only one, or "test")."""
+    instance_ids: tuple[str, ...] | None = None
+    """Restrict the episodes to these tasks (each must be in the dataset)."""
+    validation_report: str | None = None
+    """A `gymenvs tasks validate` report (JSONL): the tasks it marks invalid are never drawn, and naming one
+    in `reset(options={"instance_id": ...})` is a ValueError saying which rule it broke."""
+
+    @field_validator("instance_ids", mode="before")
+    @classmethod
+    def _ids_as_tuple(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value
+
+
+OptionsT = TypeVar("OptionsT", bound=FamilyOptions)
+
+
+class TaskFamily(ABC, Generic[TaskT, OptionsT]):
+    """The base of a task family (see the module docstring). `TaskFamily(**options)` validates its options."""
+
+    #: What errors and `info` call it.
+    name: ClassVar[str]
+    Options: ClassVar[type[FamilyOptions]] = FamilyOptions
+    #: `reset(options=...)` keys besides "instance_id" that name a task the same way (Harbor: "task").
+    task_option_names: ClassVar[frozenset[str]] = frozenset()
+    #: Environment variables an agent program gets about the kind of task.
+    agent_environment: ClassVar[Mapping[str, str]] = {}
+
+    def __init__(self, **options: Any):
+        try:
+            self.options: OptionsT = self.Options(**options)  # type: ignore[assignment]  # the subclass's Options
+        except ValidationError as exc:
+            raise config_error(type(self).__name__, exc, self.Options.model_fields) from None
+
+    @classmethod
+    def option_names(cls) -> frozenset[str]:
+        return frozenset(cls.Options.model_fields)
+
+    # -- what a family answers ----------------------------------------------------------------
+
+    @abstractmethod
+    def load_tasks(self) -> Sequence[TaskT]:
+        """Every task of `options.dataset` (and `options.split`); a `ValueError` saying why when there are none."""
+
+    @abstractmethod
+    def limits(self, task: TaskT) -> Limits:
+        """The resources of the task's container."""
+
+    @abstractmethod
+    def image(self, task: TaskT, runtime: Runtime, *, pull: bool = False) -> TaskImage:
+        """The task's image, present on `runtime` (built, or pulled when `pull`), with its working directory."""
+
+    @abstractmethod
+    def instruction(self, task: TaskT) -> str:
+        """What the task asks, as an agent program reads it from its task file."""
+
+    @abstractmethod
+    def grade(self, run: GradingRun[TaskT]) -> Grade:
+        """Grade the episode's container where the agent cannot reach; infrastructure failures are an infra
+        `Grade`, never an exception."""
+
+    def prompt(self, task: TaskT, *, workdir: str, tools: str) -> str:
+        """The first observation of an env that acts through tools: the instruction, where the work happens,
+        the tools (`tools`, written by the env) and how the work is graded."""
+        return (f"{self.instruction(task).strip()}\n\nYou work in a Linux container, in {workdir}. {tools} "
+                "The task's tests, which you do not see, then check the state you left in the container.")
+
+    def agent_timeout_s(self, task: TaskT) -> float | None:
+        """Seconds an agent program may take on the task (None: the env's own limit)."""
+        return None
+
+    def refused(self, tasks: Sequence[TaskT]) -> dict[str, str]:
+        """{instance_id: why} of the tasks never to draw: by default those `options.validation_report` marks invalid."""
+        if self.options.validation_report is None:
+            return {}
+        from gymenvs.container.validation import invalid_tasks
+
+        ids = {task.instance_id for task in tasks}
+        report = self.options.validation_report
+        return {i: f"validation_report={report!r} marks it {why}" for i, why in invalid_tasks(report).items() if i in ids}
+
+    def validate(self, task: TaskT, runtime: Runtime, *, runs: int = 1, timeout_s: float | None = None) -> TaskValidation:
+        """`task` run and graded with its reference solution and with none, `runs` times each, and judged."""
+        raise NotImplementedError(f"the {self.name} family has no validation")
+
+    # -- what the envs ask --------------------------------------------------------------------
+
+    def episode_tasks(self) -> tuple[tuple[TaskT, ...], dict[str, str]]:
+        """The tasks episodes draw from (restricted to `options.instance_ids`, without the refused ones) and
+        {instance_id: why} of the refused ones; a `ValueError` if none is left."""
+        tasks = select_tasks(tuple(self.load_tasks()), self.options.instance_ids)
+        refused = self.refused(tasks)
+        drawn = tuple(task for task in tasks if task.instance_id not in refused)
+        if not drawn:
+            raise ValueError(f"dataset={self.options.dataset!r}: no task can run: {refused}")
+        return drawn, refused
+
+    def __repr__(self) -> str:
+        given = ", ".join(f"{name}={getattr(self.options, name)!r}" for name in sorted(self.options.model_fields_set))
+        return f"{type(self).__name__}({given})"
+
+
+def select_tasks(tasks: tuple[TaskT, ...], instance_ids: Sequence[str] | None) -> tuple[TaskT, ...]:
+    """`tasks`, restricted to `instance_ids` (in their order) when given; each id must be in `tasks`."""
+    if instance_ids is None:
+        return tasks
+    by_id = {task.instance_id: task for task in tasks}
+    unknown = [i for i in instance_ids if i not in by_id]
+    if unknown or not instance_ids:
+        raise ValueError(f"instance_ids={list(instance_ids)!r}: {unknown or 'empty'} not in the dataset")
+    return tuple(by_id[i] for i in instance_ids)
+

@@ -1,0 +1,262 @@
+"""What a container runtime is, whatever engine runs it: the `Runtime` and `Sandbox` protocols and the
+types and errors every backend shares.
+
+A **runtime** is one container engine (a Docker engine today; Podman or a remote engine next). It does
+every engine operation the container envs need, and nothing else in gymenvs touches an engine's API:
+
+- **sandboxes**: `start` one (or `create` one that is not started, to read an image's files);
+- **images**: `image_exists`, `pull`, `image_config`, `build`, `import_image`, `remove_image`, `prune_images`;
+- **volumes**: `create_volume`, `remove_volume`;
+- **ownership**: everything it creates carries gymenvs' labels and its owner's (`owners.owner_labels`);
+  `reap` removes what the owners that are gone left behind, `remove_owned` what this process owns.
+
+A **sandbox** is one isolated machine that an episode (or one grading run) owns from start to removal:
+
+- **exec**: `run` (one command to completion, with a timeout) and `open_exec` (a long-lived process
+  whose stdin and output the caller drives: the persistent shell, the agent);
+- **files**: `put_files` / `put_archive` in, `read_file` / `fetch` / `read_archive` out, `stat` one
+  path, `changed_paths` (what the sandbox changed, as the runtime, not a process inside, sees it);
+- **lifecycle**: `pause` (freeze every process), `stop` (kill every process), `commit` (the file system
+  as an image a later sandbox starts from), `remove` (idempotent); `ensure_running`, `check_disk` and
+  `kill_all` police it meanwhile.
+
+A new runtime is one package beside `docker/` implementing both protocols with the same `Limits` and
+the same errors. Nothing here imports an engine's SDK.
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from gymenvs.container.output import OutputCapture
+from gymenvs.core.outcomes import InfraError
+
+#: Exit codes that mean `timeout` stopped the command (124) or had to SIGKILL it (137).
+TIMEOUT_EXIT_CODES = (124, 137)
+#: The size syntax of every size option: digits and an optional unit ("512m", "10g", "2048").
+SIZE_PATTERN = r"^[0-9]+[bkmgBKMG]?$"
+_SIZE = re.compile(SIZE_PATTERN)
+_UNITS = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+def parse_size(size: str | int) -> int:
+    """Bytes of a size ("512m", "10g", "2048" bytes); `ValueError` naming what is allowed."""
+    if isinstance(size, int):
+        return size
+    if not _SIZE.match(size):
+        raise ValueError(f"size {size!r}: use digits and an optional unit b, k, m or g (e.g. '512m', '10g')")
+    unit = size[-1].lower()
+    return int(size[:-1]) * _UNITS[unit] if unit in _UNITS else int(size)
+
+
+class SandboxError(InfraError):
+    """The runtime cannot do what was asked (no engine, no image, a failed engine call)."""
+
+    #: The `outcome_reason` of an episode this error ends (`gymenvs.core.outcomes`; always infra).
+    reason = "engine_error"
+
+
+class ImageMissing(SandboxError):
+    """The image is not present locally and was not (or could not be) pulled."""
+
+    reason = "image_missing"
+
+
+class ImageBuildError(RuntimeError):
+    """An image could not be built."""
+
+
+class ContainerGone(SandboxError):
+    """The container stopped or vanished while in use (killed from outside, out of memory...)."""
+
+    reason = "container_died"
+
+
+class ContainerPaused(ContainerGone):
+    """The container was paused (frozen) from outside: the engine refuses to run anything in it."""
+
+    reason = "container_paused"
+
+
+class OutOfMemory(ContainerGone):
+    """The engine killed the container for exceeding its memory limit."""
+
+    reason = "oom_killed"
+
+
+class DiskLimitExceeded(SandboxError):
+    """The container wrote more than its disk limit: its episode must stop."""
+
+    reason = "disk_limit"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resources one container may use."""
+
+    mem_limit: str = "2g"
+    cpus: float = 1.0
+    pids_limit: int = 512
+    network: bool = False
+    #: The container's main process is `sleep <lifetime>`: a leaked container dies by itself.
+    lifetime_seconds: int = 24 * 3600
+    #: Bytes the container's writable layer may hold (None: no limit). Capped by the engine where its
+    #: storage driver supports it, else watched while commands run (`Sandbox.check_disk`).
+    disk_limit: int | None = 10 << 30
+
+
+@dataclass
+class ExecResult:
+    exit_code: int | None
+    output: OutputCapture
+    timed_out: bool
+
+
+@dataclass(frozen=True)
+class PathStat:
+    """One path of a sandbox as the runtime sees it (the last component is not followed)."""
+
+    kind: Literal["dir", "symlink", "file", "other"]
+    size: int
+    link_target: str = ""
+
+
+@dataclass(frozen=True)
+class ImageConfig:
+    """What an image sets for the containers started from it."""
+
+    id: str
+    workdir: str
+    environment: Mapping[str, str]
+
+
+ChangeKind = Literal["changed", "added", "deleted"]
+
+
+class ExecProcess(Protocol):
+    """A process started in a sandbox: write its stdin, read its merged output with a deadline."""
+
+    #: Whether the process has closed its output (set by `read` and `closed`).
+    eof: bool
+
+    def send(self, data: bytes) -> None: ...
+
+    def read(self, deadline: float) -> bytes | None:
+        """The next output bytes; `b""` once the process closed its output; `None` at the deadline."""
+        ...
+
+    def closed(self) -> bool: ...
+
+    def exit_code(self) -> int | None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """One container from `image`, owned by one episode or grading run (see the module docstring)."""
+
+    id: str
+    name: str
+    image: str
+    workdir: str
+    limits: Limits
+    #: The runtime that started it; a sandbox started beside this one uses the same.
+    runtime: Runtime
+
+    def run(self, command: str, *, timeout: float, output_limit: int = 1 << 20, kill_after: float = 5.0) -> ExecResult: ...
+
+    def open_exec(self, command: list[str], *, stdin: bool = False,
+                  environment: dict[str, str] | None = None) -> ExecProcess: ...
+
+    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None: ...
+
+    def put_archive(self, directory: str, archive: bytes) -> None: ...
+
+    def read_file(self, path: str, max_bytes: int) -> tuple[bytes, int]: ...
+
+    def fetch(self, path: str) -> tuple[tarfile.TarInfo, bytes] | None: ...
+
+    def read_archive(self, path: str) -> bytes: ...
+
+    def stat(self, path: str) -> PathStat | None: ...
+
+    def changed_paths(self, under: str) -> dict[str, ChangeKind]: ...
+
+    def pause(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def commit(self, repository: str, tag: str, *, labels: Mapping[str, str] | None = None) -> str: ...
+
+    def check_disk(self, *, force: bool = False) -> None: ...
+
+    def kill_all(self, signal_name: str = "KILL", *, keep: tuple[int, ...] = (), attempts: int = 20) -> None: ...
+
+    def ensure_running(self) -> None: ...
+
+    def remove(self) -> None: ...
+
+
+@runtime_checkable
+class Runtime(Protocol):
+    """One container engine, doing every engine operation (see the module docstring)."""
+
+    #: "docker", ...: what `info` and errors call it.
+    name: str
+
+    def start(self, image: str, *, role: str, episode_id: str, limits: Limits = Limits(), workdir: str = "/",
+              labels: Mapping[str, str] | None = None, read_only_binds: Mapping[str, str] | None = None,
+              volumes: Mapping[str, str] | None = None) -> Sandbox:
+        """A started sandbox of `image`: `read_only_binds` maps host directories to where it sees them,
+        `volumes` maps volume names (`create_volume`) to where they are mounted."""
+        ...
+
+    def create(self, image: str, *, role: str) -> Sandbox:
+        """A sandbox of `image` that is not started: its files can be read, nothing runs in it."""
+        ...
+
+    def image_exists(self, name: str) -> bool: ...
+
+    def pull(self, name: str) -> None: ...
+
+    def image_config(self, name: str) -> ImageConfig: ...
+
+    def build(self, context: bytes, tag: str, *, dockerfile: str = "Dockerfile", labels: Mapping[str, str] | None = None,
+              timeout: float | None = None, network: bool = True, on_output: Callable[[str], None] | None = None) -> str:
+        """Build the image `tag` from a tar build context, pulling nothing; its id. `ImageBuildError` with the
+        end of the build's output if it fails or outlives `timeout` seconds (then the build is cancelled)."""
+        ...
+
+    def import_image(self, chunks: Iterable[bytes], repository: str, tag: str, changes: list[str]) -> None:
+        """An image from a tarred root file system, read as `chunks`, with Dockerfile `changes` (ENV, WORKDIR...)."""
+        ...
+
+    def remove_image(self, name: str) -> None:
+        """Remove the image if it can be (best effort: what is in use stays, labelled for a later `reap`)."""
+        ...
+
+    def prune_images(self, label: str) -> None:
+        """Remove the dangling images that carry `label` (the stages of a build)."""
+        ...
+
+    def create_volume(self, name: str, *, role: str) -> str: ...
+
+    def remove_volume(self, name: str) -> None:
+        """Remove the volume if it can be (best effort, as `remove_image`)."""
+        ...
+
+    def reap(self, orphaned: Callable[[Mapping[str, str]], bool]) -> list[str]:
+        """Remove this host's gymenvs containers, snapshot images and volumes whose labels `orphaned` judges
+        left behind; their names."""
+        ...
+
+    def remove_owned(self, labels: Mapping[str, str]) -> list[str]:
+        """Remove every container carrying all of `labels` (this process's: `owners.owner_labels()`); their ids."""
+        ...
+
+    def close(self) -> None: ...

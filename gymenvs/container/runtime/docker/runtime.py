@@ -1,0 +1,231 @@
+"""The Docker `Runtime`: every engine operation of gymenvs, on the `docker` SDK.
+
+One `DockerRuntime` holds one client of one engine (`DOCKER_HOST`, or the local socket); its connection
+pool is thread-safe, so a process's envs, pools and threads share it (`gymenvs.container.runtime.default_runtime`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from gymenvs.container.runtime.base import ImageBuildError, ImageConfig, ImageMissing, Limits, SandboxError
+from gymenvs.container.runtime.docker.sandbox import DockerSandbox, container_options
+from gymenvs.container.runtime.owners import LABEL, LABEL_HOST, LABEL_ROLE, hostname, labels_for
+
+_LOG_LINES = 20
+
+
+class DockerRuntime:
+    """A Docker engine: `engine` is its URL (default: `DOCKER_HOST`, else the local socket)."""
+
+    name = "docker"
+
+    def __init__(self, engine: str | None = None, *, timeout: int = 600):
+        try:
+            import docker
+        except ImportError as exc:
+            raise ImportError("the container envs need the docker SDK: pip install 'gymenvs[swe]'") from exc
+        self._client_options: dict[str, Any] = {**docker.utils.kwargs_from_env(), "timeout": timeout}
+        if engine is not None:
+            self._client_options["base_url"] = engine
+        try:
+            self.client = docker.DockerClient(max_pool_size=32, **self._client_options)
+            self.client.ping()
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"no Docker engine answers ({exc}); start one (e.g. `dockerd`) or set DOCKER_HOST") from None
+
+    # -- sandboxes --------------------------------------------------------------------------------
+
+    def start(self, image: str, *, role: str, episode_id: str, limits: Limits = Limits(), workdir: str = "/",
+              labels: Mapping[str, str] | None = None, read_only_binds: Mapping[str, str] | None = None,
+              volumes: Mapping[str, str] | None = None) -> DockerSandbox:
+        options = container_options(role, episode_id, limits, workdir, labels=labels, read_only_binds=read_only_binds,
+                                    volumes=volumes)
+        return DockerSandbox(self, image, options, limits=limits, workdir=workdir)
+
+    def create(self, image: str, *, role: str) -> DockerSandbox:
+        options = {"command": ["true"], "labels": labels_for(role)}
+        return DockerSandbox(self, image, options, limits=Limits(disk_limit=None), workdir="/", start=False)
+
+    # -- images -----------------------------------------------------------------------------------
+
+    def image_exists(self, name: str) -> bool:
+        import docker
+
+        try:
+            self.client.images.get(name)
+        except docker.errors.ImageNotFound:
+            return False
+        return True
+
+    def pull(self, name: str) -> None:
+        import docker
+
+        try:
+            self.client.images.pull(name)
+        except docker.errors.DockerException as exc:
+            raise ImageMissing(f"image {name!r} could not be pulled: {exc}") from None
+
+    def image_config(self, name: str) -> ImageConfig:
+        import docker
+
+        try:
+            attrs = self.client.images.get(name).attrs
+        except docker.errors.ImageNotFound:
+            raise ImageMissing(f"image {name!r} is not present locally") from None
+        config = attrs.get("Config") or {}
+        environment = dict(entry.split("=", 1) for entry in config.get("Env") or [] if "=" in entry)
+        return ImageConfig(attrs["Id"], config.get("WorkingDir") or "/", environment)
+
+    def build(self, context: bytes, tag: str, *, dockerfile: str = "Dockerfile", labels: Mapping[str, str] | None = None,
+              timeout: float | None = None, network: bool = True, on_output: Callable[[str], None] | None = None) -> str:
+        """Build `tag` from the tar `context`, pulling nothing; its id. Past `timeout` seconds the build's
+        connection is shut, which makes the engine cancel the build."""
+        return _Build(self, tag, timeout).run(context, dockerfile=dockerfile, labels=labels, network=network,
+                                                on_output=on_output)
+
+    def import_image(self, chunks: Iterable[bytes], repository: str, tag: str, changes: list[str]) -> None:
+        try:
+            self.client.api.import_image_from_stream(chunks, repository=repository, tag=tag, changes=changes)
+        except Exception as exc:
+            raise ImageBuildError(f"importing {repository}:{tag} failed: {exc}") from None
+
+    def remove_image(self, name: str) -> None:
+        try:
+            self.client.images.remove(name, force=True)
+        except Exception:  # gone, or in use; labelled, so a later reap finds it
+            pass
+
+    def prune_images(self, label: str) -> None:
+        self.client.images.prune(filters={"dangling": True, "label": label})
+
+    # -- volumes ----------------------------------------------------------------------------------
+
+    def create_volume(self, name: str, *, role: str) -> str:
+        try:
+            return self.client.volumes.create(name=name, labels=labels_for(role)).name
+        except Exception as exc:
+            raise SandboxError(f"could not create the volume {name}: {exc}") from None
+
+    def remove_volume(self, name: str) -> None:
+        try:
+            self.client.api.remove_volume(name, force=True)
+        except Exception:  # in use or gone; labelled, so a later reap finds it
+            pass
+
+    # -- ownership --------------------------------------------------------------------------------
+
+    def reap(self, orphaned: Callable[[Mapping[str, str]], bool]) -> list[str]:
+        """Remove this host's containers, then snapshot images and volumes, whose owner `orphaned` says is gone."""
+        mine = {"label": [LABEL, f"{LABEL_HOST}={hostname()}"]}
+        removed = []
+        for container in self.client.containers.list(all=True, sparse=True, filters=mine):
+            if orphaned(container.attrs.get("Labels") or {}):
+                self._remove_container(container.id)
+                removed.append(container.attrs.get("Names", [container.id])[0].lstrip("/"))
+        for image in self.client.images.list(filters={"label": [*mine["label"], f"{LABEL_ROLE}=snapshot"]}):
+            if orphaned(image.labels or {}):
+                self.remove_image(image.id)
+                removed += image.tags or [image.id]
+        for volume in self.client.volumes.list(filters=mine):
+            if orphaned(volume.attrs.get("Labels") or {}):
+                self.remove_volume(volume.name)
+                removed.append(volume.name)
+        return removed
+
+    def remove_owned(self, labels: Mapping[str, str]) -> list[str]:
+        filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+        owned = self.client.containers.list(all=True, sparse=True, filters=filters)
+        for container in owned:
+            self._remove_container(container.id)
+        return [container.id for container in owned]
+
+    def close(self) -> None:
+        self.client.close()
+
+    def _remove_container(self, container_id: str) -> None:
+        try:
+            self.client.api.remove_container(container_id, force=True, v=True)
+        except Exception:  # gone meanwhile
+            pass
+
+
+class _Build:
+    """One image build on a client of its own, so that its connection can be shut from a watchdog: the
+    blocked read of the build's log then ends, and the engine cancels a build whose client went away."""
+
+    def __init__(self, runtime: DockerRuntime, tag: str, timeout: float | None):
+        import docker
+
+        # the SDK's timeout is per read: past the limit, so that the watchdog, not a read, ends a silent build
+        options = {**runtime._client_options, **({"timeout": int(timeout) + 60} if timeout else {})}
+        self.api = docker.APIClient(**options)
+        self.api.hooks["response"].append(self._keep_response)
+        self.tag, self.timeout = tag, timeout
+        self.timed_out = threading.Event()
+        self._response: Any = None
+        self.log: list[str] = []
+
+    def run(self, context: bytes, *, dockerfile: str, labels: Mapping[str, str] | None, network: bool,
+            on_output: Callable[[str], None] | None) -> str:
+        import io
+
+        watchdog = threading.Timer(self.timeout, self._cut) if self.timeout else None
+        image_id = ""
+        try:
+            stream = self.api.build(fileobj=io.BytesIO(context), custom_context=True, tag=self.tag, dockerfile=dockerfile,
+                                    rm=True, forcerm=True, decode=True, labels=dict(labels or {}),
+                                    network_mode=None if network else "none")
+            if watchdog is not None:
+                watchdog.daemon = True
+                watchdog.start()
+            for chunk in stream:
+                image_id = self._read(chunk, on_output) or image_id
+        except ImageBuildError:
+            if not self.timed_out.is_set():
+                raise
+        except Exception as exc:  # the engine failed, a read timed out, or the watchdog cut the stream
+            if not self.timed_out.is_set():
+                raise ImageBuildError(f"building {self.tag} failed: {exc}\n{self._tail()}") from None
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            self.api.close()
+        if self.timed_out.is_set():
+            raise ImageBuildError(f"building {self.tag} took more than {self.timeout:g} s; the build was cancelled\n"
+                                  + self._tail())
+        return image_id
+
+    def _read(self, chunk: dict[str, Any], on_output: Callable[[str], None] | None) -> str | None:
+        if "error" in chunk:
+            raise ImageBuildError(f"building {self.tag} failed: {chunk['error'].strip()}\n{self._tail()}")
+        text = chunk.get("stream", "")
+        self.log.append(text)
+        if on_output is not None and text:
+            on_output(text)
+        return (chunk.get("aux") or {}).get("ID")
+
+    def _keep_response(self, response: Any, *args: Any, **kwargs: Any) -> Any:
+        self._response = response
+        return response
+
+    def _cut(self) -> None:
+        import socket
+
+        self.timed_out.set()
+        if self._response is None:
+            return
+        connection = self._response.raw.connection
+        sock = getattr(connection, "sock", None)
+        try:
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
+            else:
+                self._response.close()
+        except OSError:
+            pass
+
+    def _tail(self) -> str:
+        return "".join(self.log[-_LOG_LINES:])

@@ -1,0 +1,356 @@
+"""The Docker `Sandbox`: one labelled, resource-limited, hardened container per episode (or grading run).
+
+Containers keep only the capabilities a root user editing files and running tests needs (no raw
+sockets, no mknod), run with `no-new-privileges`, and have their writable layer watched against a disk
+limit (the engine's `storage_opt size` where it supports it). Each is removed by `remove()`, or by a
+`weakref.finalize` when it is forgotten (so at interpreter exit too); what a killed process leaves is
+reaped by a later one (`DockerRuntime.reap`).
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+import uuid
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from gymenvs.container.runtime import commands
+from gymenvs.container.runtime.base import (
+    ChangeKind,
+    ContainerGone,
+    ContainerPaused,
+    DiskLimitExceeded,
+    ExecResult,
+    ImageMissing,
+    Limits,
+    OutOfMemory,
+    PathStat,
+    SandboxError,
+)
+from gymenvs.container.runtime.docker.exec import ExecStream
+from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
+
+if TYPE_CHECKING:
+    from gymenvs.container.runtime.docker.runtime import DockerRuntime
+
+#: Capabilities a container keeps (Docker's defaults minus NET_RAW, MKNOD, SETFCAP, SETPCAP, SYS_CHROOT
+#: and AUDIT_WRITE). DAC_OVERRIDE stays so root can still reach a bind-mounted unix socket it does not own.
+KEPT_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
+SECURITY_OPTIONS = ("no-new-privileges:true",)
+_CHANGE_KINDS: dict[int, ChangeKind] = {0: "changed", 1: "added", 2: "deleted"}
+# Go's os.FileMode bits, as the engine reports a path's mode.
+_MODE_DIR = 1 << 31
+_MODE_SYMLINK = 1 << 27
+_MODE_IRREGULAR = (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)  # device, pipe, socket, char device, irregular
+_STORAGE_OPT_SUPPORTED: dict[str, bool] = {}
+
+
+def container_options(role: str, episode_id: str, limits: Limits, workdir: str, *,
+                      labels: Mapping[str, str] | None = None, read_only_binds: Mapping[str, str] | None = None,
+                      volumes: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The `containers.create` keywords of a sandbox: its limits, labels, read-only binds and volumes."""
+    binds = {host: {"bind": inside, "mode": "ro"} for host, inside in (read_only_binds or {}).items()}
+    # a fresh volume stays empty: nothing of the image at its mount point is copied in
+    binds.update({volume: {"bind": inside, "mode": "rw,nocopy"} for volume, inside in (volumes or {}).items()})
+    return dict(
+        command=["sleep", str(limits.lifetime_seconds)],
+        name=f"gymenvs-{role}-{uuid.uuid4().hex[:12]}",
+        labels=labels_for(role, **{**(labels or {}), LABEL_EPISODE: episode_id}),
+        working_dir=workdir,
+        init=True,
+        network_mode="none" if not limits.network else None,
+        mem_limit=limits.mem_limit,
+        memswap_limit=limits.mem_limit,
+        nano_cpus=int(limits.cpus * 1e9),
+        pids_limit=limits.pids_limit,
+        cap_drop=["ALL"],
+        cap_add=list(KEPT_CAPABILITIES),
+        security_opt=list(SECURITY_OPTIONS),
+        volumes=binds,
+    )
+
+
+class DockerSandbox:
+    """One container of `image`, started (unless `start=False`) and removed when no longer needed. Made by
+    `DockerRuntime.start` and `DockerRuntime.create`."""
+
+    def __init__(self, runtime: DockerRuntime, image: str, options: dict[str, Any], *, limits: Limits, workdir: str,
+                 start: bool = True):
+        self.runtime = runtime
+        self.image = image
+        self.workdir = workdir
+        self.limits = limits
+        self.disk_capped = False
+        container = self._create_explained(image, options)
+        self.id: str = container.id
+        self.name: str = container.name
+        self._finalizer = weakref.finalize(self, _remove_container, self._api, self.id)
+        self._next_disk_check = 0.0
+        self._disk_exceeded = ""
+        if start:
+            self._start(container)
+
+    @property
+    def _api(self) -> Any:
+        return self.runtime.client.api
+
+    # -- exec -----------------------------------------------------------------------------------
+
+    def open_exec(self, command: list[str], *, stdin: bool = False, environment: dict[str, str] | None = None) -> ExecStream:
+        try:
+            return ExecStream(self._api, self.id, command, stdin=stdin, environment=environment, workdir=self.workdir)
+        except Exception as exc:
+            raise self._failure("could not start a process", exc) from None
+
+    def run(self, command: str, *, timeout: float, output_limit: int = 1 << 20, kill_after: float = 5.0) -> ExecResult:
+        """Run `command` with bash, stopped by `timeout -k` inside the container and by a host watchdog."""
+        return commands.run_command(self, command, timeout=timeout, output_limit=output_limit, kill_after=kill_after)
+
+    def kill_all(self, signal_name: str = "KILL", *, keep: tuple[int, ...] = (), attempts: int = 20) -> None:
+        commands.kill_all(self, signal_name, keep=keep, attempts=attempts)
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None:
+        """Write each {relative path: content} under `directory` of the container (which must exist)."""
+        self.put_archive(directory, commands.tar_archive(files, mode))
+
+    def put_archive(self, directory: str, archive: bytes) -> None:
+        """Unpack the tar `archive` under `directory` of the container (running or stopped). The engine
+        replaces an existing entry of another kind (a symbolic link where the archive has a directory) outright."""
+        try:
+            ok = self._api.put_archive(self.id, directory, archive)
+        except Exception as exc:
+            raise self._failure(f"could not write to {directory}", exc) from None
+        if not ok:
+            raise SandboxError(f"could not write to {directory} of container {self.name}")
+
+    def read_file(self, path: str, max_bytes: int) -> tuple[bytes, int]:
+        """The content and mode of the regular file at `path`; `FileNotFoundError` or `ValueError` otherwise."""
+        import docker
+
+        try:
+            chunks, stat = self._api.get_archive(self.id, path)
+        except docker.errors.NotFound:
+            self.ensure_running()
+            raise FileNotFoundError(path) from None
+        except Exception as exc:
+            raise self._failure(f"could not read {path}", exc) from None
+        if stat.get("size", 0) > max_bytes:
+            raise ValueError(f"{path} has {stat['size']} bytes, more than the {max_bytes} this tool reads")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(chunks))) as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                raise ValueError(f"{path} is not a regular file")
+            return _member_bytes(tar, member), member.mode
+
+    def fetch(self, path: str) -> tuple[tarfile.TarInfo, bytes] | None:
+        """The file or symbolic link at `path` read by the engine: (tar header, content), or None if absent."""
+        import docker
+
+        try:
+            data = self.read_archive(path)
+        except docker.errors.NotFound:
+            return None
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            member = tar.next()
+            if member is None:
+                return None
+            return member, (_member_bytes(tar, member) if member.isfile() else b"")
+
+    def read_archive(self, path: str) -> bytes:
+        """The tar archive of `path` (a file, a symbolic link or a whole directory) as the engine reads it;
+        `docker.errors.NotFound` if it does not exist."""
+        import docker
+
+        try:
+            chunks, _ = self._api.get_archive(self.id, path)
+            return b"".join(chunks)
+        except docker.errors.NotFound:
+            raise
+        except Exception as exc:
+            raise self._failure(f"could not read {path}", exc) from None
+
+    def stat(self, path: str) -> PathStat | None:
+        """The kind and size of `path` (running or not), or None if it does not exist; nothing is read but
+        the engine's answer to `HEAD .../archive` (a directory's content is not fetched)."""
+        import docker
+
+        url = f"{self._api.base_url}/v{self._api.api_version}/containers/{self.id}/archive"
+        try:
+            response = self._api.head(url, params={"path": path})
+        except Exception as exc:
+            raise self._failure(f"could not stat {path}", exc) from None
+        if response.status_code == 404:
+            return None
+        if response.status_code >= 400:
+            raise SandboxError(f"could not stat {path} in container {self.name}: HTTP {response.status_code}")
+        stat = docker.utils.decode_json_header(response.headers["X-Docker-Container-Path-Stat"])
+        mode = int(stat.get("mode", 0))
+        kind = ("dir" if mode & _MODE_DIR else "symlink" if mode & _MODE_SYMLINK
+                else "other" if mode & _MODE_IRREGULAR else "file")
+        return PathStat(kind, int(stat.get("size", 0)), stat.get("linkTarget", ""))
+
+    def changed_paths(self, under: str) -> dict[str, ChangeKind]:
+        """What the container changed under `under`, as the engine sees its writable layer (no process in
+        the container is asked): {absolute path: "changed" | "added" | "deleted"}."""
+        try:
+            changes = self._api.diff(self.id) or []
+        except Exception as exc:
+            raise self._failure("could not list the changed files", exc) from None
+        prefix = under.rstrip("/") + "/"
+        return {c["Path"]: _CHANGE_KINDS[c["Kind"]] for c in changes if c["Path"].startswith(prefix)}
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def pause(self) -> None:
+        """Freeze every process of the container (nothing left running changes its files now)."""
+        try:
+            self._api.pause(self.id)
+        except Exception as exc:
+            raise self._failure("could not pause the container", exc) from None
+
+    def stop(self) -> None:
+        """SIGKILL the container's init: the kernel then kills every process of its pid namespace, double-forked
+        daemons included, and no program of the container takes part. A container already stopped is fine."""
+        import docker
+
+        try:
+            self._api.kill(self.id)
+        except docker.errors.APIError as exc:
+            if "is not running" not in str(exc) and getattr(exc, "status_code", None) != 409:
+                raise SandboxError(f"could not stop container {self.name}: {exc.explanation or exc}") from None
+        try:
+            self._api.wait(self.id, timeout=60)
+        except Exception as exc:
+            raise SandboxError(f"container {self.name} did not stop: {exc}") from None
+
+    def commit(self, repository: str, tag: str, *, labels: Mapping[str, str] | None = None) -> str:
+        """The container's file system as the image `repository:tag` (its processes are not kept), labelled as
+        owned by this process in the role "snapshot" (`reap` removes it if the process dies); its id."""
+        changes = [f'LABEL {key}="{value}"' for key, value in labels_for("snapshot", **(labels or {})).items()]
+        try:
+            return self._api.commit(self.id, repository=repository, tag=tag, changes=changes, pause=True)["Id"]
+        except Exception as exc:
+            raise self._failure(f"could not commit as {repository}:{tag}", exc) from None
+
+    def check_disk(self, *, force: bool = False) -> None:
+        """`DiskLimitExceeded` if the writable layer outgrew the disk limit (checked at most once per
+        `DISK_CHECK_INTERVAL` unless `force`; a no-op where the engine caps the layer itself)."""
+        if not self.limits.disk_limit or self.disk_capped:
+            return
+        if self._disk_exceeded:  # sticky: the episode is over
+            raise DiskLimitExceeded(self._disk_exceeded)
+        now = time.monotonic()
+        if not force and now < self._next_disk_check:
+            return
+        self._next_disk_check = now + commands.DISK_CHECK_INTERVAL
+        try:
+            (found,) = self._api.containers(all=True, size=True, filters={"id": self.id})
+            used = found.get("SizeRw") or 0
+        except Exception:  # gone or unreachable: the next Docker call says which
+            return
+        if used > self.limits.disk_limit:
+            self._disk_exceeded = (f"the container wrote {used / 2**20:.0f} MiB, more than its disk limit of "
+                                   f"{self.limits.disk_limit / 2**20:.0f} MiB: the episode was stopped")
+            raise DiskLimitExceeded(self._disk_exceeded)
+
+    def ensure_running(self) -> None:
+        """`ContainerGone` unless the container is running."""
+        state = self._state()
+        if state.get("Status") == "paused":
+            raise ContainerPaused("the container was paused from outside the environment: the engine refuses to run "
+                                  "commands in it")
+        if state.get("Status") != "running":
+            raise (OutOfMemory if state.get("OOMKilled") else ContainerGone)(describe_stopped(state))
+
+    def remove(self) -> None:
+        """Remove the container (and everything running in it). Safe to call twice."""
+        self._finalizer()
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _create_explained(self, image: str, options: dict[str, Any]) -> Any:
+        """`_create`, with the engine's errors as `SandboxError`s that say what went wrong."""
+        import docker
+
+        try:
+            return self._create(image, options)
+        except docker.errors.ImageNotFound:
+            raise ImageMissing(f"image {image!r} is not present locally") from None
+        except docker.errors.APIError as exc:
+            raise SandboxError(f"could not create a container from {image!r}: {exc.explanation or exc}") from None
+
+    def _create(self, image: str, options: dict[str, Any]) -> Any:
+        """Create the container, with the engine capping its writable layer when the storage driver can."""
+        import docker
+
+        containers = self.runtime.client.containers
+        engine = self._api.base_url
+        if self.limits.disk_limit and _STORAGE_OPT_SUPPORTED.get(engine, True):
+            try:
+                container = containers.create(image, storage_opt={"size": str(self.limits.disk_limit)}, **options)
+            except docker.errors.APIError as exc:
+                if "storage-opt" not in str(exc) and "storage opt" not in str(exc):
+                    raise
+                _STORAGE_OPT_SUPPORTED[engine] = False  # e.g. overlay2 not on xfs with pquota: watch instead
+            else:
+                self.disk_capped = True
+                return container
+        return containers.create(image, **options)
+
+    def _start(self, container: Any) -> None:
+        """Start the created container; one that cannot start is removed."""
+        import docker
+
+        try:
+            container.start()
+        except docker.errors.APIError as exc:
+            self.remove()
+            raise SandboxError(f"could not start a container from {self.image!r}: {exc.explanation or exc}") from None
+
+    def _state(self) -> dict[str, Any]:
+        import docker
+
+        try:
+            return self._api.inspect_container(self.id)["State"]
+        except docker.errors.NotFound:
+            return {"Status": "removed"}
+        except Exception as exc:
+            return {"Status": f"unreachable ({exc})"}
+
+    def _failure(self, what: str, exc: Exception) -> SandboxError:
+        try:
+            self.ensure_running()
+        except ContainerPaused:
+            pass  # frozen (by grading, which reads it so, or from outside): the engine's own error says what failed
+        except ContainerGone as gone:
+            return gone
+        return SandboxError(f"{what} in container {self.name}: {exc}")
+
+
+def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    extracted = tar.extractfile(member)
+    if extracted is None:
+        raise ValueError(f"{member.name} is not a regular file")
+    return extracted.read()
+
+
+def describe_stopped(state: dict[str, Any]) -> str:
+    status = state.get("Status", "unknown")
+    if status == "removed":
+        return "the container was removed from outside the environment"
+    oom = state.get("OOMKilled")
+    why = "the engine killed it for exceeding its memory limit" if oom else "it was stopped or killed from outside"
+    return f"the container is {status}, exit code {state.get('ExitCode')}: {why}"
+
+
+def _remove_container(api: Any, container_id: str) -> None:
+    try:
+        api.remove_container(container_id, force=True, v=True)
+    except Exception:  # already gone, or the engine is unreachable at exit: the reaper will find it
+        pass
+
