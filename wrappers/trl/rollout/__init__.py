@@ -5,7 +5,7 @@
 - agent.py: `AgentRollout`, for envs whose class sets `hosts_agent` (the agent's requests are the prompts);
 - transcript.py: an `Episode`'s tokens and messages; seeding.py: where episodes' seeds come from.
 
-This package also keeps the names the former module `wrappers/trl/rollout.py` exported.
+This package exports the public names of its modules.
 """
 
 from wrappers.trl.rollout.base import (
