@@ -17,7 +17,6 @@ from gymenvs.core.errors import (
     ReplayFileError,
     ResetOptionsError,
     ToolResultError,
-    hint_unwrapped_attributes,
 )
 from gymenvs.registry import describe_envs, list_envs, make_vec, register_envs, vector_entry_point
 
@@ -44,4 +43,3 @@ __all__ = [
 ]
 
 register_envs()
-hint_unwrapped_attributes()
