@@ -10,12 +10,8 @@ tools (gymenvs/swe/env.py); SWEAgent-v0 its agent harness (gymenvs/swe/agents/en
 from __future__ import annotations
 
 import dataclasses
-import sys
-import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future
-from pathlib import Path
-from types import FrameType
 from typing import Annotated, Any, ClassVar, Literal, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, field_validator
@@ -50,14 +46,6 @@ class _HasId(Protocol):
 
 
 TaskT = TypeVar("TaskT", bound=_HasId)
-
-#: Old option names that still work for one release (with a DeprecationWarning), and their new names.
-DEPRECATED_NAMES = {
-    "command_timeout": "command_timeout_s",
-    "grading_timeout": "grading_timeout_s",
-    "call_timeout": "call_timeout_s",
-    "episode_timeout": "episode_timeout_s",
-}
 
 
 class EpisodeConfig(BaseModel):
@@ -94,9 +82,7 @@ class EpisodeConfig(BaseModel):
 
     @classmethod
     def from_kwargs(cls, config: EpisodeConfig | None = None, /, **options: Any) -> Self:
-        """`config`'s options (default: all defaults) with `options` over them; old option names are
-        renamed with a DeprecationWarning."""
-        options = renamed_options(options)
+        """`config`'s options (default: all defaults) with `options` over them."""
         given = {name: getattr(config, name) for name in config.model_fields_set} if config is not None else {}
         return cls.model_validate({**given, **options})
 
@@ -147,32 +133,6 @@ class SWEConfig(EpisodeConfig):
     def test_user(self) -> str | None:
         """Who runs the tests when grading: an unprivileged uid:gid, or None for root."""
         return None if self.grade_as_root else TEST_USER
-
-
-def renamed_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """`options` with each deprecated name replaced by its new one (warning once per call site)."""
-    result: dict[str, Any] = {}
-    for name, value in options.items():
-        new = DEPRECATED_NAMES.get(name)
-        if new is None:
-            result[name] = value
-            continue
-        if new in options:
-            raise ValueError(f"{name}= and {new}= both given: pass only {new}= ({name}= is its deprecated name)")
-        warnings.warn(f"{name}= is deprecated and will be removed in the next release: use {new}=", DeprecationWarning,
-                      stacklevel=_caller_stacklevel())
-        result[new] = value
-    return result
-
-
-def _caller_stacklevel() -> int:
-    """The stack level of the first caller outside gymenvs.swe, for a warning about its arguments."""
-    package = str(Path(__file__).parent)
-    frame: FrameType | None = sys._getframe(1)
-    level = 1
-    while frame is not None and frame.f_code.co_filename.startswith(package):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 #: The `outcome_reason` of each grading status (`GradeReport.status`) that is not its own name.
