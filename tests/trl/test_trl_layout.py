@@ -18,7 +18,7 @@ def test_the_rollout_package_exports_its_modules_names() -> None:
     import wrappers.trl.rollout as rollout
 
     assert rollout.EnvRollout is EnvRollout and rollout.make_rollout_func is wrappers.trl.make_rollout_func
-    assert {"env_reward", "Prompt", "RolloutEnv", "EnvSpec", "ENVIRONMENT_COLUMN", "evaluate"} <= set(dir(rollout))
+    assert {"env_reward", "Prompt", "RolloutEnv", "EnvSpec", "ENVIRONMENT_COLUMN", "evaluate_rollouts"} <= set(dir(rollout))
 
 
 def test_the_generation_package_exports_every_backend() -> None:
@@ -34,9 +34,9 @@ def test_every_public_name_resolves() -> None:
         assert getattr(wrappers.trl, name) is not None
 
 
-def test_the_old_evaluate_name_warns() -> None:
-    with pytest.warns(DeprecationWarning, match="evaluate_rollouts"), pytest.raises(ValueError, match="not registered"):
-        wrappers.trl.evaluate("no/Such-v0", None, None, num_episodes=1)
+def test_evaluate_rollouts_of_an_unknown_id_is_a_value_error_before_anything_is_built() -> None:
+    with pytest.raises(ValueError, match="not registered"):
+        wrappers.trl.evaluate_rollouts("no/Such-v0", None, None, num_episodes=1)
 
 
 class HostedAgentEcho(EchoEnv):

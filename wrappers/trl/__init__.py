@@ -30,7 +30,6 @@ _EXPORTS = {
     "EpisodeOverError": "wrappers.trl.factory",
     "make_rollout_func": "wrappers.trl.rollout.env",
     "evaluate_rollouts": "wrappers.trl.rollout.env",
-    "evaluate": "wrappers.trl.rollout.env",
     "EnvRollout": "wrappers.trl.rollout.base",
     "env_reward": "wrappers.trl.rollout.base",
     "AgentRollout": "wrappers.trl.rollout.agent",

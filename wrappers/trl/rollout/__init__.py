@@ -17,7 +17,7 @@ from wrappers.trl.rollout.base import (
     RolloutEnv,
     env_reward,
 )
-from wrappers.trl.rollout.env import evaluate, evaluate_rollouts, make_rollout_func
+from wrappers.trl.rollout.env import evaluate_rollouts, make_rollout_func
 
 __all__ = [
     "ENVIRONMENT_COLUMN",
@@ -27,7 +27,6 @@ __all__ = [
     "Prompt",
     "RolloutEnv",
     "env_reward",
-    "evaluate",
     "evaluate_rollouts",
     "make_rollout_func",
 ]

@@ -139,9 +139,3 @@ def evaluate_rollouts(
         )
     finally:
         rollout.close()
-
-
-def evaluate(*args: Any, **kwargs: Any) -> list[Episode]:
-    """Deprecated name of `evaluate_rollouts`; goes away in the next release."""
-    warnings.warn("wrappers.trl.evaluate is now evaluate_rollouts", DeprecationWarning, stacklevel=2)
-    return evaluate_rollouts(*args, **kwargs)
