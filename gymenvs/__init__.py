@@ -8,7 +8,6 @@
 Writing your own env (`TextEnv`, `@tool`, `validate_config`, `check_env`): docs/writing-envs.md.
 """
 
-from gymenvs._moved import alias_moved_modules
 from gymenvs.core import ActionError, Outcome, TextEnv, ToolCall, check_env, tool, validate_config
 from gymenvs.core.errors import (
     ActionsError,
@@ -18,7 +17,6 @@ from gymenvs.core.errors import (
     ReplayFileError,
     ResetOptionsError,
     ToolResultError,
-    hint_unwrapped_attributes,
 )
 from gymenvs.registry import describe_envs, list_envs, make_vec, register_envs, vector_entry_point
 
@@ -45,5 +43,3 @@ __all__ = [
 ]
 
 register_envs()
-hint_unwrapped_attributes()
-alias_moved_modules({"gymenvs.evaluation": "gymenvs.eval.evaluate", "gymenvs.policies": "gymenvs.eval.policies"})

@@ -9,7 +9,6 @@ one of them is also a `GymenvsError`. docs/errors.md lists them with an example 
 from __future__ import annotations
 
 import difflib
-import inspect
 from collections.abc import Iterable
 from typing import Any
 
@@ -82,33 +81,3 @@ def config_error(owner: str, exc: pydantic.ValidationError, accepted: Iterable[s
             problems.append(f"{name}={given}: {message}" if error["loc"] else message)
     unknown = any(error["type"] in ("unexpected_keyword_argument", "extra_forbidden") for error in exc.errors())
     return ConfigError(f"{owner} got {'; '.join(problems)}" + (f". Accepted: {listing(accepted)}." if unknown else ""))
-
-
-def hint_unwrapped_attributes() -> None:
-    """Make `gym.make(id).state()` (or any public attribute of the env that gymnasium's wrappers hide)
-    an `AttributeError` that says to use `env.unwrapped`, instead of only naming the outer wrapper.
-
-    Gymnasium 1.x wrappers stopped forwarding attributes on purpose (a wrapper that changes
-    observations would be bypassed), so this forwards nothing: it only words the error. Installed on
-    `gymnasium.Wrapper` at `import gymenvs`, unless gymnasium has a `__getattr__` of its own there.
-    """
-    import gymnasium
-
-    if "__getattr__" not in vars(gymnasium.Wrapper):
-        gymnasium.Wrapper.__getattr__ = _hint_unwrapped  # type: ignore[attr-defined]
-
-
-_MISSING = object()
-
-
-def _hint_unwrapped(wrapper: Any, name: str) -> Any:
-    env = wrapper.__dict__.get("env")  # absent while a wrapper is being unpickled
-    inner = None if env is None or name.startswith("_") else env.unwrapped
-    found = _MISSING if inner is None else inspect.getattr_static(inner, name, _MISSING)
-    if found is _MISSING:
-        return object.__getattribute__(wrapper, name)  # gymnasium's own AttributeError
-    raise AttributeError(
-        f"{type(wrapper).__name__!r} object has no attribute {name!r}: {name} belongs to the "
-        f"{type(inner).__name__} inside gymnasium's wrappers; use env.unwrapped.{name}{'()' if callable(found) else ''}",
-        name=name, obj=wrapper,
-    )

@@ -1,5 +1,5 @@
 """Evaluation: play a policy over episodes of an env and summarise them (`evaluate_policy`), with the
-policies `gymenvs eval` can run (`gymenvs.eval.policies`). The TRL bridge's `wrappers.trl.evaluate`
+policies `gymenvs eval` can run (`gymenvs.eval.policies`). The TRL bridge's `wrappers.trl.evaluate_rollouts`
 plays a token-level `Generator` instead, through the same rollout that trains."""
 
 from gymenvs.eval.evaluate import EpisodeRecord, EvalSummary, evaluate_policy, play_episode, read_transcripts, replay

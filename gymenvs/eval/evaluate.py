@@ -15,7 +15,6 @@ import statistics
 import sys
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -142,16 +141,6 @@ def evaluate_policy(
             for record in records:
                 file.write(json.dumps(asdict(record), default=str) + "\n")
     return summary
-
-
-def evaluate(*args: Any, **kwargs: Any) -> EvalSummary:
-    """Deprecated name of `evaluate_policy` (three public functions were named `evaluate`)."""
-    warnings.warn(
-        "gymenvs.evaluation.evaluate is now gymenvs.eval.evaluate_policy; the old name goes away in the next release",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return evaluate_policy(*args, **kwargs)
 
 
 def play_episodes(

@@ -12,12 +12,3 @@ agent CLI in the container (`gymenvs.swe.agents`). The rooms, one job each:
 
 Nothing here is imported by `import gymenvs`.
 """
-
-from gymenvs._moved import alias_moved_modules
-
-alias_moved_modules({
-    **{f"gymenvs.swe.{name}": f"gymenvs.swe.sandbox.{name}" for name in ("shell", "pool", "images", "output")},
-    **{f"gymenvs.swe.{name}": f"gymenvs.swe.grading.{name}"
-       for name in ("specs", "logparsers", "report", "patches", "changes", "results_plugin", "evaluate")},
-    "gymenvs.swe.upstream": "gymenvs.swe.tasks.upstream",
-})

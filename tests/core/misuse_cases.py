@@ -106,10 +106,6 @@ def env_cases(env_id: str) -> list[Case]:
         Case("reset options not a dict", env_id, ResetOptionsError, ValueError,
              r"reset\(options='hard'\): expected a dict or None; accepted keys: ",
              lambda env: env.reset(options="hard")),
-        Case("state() through gymnasium's wrappers", env_id, AttributeError, AttributeError,
-             r"'OrderEnforcing' object has no attribute 'state': state belongs to the \w+ inside gymnasium's wrappers; "
-             r"use env\.unwrapped\.state\(\)$",
-             lambda env: env.state()),
     ]
     if env_id == "gymenvs/Wordle-v0":
         cases.append(Case("bad reset option value", env_id, ResetOptionsError, ValueError,

@@ -107,24 +107,6 @@ def test_an_openai_compatible_endpoint_plays_through_its_tool_calls(chat_endpoin
     assert body["messages"][0]["role"] == "user" and "ball" in body["messages"][0]["content"]
 
 
-def test_the_old_module_paths_and_name_still_work_and_warn():
-    import importlib
-    import sys
-
-    import gymenvs.eval.evaluate
-    import gymenvs.eval.policies
-
-    for old, new in (("gymenvs.evaluation", gymenvs.eval.evaluate), ("gymenvs.policies", gymenvs.eval.policies)):
-        sys.modules.pop(old, None)
-        with pytest.warns(DeprecationWarning, match=f"{old} moved to {new.__name__}"):
-            assert importlib.import_module(old) is new
-    with pytest.warns(DeprecationWarning, match="now gymenvs.eval.evaluate_policy"):
-        summary = gymenvs.eval.evaluate.evaluate(
-            "gymenvs/Echo-v0", make_policy("scripted", "gymenvs/Echo-v0"), num_episodes=1, progress=False
-        )
-    assert summary.episodes == 1
-
-
 def test_an_unreachable_endpoint_fails_the_episode_after_the_sdks_retries():
     policy = OpenAIPolicy("http://127.0.0.1:9", "served-model", timeout_s=2, max_retries=0)
     summary = evaluate_policy("gymenvs/Echo-v0", policy, num_episodes=1, progress=False)

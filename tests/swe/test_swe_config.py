@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 
+from gymenvs.core.errors import ConfigError
 from gymenvs.swe.agents.env import SWEAgentConfig, SWEAgentEnv
 from gymenvs.swe.base import SWEConfig
 from gymenvs.swe.env import SWEEnv
@@ -109,26 +108,13 @@ def test_keyword_arguments_override_the_config_and_are_checked_the_same():
 @pytest.mark.parametrize(("env_class", "old", "new"), [
     (SWEEnv, "command_timeout", "command_timeout_s"),
     (SWEEnv, "grading_timeout", "grading_timeout_s"),
-    (SWEAgentEnv, "command_timeout", "command_timeout_s"),
-    (SWEAgentEnv, "grading_timeout", "grading_timeout_s"),
     (SWEAgentEnv, "call_timeout", "call_timeout_s"),
     (SWEAgentEnv, "episode_timeout", "episode_timeout_s"),
 ])
-def test_old_timeout_names_still_work_with_a_deprecation_warning(env_class, old, new):
-    with pytest.warns(DeprecationWarning, match=f"{old}= is deprecated .* use {new}=") as warned:
-        env = env_class(**{old: 42.0})
-    assert getattr(env.config, new) == 42.0
-    assert warned[0].filename == __file__  # the warning points at the caller
-    with warnings.catch_warnings(), pytest.raises(ValueError, match=f"{old}= and {new}= both given"):
-        warnings.simplefilter("ignore", DeprecationWarning)
-        env_class(**{old: 1.0, new: 2.0})
-
-
-def test_new_timeout_names_do_not_warn():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        SWEAgentEnv(command_timeout_s=1.0, grading_timeout_s=2.0, call_timeout_s=3.0, episode_timeout_s=4.0)
-        SWEEnv(command_timeout_s=1.0, grading_timeout_s=2.0)
+def test_a_timeout_without_its_unit_is_an_unknown_argument_that_names_the_right_one(env_class, old, new):
+    with pytest.raises(ConfigError, match=rf"^{env_class.__name__} got an unknown argument {old}=42.0 "
+                                          rf"\(did you mean '{new}'\?\)\. Accepted: "):
+        env_class(**{old: 42.0})
 
 
 def test_unknown_instance_id_at_reset_is_one_message_for_both_envs():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gymenvs.swe.grading import GradeReport
-from gymenvs.swe.grading.evaluate import Prediction, evaluate, grade_predictions, read_predictions
+from gymenvs.swe.grading.evaluate import Prediction, grade_predictions, read_predictions
 
 from .conftest import FIXTURE_TASKS
 
@@ -96,12 +96,11 @@ def test_a_test_command_that_cannot_start_truncates_the_episode_with_an_error(ma
     assert info["status"] == "error" and "exit 4" in info["error"] and "could not run" in info["error"]
 
 
-def test_evaluate_is_a_deprecated_name_of_grade_predictions(tmp_path):
+def test_a_run_started_again_reads_back_its_reports_instead_of_grading_again(tmp_path):
     task = TASKS[TEXTKIT]
     kwargs = dict(tasks={task.instance_id: task}, run_id="r1", log_dir=tmp_path, progress=False,
                   grade_one=lambda task, patch: GradeReport(task.instance_id, "resolved", test_exit_code=0))
-    with pytest.warns(DeprecationWarning, match="grade_predictions"):
-        old = evaluate([Prediction(task.instance_id, task.patch)], **kwargs)
-    assert [o.status for o in old] == ["resolved"] and not old[0].resumed
+    first = grade_predictions([Prediction(task.instance_id, task.patch)], **kwargs)
+    assert [o.status for o in first] == ["resolved"] and not first[0].resumed
     again = grade_predictions([Prediction(task.instance_id, task.patch)], **kwargs)
-    assert again[0].resumed  # the same run, read back from the report.json the old name wrote
+    assert again[0].resumed  # the same run, read back from the report.json the first call wrote

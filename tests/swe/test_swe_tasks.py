@@ -168,26 +168,6 @@ def test_fixture_rows_keep_extra_columns():
     assert task.extra["created_at"] and "hints_text" not in task.extra  # known fields are not duplicated
 
 
-MOVED = {
-    **{f"gymenvs.swe.{name}": f"gymenvs.swe.sandbox.{name}" for name in ("shell", "pool", "images", "output")},
-    **{f"gymenvs.swe.{name}": f"gymenvs.swe.grading.{name}"
-       for name in ("specs", "logparsers", "report", "patches", "changes", "results_plugin", "evaluate")},
-    "gymenvs.swe.upstream": "gymenvs.swe.tasks.upstream",
-}
-
-
-@pytest.mark.parametrize(("old", "new"), sorted(MOVED.items()))
-def test_a_moved_module_imports_from_its_old_path_with_a_warning(old, new):
-    import importlib
-
-    import gymenvs.swe  # noqa: F401  (registers the old paths)
-
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
-
-
 def test_the_fixtures_ship_inside_the_tasks_package():
     from gymenvs.swe.tasks import fixtures_path
 

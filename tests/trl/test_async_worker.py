@@ -242,16 +242,14 @@ def test_bad_options_are_rejected_at_construction(server, model_and_tokenizer):
         make_worker(server, tokenizer, env_id="gymenvs/Nope-v0")
 
 
-def test_options_read_as_the_old_worker_attributes_warn_and_come_from_worker_options(server, model_and_tokenizer):
+def test_the_worker_options_are_read_from_worker_options_only(server, model_and_tokenizer):
     _, tokenizer = model_and_tokenizer
     worker = make_worker(server, tokenizer, seed=11, max_staleness=3, request_timeout_s=42.0)
     expected = {"num_generations": GROUP, "seed": 11, "max_staleness": 3, "request_timeout_s": 42.0}
     for name, value in expected.items():
         assert getattr(worker.options, name) == value
-        with pytest.warns(DeprecationWarning, match=f"worker.options.{name}"):
-            assert getattr(worker, name) == value
-    with pytest.raises(AttributeError, match="queue_maxsize"):
-        _ = worker.queue_maxsize  # never an attribute of the worker: no alias
+        with pytest.raises(AttributeError, match=name):
+            getattr(worker, name)
 
 
 @pytest.mark.slow

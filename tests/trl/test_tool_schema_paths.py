@@ -106,7 +106,7 @@ def rollout_prompt_ids(env_id, kwargs, tokenizer):
         def generate(self, prompts, max_tokens):
             return [Completion([tokenizer.eos_token_id], [0.0], "stop") for _ in prompts]
 
-    rollout = make_rollout_func(env_id, **kwargs)
+    rollout = make_rollout_func(env_id, env_kwargs=kwargs)
     try:
         (episode,) = rollout.run(
             [PROMPT], EndAtOnce(), tokenizer, rows=[{"prompt": PROMPT, "seed": SEED}], max_completion_length=512

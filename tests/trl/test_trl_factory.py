@@ -298,15 +298,16 @@ def test_two_configurations_of_one_env_get_two_names_and_name_sets_one():
         environment_factory("gymenvs/Catch-v0", name="small catch")
 
 
-def test_env_kwargs_are_taken_the_same_way_as_make_rollout_func_takes_them():
+def test_env_kwargs_are_taken_as_keywords_or_a_mapping_and_make_rollout_func_takes_the_mapping_only():
     from wrappers.trl import make_rollout_func
 
     as_keywords = environment_factory("gymenvs/Catch-v0", rows=2)
     as_mapping = environment_factory("gymenvs/Catch-v0", env_kwargs={"rows": 2})
     assert as_keywords.env_kwargs == as_mapping.env_kwargs == {"rows": 2}
-    with pytest.warns(DeprecationWarning, match="env_kwargs"):  # env keywords of their own: deprecated
-        rollout = make_rollout_func("gymenvs/Catch-v0", rows=2, max_tokens_per_turn=4)
+    rollout = make_rollout_func("gymenvs/Catch-v0", env_kwargs={"rows": 2}, max_tokens_per_turn=4)
     assert rollout.env_kwargs == {"rows": 2} and rollout.max_tokens_per_turn == 4
     rollout.close()
+    with pytest.raises(ValueError, match=r"unknown option\(s\) 'rows'.*env_kwargs=\{\.\.\.\}"):
+        make_rollout_func("gymenvs/Catch-v0", rows=2, max_tokens_per_turn=4)
     with pytest.raises(ValueError, match="group_size=0"):
         environment_factory("gymenvs/Catch-v0", group_size=0)

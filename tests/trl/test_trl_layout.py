@@ -1,10 +1,7 @@
-"""The TRL bridge's layout: moved modules keep their old import paths for one release, and a rollout
-asks the env's class (`hosts_agent`), not a list of ids, whether it is an agent env."""
+"""The TRL bridge's layout: the packages export their modules' public names, and a rollout asks the
+env's class (`hosts_agent`), not a list of ids, whether it is an agent env."""
 
 from __future__ import annotations
-
-import importlib
-import sys
 
 import gymnasium as gym
 import pytest
@@ -17,33 +14,14 @@ from wrappers.trl.rollout.base import EnvRollout
 from wrappers.trl.rollout.env import rollout_class_for
 
 
-@pytest.mark.parametrize(("old", "new"), sorted(wrappers.trl.MOVED_MODULES.items()))
-def test_an_old_module_path_warns_and_is_the_new_module(old: str, new: str) -> None:
-    sys.modules.pop(old, None)
-    with pytest.warns(DeprecationWarning, match=f"{old} moved to {new}"):
-        module = importlib.import_module(old)
-    assert module is importlib.import_module(new)
-
-
-def test_the_old_server_command_still_runs_the_moved_server_and_says_where_it_went() -> None:
-    import subprocess
-    from pathlib import Path
-
-    old, new = "wrappers.trl.inference_server", "wrappers.trl.serve.inference_server"
-    result = subprocess.run([sys.executable, "-m", old, "--help"], capture_output=True, text=True, timeout=120,
-                            cwd=Path(__file__).resolve().parents[2])
-    assert result.returncode == 0 and result.stdout.startswith("usage: inference_server.py"), result.stderr
-    assert f"FutureWarning: {old} moved to {new}: run `python -m {new}`" in result.stderr
-
-
-def test_the_rollout_package_still_exports_the_former_modules_names() -> None:
+def test_the_rollout_package_exports_its_modules_names() -> None:
     import wrappers.trl.rollout as rollout
 
     assert rollout.EnvRollout is EnvRollout and rollout.make_rollout_func is wrappers.trl.make_rollout_func
-    assert {"env_reward", "Prompt", "RolloutEnv", "EnvSpec", "ENVIRONMENT_COLUMN", "evaluate"} <= set(dir(rollout))
+    assert {"env_reward", "Prompt", "RolloutEnv", "EnvSpec", "ENVIRONMENT_COLUMN", "evaluate_rollouts"} <= set(dir(rollout))
 
 
-def test_the_generation_package_still_exports_every_backend() -> None:
+def test_the_generation_package_exports_every_backend() -> None:
     import wrappers.trl.generation as generation
 
     for name in ("Completion", "Sampling", "Generator", "TransformersGenerator", "VLLMGenerator", "VLLMServerGenerator",
@@ -56,9 +34,9 @@ def test_every_public_name_resolves() -> None:
         assert getattr(wrappers.trl, name) is not None
 
 
-def test_the_old_evaluate_name_warns() -> None:
-    with pytest.warns(DeprecationWarning, match="evaluate_rollouts"), pytest.raises(ValueError, match="not registered"):
-        wrappers.trl.evaluate("no/Such-v0", None, None, num_episodes=1)
+def test_evaluate_rollouts_of_an_unknown_id_is_a_value_error_before_anything_is_built() -> None:
+    with pytest.raises(ValueError, match="not registered"):
+        wrappers.trl.evaluate_rollouts("no/Such-v0", None, None, num_episodes=1)
 
 
 class HostedAgentEcho(EchoEnv):

@@ -15,9 +15,11 @@ def test_an_unknown_option_names_itself_and_what_is_allowed() -> None:
         make_rollout_func("gymenvs/Catch-v0", max_tokens_pre_turn=4)
 
 
-def test_an_env_keyword_given_as_an_option_still_reaches_the_env_with_a_deprecation_warning() -> None:
-    with pytest.warns(DeprecationWarning, match=r"env_kwargs=\{\.\.\.\}"):
-        rollout = make_rollout_func("gymenvs/Catch-v0", rows=2)
+def test_an_env_keyword_given_as_an_option_is_an_error_that_says_where_it_goes() -> None:
+    with pytest.raises(ValueError, match=r"unknown option\(s\) 'rows'; allowed: .*env_kwargs.*"
+                                         r"\(the env's own keywords go in env_kwargs=\{\.\.\.\}\)$"):
+        make_rollout_func("gymenvs/Catch-v0", rows=2)
+    rollout = make_rollout_func("gymenvs/Catch-v0", env_kwargs={"rows": 2})
     assert rollout.env_kwargs == {"rows": 2}
     rollout.close()
 

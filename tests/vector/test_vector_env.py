@@ -373,27 +373,22 @@ def test_close_is_idempotent_and_leaves_no_thread_or_process(backend):
         envs.reset()
 
 
-def test_close_gives_the_backend_timeout_s_and_takes_the_old_name_with_a_warning(monkeypatch):
+def test_close_gives_the_backend_timeout_s_and_takes_no_other_keyword(monkeypatch):
+    envs = echo_vector("thread", num_envs=2)
     given = []
-    for close_kwargs in ({"timeout_s": 7.0}, {"timeout": 8.0}):
-        envs = echo_vector("thread", num_envs=2)
-        backend_close = envs._backend.close
+    backend_close = envs._backend.close
 
-        def recording_close(timeout_s, close=backend_close):
-            given.append(timeout_s)
-            close(timeout_s)
+    def recording_close(timeout_s):
+        given.append(timeout_s)
+        backend_close(timeout_s)
 
-        monkeypatch.setattr(envs._backend, "close", recording_close)
-        with pytest.raises(TypeError, match="timeout_seconds.*takes timeout_s"):
-            envs.close(timeout_seconds=1.0)
+    monkeypatch.setattr(envs._backend, "close", recording_close)
+    for wrong in ("timeout", "timeout_seconds"):
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{wrong}'"):
+            envs.close(**{wrong: 1.0})
         assert not envs.closed
-        if "timeout" in close_kwargs:
-            with pytest.warns(DeprecationWarning, match=r"close\(timeout=...\) is now close\(timeout_s=...\)"):
-                envs.close(**close_kwargs)
-        else:
-            envs.close(**close_kwargs)
-        assert envs.closed
-    assert given == [7.0, 8.0] and not our_threads()
+    envs.close(timeout_s=7.0)
+    assert envs.closed and given == [7.0] and not our_threads()
 
 
 def test_close_closes_every_env():

@@ -15,8 +15,7 @@ The code is in rooms, one job each: factory.py (`environment_factory`), rollout/
 episodes, seeding), generation/ (one backend per module), serve/ (the CPU inference server, its
 one HTTP client, weight transfer), async_grpo/ (the async worker and CPU trainer), extras/ (the tiny
 offline model tests and examples use), trl_internals.py (every private TRL access).
-`wrappers.trl.rollout` and `wrappers.trl.generation` (modules before, packages now) still export
-their former names.
+`wrappers.trl.rollout` and `wrappers.trl.generation` export their modules' public names.
 
 Heavy dependencies (torch, transformers, trl, datasets) are imported only when used.
 """
@@ -26,14 +25,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from gymenvs._moved import alias_moved_modules
-
 _EXPORTS = {
     "environment_factory": "wrappers.trl.factory",
     "EpisodeOverError": "wrappers.trl.factory",
     "make_rollout_func": "wrappers.trl.rollout.env",
     "evaluate_rollouts": "wrappers.trl.rollout.env",
-    "evaluate": "wrappers.trl.rollout.env",
     "EnvRollout": "wrappers.trl.rollout.base",
     "env_reward": "wrappers.trl.rollout.base",
     "AgentRollout": "wrappers.trl.rollout.agent",
@@ -59,20 +55,6 @@ _EXPORTS = {
     "teach_tool_calls": "wrappers.trl.extras.tiny_model",
     "tool_call_text": "wrappers.trl.extras.tiny_model",
 }
-
-#: Modules that moved into the rooms above; their old paths work for one release (with a DeprecationWarning).
-MOVED_MODULES = {
-    "wrappers.trl.agent_rollout": "wrappers.trl.rollout.agent",
-    "wrappers.trl.transcript": "wrappers.trl.rollout.transcript",
-    "wrappers.trl.seeding": "wrappers.trl.rollout.seeding",
-    "wrappers.trl.inference_server": "wrappers.trl.serve.inference_server",
-    "wrappers.trl.inference_engine": "wrappers.trl.serve.inference_engine",
-    "wrappers.trl.weight_transfer": "wrappers.trl.serve.weight_transfer",
-    "wrappers.trl.async_worker": "wrappers.trl.async_grpo.worker",
-    "wrappers.trl.cpu_async_grpo": "wrappers.trl.async_grpo.cpu_trainer",
-    "wrappers.trl.offline_model": "wrappers.trl.extras.tiny_model",
-}
-alias_moved_modules(MOVED_MODULES)
 
 __all__ = sorted(_EXPORTS)
 

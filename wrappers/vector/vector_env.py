@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import atexit
-import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -245,13 +244,8 @@ class ConcurrentVectorEnv(VectorEnv):
     def render(self) -> tuple[Any, ...]:
         return self.call("render")
 
-    def close_extras(self, timeout_s: float = CLOSE_TIMEOUT_S, **deprecated: Any) -> None:
+    def close_extras(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         """Close every env and stop every worker (`close(timeout_s=...)`: how long to wait for them)."""
-        if "timeout" in deprecated:
-            warnings.warn("close(timeout=...) is now close(timeout_s=...)", DeprecationWarning, stacklevel=3)
-            timeout_s = deprecated.pop("timeout")
-        if deprecated:
-            raise TypeError(f"close() got unexpected keyword arguments {sorted(deprecated)}; it takes timeout_s")
         backend = getattr(self, "_backend", None)
         if backend is not None:
             backend.close(timeout_s)

@@ -13,7 +13,6 @@ the same run id reads back the report.json files it finds instead of grading tho
 from __future__ import annotations
 
 import json
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -118,13 +117,6 @@ def grade_predictions(predictions: Iterable[Prediction], tasks: Mapping[str, Tas
             bar.set_postfix(resolved=resolved, refresh=False)
             bar.update()
     return [outcome for outcome in (outcomes[p.instance_id] for p in predictions) if outcome is not None]  # all are done
-
-
-def evaluate(*args: Any, **kwargs: Any) -> list[InstanceResult]:
-    """Deprecated name of `grade_predictions` (gymenvs has one `evaluate` per job, each named for it)."""
-    warnings.warn("gymenvs.swe.grading.evaluate.evaluate is now grade_predictions; the old name goes away in the next release",
-                  DeprecationWarning, stacklevel=2)
-    return grade_predictions(*args, **kwargs)
 
 
 def check_predictions(predictions: Iterable[Prediction], tasks: Mapping[str, Task]) -> None:

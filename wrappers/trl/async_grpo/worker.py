@@ -31,7 +31,6 @@ import logging
 import queue
 import threading
 import time
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
@@ -76,10 +75,6 @@ class WorkerOptions(Options):
     seed: NonNegativeInt
     queue_maxsize: Annotated[StrictInt, Field(ge=0, description="an integer >= 0 (0: unbounded)")]
     request_timeout_s: PositiveSeconds
-
-
-#: Options that were attributes of the worker itself before `WorkerOptions` held them (kept for one release).
-_MOVED_TO_OPTIONS = frozenset({"num_generations", "seed", "max_staleness", "request_timeout_s"})
 
 
 class _Abandoned(Exception):
@@ -197,13 +192,6 @@ class EnvRolloutWorker:
         self._failure: BaseException | None = None
         #: Seconds from each weight sync to the first queued sample of that version (or newer).
         self.version_lags: list[float] = []
-
-    def __getattr__(self, name: str) -> Any:
-        options = self.__dict__.get("options")
-        if options is None or name not in _MOVED_TO_OPTIONS:
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        warnings.warn(f"EnvRolloutWorker.{name} is deprecated: read worker.options.{name}", DeprecationWarning, stacklevel=2)
-        return getattr(options, name)
 
     # -- RolloutWorkerProtocol ------------------------------------------------------------
 

@@ -5,7 +5,7 @@
 - agent.py: `AgentRollout`, for envs whose class sets `hosts_agent` (the agent's requests are the prompts);
 - transcript.py: an `Episode`'s tokens and messages; seeding.py: where episodes' seeds come from.
 
-This package also keeps the names the former module `wrappers/trl/rollout.py` exported.
+This package exports the public names of its modules.
 """
 
 from wrappers.trl.rollout.base import (
@@ -17,7 +17,7 @@ from wrappers.trl.rollout.base import (
     RolloutEnv,
     env_reward,
 )
-from wrappers.trl.rollout.env import evaluate, evaluate_rollouts, make_rollout_func
+from wrappers.trl.rollout.env import evaluate_rollouts, make_rollout_func
 
 __all__ = [
     "ENVIRONMENT_COLUMN",
@@ -27,7 +27,6 @@ __all__ = [
     "Prompt",
     "RolloutEnv",
     "env_reward",
-    "evaluate",
     "evaluate_rollouts",
     "make_rollout_func",
 ]

@@ -4,8 +4,7 @@ hosts an agent), and `evaluate_rollouts`, which plays episodes with it without a
 from __future__ import annotations
 
 import inspect
-import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from gymnasium.envs.registration import load_env_creator
@@ -38,8 +37,8 @@ def make_rollout_func(env_id: str | Mapping[str, EnvSpec] | Sequence[str], **opt
             each dataset row's `environment` column picks one, as TRL's dict `environment_factory` does.
             Score them with `reward_func` (every env's reward) or `reward_func_for(name)` per env.
         env_kwargs: keyword arguments for `gymnasium.make` (the env's constructor). Any keyword not
-            listed here is a `ValueError` naming it; one the env's constructor takes still goes to
-            the env for one release, with a `DeprecationWarning` (pass it in `env_kwargs`).
+            listed here is a `ValueError` naming it and listing the allowed ones: the env's own
+            keywords go in `env_kwargs={...}`, never as keywords of their own.
         tokenizer, max_completion_length: when both are given, the length is checked now (else at
             the first call); `max_completion_length` overrides the trainer's.
         max_tokens_per_turn: cap on one model turn (default: the remaining completion budget). A turn
@@ -60,40 +59,13 @@ def make_rollout_func(env_id: str | Mapping[str, EnvSpec] | Sequence[str], **opt
             `num_cpus` and `resources` (`{"docker": 1}`), or the thread backend's `pin_threads`.
     """
     rollout_options = set(inspect.signature(EnvRollout).parameters) - {"env_id"}
-    unknown = {key: value for key, value in options.items() if key not in rollout_options}
-    options = {key: value for key, value in options.items() if key in rollout_options}
+    unknown = sorted(name for name in options if name not in rollout_options)
     if unknown:
-        options["env_kwargs"] = {**(options.get("env_kwargs") or {}), **_deprecated_env_kwargs(env_id, unknown, rollout_options)}
-    return rollout_class_for(env_id)(env_id, **options)
-
-
-def _deprecated_env_kwargs(env_id: Any, unknown: dict[str, Any], rollout_options: set[str]) -> dict[str, Any]:
-    """Unknown options the env's constructor takes, with a DeprecationWarning; any other is a ValueError."""
-    accepted = _constructor_takes(env_id) if _is_registered(env_id) else (lambda name: False)
-    rejected = sorted(name for name in unknown if not accepted(name))
-    if rejected:
         raise ValueError(
-            f"make_rollout_func got unknown option(s) {', '.join(map(repr, rejected))}; allowed: "
+            f"make_rollout_func got unknown option(s) {', '.join(map(repr, unknown))}; allowed: "
             f"{', '.join(sorted(rollout_options))} (the env's own keywords go in env_kwargs={{...}})"
         )
-    warnings.warn(
-        f"make_rollout_func({env_id!r}, {', '.join(f'{name}=...' for name in unknown)}): pass the env's keywords as "
-        f"env_kwargs={{...}}; as keywords of their own they stop working in the next release",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return unknown
-
-
-def _constructor_takes(env_id: str) -> Callable[[str], bool]:
-    try:
-        parameters = inspect.signature(_env_class(env_id)).parameters.values()
-    except (TypeError, ValueError):  # no signature to read: let the env's own check decide
-        return lambda name: True
-    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters):
-        return lambda name: True
-    names = {parameter.name for parameter in parameters}
-    return names.__contains__
+    return rollout_class_for(env_id)(env_id, **options)
 
 
 def rollout_class_for(env_id: str | Mapping[str, EnvSpec] | Sequence[str]) -> type[EnvRollout]:
@@ -139,9 +111,3 @@ def evaluate_rollouts(
         )
     finally:
         rollout.close()
-
-
-def evaluate(*args: Any, **kwargs: Any) -> list[Episode]:
-    """Deprecated name of `evaluate_rollouts`; goes away in the next release."""
-    warnings.warn("wrappers.trl.evaluate is now evaluate_rollouts", DeprecationWarning, stacklevel=2)
-    return evaluate_rollouts(*args, **kwargs)
