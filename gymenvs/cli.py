@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gymenvs.swe.cli import add_commands as add_swe_commands
 
     add_swe_commands(commands.add_parser("swe", help="the SWE environment: build images, list tasks, grade patches"))
-    from gymenvs.terminal.validate_cli import add_commands as add_tasks_commands
+    from gymenvs.tasks_cli import add_commands as add_tasks_commands
 
     add_tasks_commands(commands.add_parser("tasks", help="Harbor task folders and SWE datasets alike: validate"))
     return parser

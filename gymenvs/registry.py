@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
@@ -32,6 +32,12 @@ class EnvEntry:
     id: str
     entry_point: str
     description: str
+    #: The constructor's keywords the id fixes (a container env's task family), as `EnvSpec.kwargs`.
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+
+SWE = {"family": "gymenvs.swe.family:SWEFamily"}
+HARBOR = {"family": "gymenvs.terminal.family:HarborFamily"}
 
 
 ENVS: tuple[EnvEntry, ...] = (
@@ -58,23 +64,27 @@ ENVS: tuple[EnvEntry, ...] = (
     ),
     EnvEntry(
         "gymenvs/SWE-v0",
-        "gymenvs.swe.env:SWEEnv",
+        "gymenvs.container.tools_env:ToolsEnv",
         "Fix a repository's issue in a Docker container; graded host-side by its FAIL_TO_PASS / PASS_TO_PASS tests.",
+        SWE,
     ),
     EnvEntry(
         "gymenvs/SWEAgent-v0",
-        "gymenvs.swe.agents.env:SWEAgentEnv",
+        "gymenvs.container.agent.env:AgentEnv",
         "An agent program runs in the task container; its LLM calls are the env's steps (or go to an upstream).",
+        SWE,
     ),
     EnvEntry(
         "gymenvs/Terminal-v0",
-        "gymenvs.terminal.env:TerminalEnv",
+        "gymenvs.container.tools_env:ToolsEnv",
         "A Harbor-format task (Terminal-Bench 2, its adapters) in its container, with SWE-v0's tools; graded by its tests.",
+        HARBOR,
     ),
     EnvEntry(
         "gymenvs/TerminalAgent-v0",
-        "gymenvs.terminal.env:TerminalAgentEnv",
+        "gymenvs.container.agent.env:AgentEnv",
         "SWEAgent-v0's agents on Harbor-format tasks; the agent's LLM calls are the env's steps (or go to an upstream).",
+        HARBOR,
     ),
 )
 
@@ -129,7 +139,8 @@ def make_vec(
 def register_envs() -> None:
     for entry in ENVS:
         if entry.id not in gym.registry:
-            gym.register(entry.id, entry_point=entry.entry_point, vector_entry_point=vector_entry_point(entry.id))
+            gym.register(entry.id, entry_point=entry.entry_point, vector_entry_point=vector_entry_point(entry.id),
+                         kwargs=dict(entry.kwargs))
 
 
 @create_shared_memory.register(UnicodeText)

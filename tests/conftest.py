@@ -1,4 +1,5 @@
-"""Fixtures shared by every test folder: the real Docker engine and the SWE fixture images."""
+"""Fixtures shared by every test folder: the real Docker engine (as the runtime gymenvs uses, and as a plain
+client that observes and attacks from outside) and the fixture images of both task families."""
 
 from __future__ import annotations
 
@@ -8,25 +9,34 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def docker_client():
-    """A client of the real engine; the tests that need one skip, saying why, when none answers."""
-    from gymenvs.swe.sandbox import SandboxError, docker_client
+def runtime():
+    """The process's Docker runtime, as the envs use it; the tests that need one skip, saying why, when no engine answers."""
+    from gymenvs.container.runtime import SandboxError, default_runtime
 
     try:
-        client = docker_client()
+        return default_runtime()
     except SandboxError as exc:
         pytest.skip(f"no Docker engine can run here: {exc}")
+
+
+@pytest.fixture(scope="session")
+def docker_client(runtime):
+    """A plain docker SDK client of the same engine: what a test uses to look at, or break, containers from outside."""
+    import docker
+
+    client = docker.from_env()
     yield client
     client.close()
 
 
 @pytest.fixture(scope="session")
-def swe_images(docker_client):
+def swe_images(runtime):
     """The base and fixture images (built if missing: about a minute for the base, offline from apt's mirror)."""
-    from gymenvs.swe.sandbox.images import BASE_IMAGE, build_base_image, build_fixture_images
+    from gymenvs.container.images import BASE_IMAGE, build_base_image
+    from gymenvs.swe.images import build_fixture_images
 
-    build_base_image(docker_client, tag=BASE_IMAGE, progress=False)
-    build_fixture_images(docker_client, base=BASE_IMAGE, progress=False)
+    build_base_image(runtime, tag=BASE_IMAGE, progress=False)
+    build_fixture_images(runtime, base=BASE_IMAGE, progress=False)
     return BASE_IMAGE
 
 
@@ -40,12 +50,12 @@ def ray_session():
 
 
 @pytest.fixture(scope="session")
-def terminal_images(docker_client, swe_images):
+def terminal_images(runtime, swe_images):
     """The images of the Harbor fixture tasks (gymenvs/terminal/fixtures), built on the base image; their names."""
     from gymenvs.terminal.images import ensure_task_image
     from gymenvs.terminal.tasks import load_terminal_tasks
 
-    return {task.name: ensure_task_image(docker_client, task) for task in load_terminal_tasks()}
+    return {task.name: ensure_task_image(runtime, task) for task in load_terminal_tasks()}
 
 
 @pytest.fixture(scope="session")

@@ -40,8 +40,8 @@ def summary(name: str, seconds: list[float], cpu_seconds: float | None = None) -
 
 def gymenvs_in_container(calls: int) -> tuple[list[float], float]:
     """Each call's round trip, and the CPU time this process (env and channel threads) spent on all of them."""
-    from gymenvs.swe.agents.env import SWEAgentEnv
-    from gymenvs.swe.agents.specs import AgentSpec
+    from gymenvs.container.agent.env import SWEAgentEnv
+    from gymenvs.container.agent.specs import AgentSpec
 
     pinger = AgentSpec("pinger", command="exec python3 /run/gymenvs/pinger.py", files=(str(PINGER),),
                        environment={"GYMENVS_PINGS": str(calls + 1)})

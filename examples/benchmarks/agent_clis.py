@@ -29,11 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from gymenvs.swe.agents.env import SWEAgentEnv
-from gymenvs.swe.agents.install import default_npm_cache, install_agent
-from gymenvs.swe.agents.specs import agent_spec, derived_image
+from gymenvs.container.agent.env import SWEAgentEnv
+from gymenvs.container.agent.install import default_npm_cache, install_agent
+from gymenvs.container.agent.specs import agent_spec, derived_image
 from gymenvs.swe.sandbox.docker import docker_client
-from gymenvs.swe.sandbox.images import image_for
+from gymenvs.swe.images import image_for
 from gymenvs.swe.tasks import FIXTURES, load_tasks
 
 #: Each CLI's own shell tool: its name and the argument holding the command.
@@ -88,11 +88,11 @@ def measure_episodes(agent: str, instance_id: str, episodes: int, turns: int) ->
                 _, _, terminated, truncated, info = env.step(shell(agent, f"echo turn-{turn}"))
                 if terminated or truncated:
                     break
-                rewritten += bool(info["history_rewritten"])
-                appended += not info["history_rewritten"]
+                rewritten += bool(info["request"]["history_rewritten"])
+                appended += not info["request"]["history_rewritten"]
             else:
                 _, _, terminated, truncated, info = env.step("done")
-                rewritten += bool(info.get("history_rewritten"))
+                rewritten += bool(info.get("request", {}).get("history_rewritten"))
             ended_ok += bool(terminated and not truncated)
             side_calls += info["side_calls"]
     finally:

@@ -19,7 +19,7 @@ import os
 import statistics
 import time
 
-from gymenvs.swe.agents.env import SWEAgentEnv
+from gymenvs.container.agent.env import SWEAgentEnv
 
 
 def main() -> None:

@@ -29,8 +29,8 @@ REPLY = {"name": "bash", "arguments": {"command": "ls"}}
 
 def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float]:
     """Each call's round trip, and the CPU time this process (env and channel threads) spent on all of them."""
-    from gymenvs.swe.agents.env import SWEAgentEnv
-    from gymenvs.swe.agents.specs import AgentSpec
+    from gymenvs.container.agent.env import SWEAgentEnv
+    from gymenvs.container.agent.specs import AgentSpec
 
     pinger = AgentSpec(
         f"wire-pinger-{wire}",
@@ -41,7 +41,7 @@ def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float
     env = SWEAgentEnv(agent=pinger, max_turns=calls + 10)
     try:
         _, info = env.reset(seed=0)
-        assert info["wire"] == wire
+        assert info["request"]["wire"] == wire
         times = []
         cpu_started = time.process_time()
         for _ in range(calls):

@@ -46,9 +46,9 @@ import docker
 import gymnasium as gym
 
 import gymenvs  # noqa: F401  (registers gymenvs/SWE-v0)
-from gymenvs.swe.sandbox import LABEL_PID
-from gymenvs.swe.sandbox.chaos import DEFAULT_ENGINE_SOCKET, EngineProxy, GradingKiller
-from gymenvs.swe.sandbox.images import image_for
+from gymenvs.container.runtime.owners import LABEL_PID
+from gymenvs.container.runtime.docker.chaos import DEFAULT_ENGINE_SOCKET, EngineProxy, GradingKiller
+from gymenvs.swe.images import image_for
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
 from wrappers.vector import ConcurrentVectorEnv
 

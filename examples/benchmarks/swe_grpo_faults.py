@@ -37,7 +37,7 @@ import docker  # noqa: E402
 from transformers import PrinterCallback, TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
-from gymenvs.swe.sandbox import LABEL_PID, LABEL_ROLE  # noqa: E402
+from gymenvs.container.runtime.owners import LABEL_PID, LABEL_ROLE  # noqa: E402
 from gymenvs.swe.tasks import FIXTURES, load_tasks, task_to_row  # noqa: E402
 from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset, make_rollout_func, tiny_model  # noqa: E402
 

@@ -22,7 +22,7 @@ import gymnasium as gym
 import gymenvs  # noqa: F401  (registers gymenvs/SWE-v0)
 from gymenvs.swe.grading import grade
 from gymenvs.swe.sandbox import DockerSandbox, docker_client
-from gymenvs.swe.sandbox.images import image_for
+from gymenvs.swe.images import image_for
 from gymenvs.swe.tasks import FIXTURES, load_tasks
 
 TRIVIAL = "true"

@@ -27,7 +27,7 @@ CHILD = """
 import json, sys
 import docker
 from gymenvs.swe.grading import grade
-from gymenvs.swe.sandbox.images import image_for
+from gymenvs.swe.images import image_for
 from tests.swe import _red_team_today as red_team
 
 client = docker.from_env()

@@ -12,7 +12,9 @@ third in one module. A family answers:
 - `instruction(task)`: what the task asks, as an agent program reads it (and `prompt`, the first
   observation of an env that acts through tools);
 - `grade(run)`: the `Grade` of the episode's container, where the agent cannot reach;
-- optionally `validate(task, runtime, runs)`: the task checked before training on it.
+- optionally, for `gymenvs tasks validate`: `validate(task, runtime, runs=...)` (the task checked before
+  training on it), `fingerprint(task)` (what decides its verdict) and `write_tasks(tasks, path)` (a
+  dataset of the valid ones).
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from gymenvs.container.runtime import Limits, Runtime, Sandbox
 from gymenvs.core.errors import config_error
 from gymenvs.core.outcomes import EndedBy, ending
-from gymenvs.container.runtime import Limits, Runtime, Sandbox
 
 if TYPE_CHECKING:
     from gymenvs.container.validation import TaskValidation
@@ -136,6 +139,8 @@ class TaskFamily(ABC, Generic[TaskT, OptionsT]):
     task_option_names: ClassVar[frozenset[str]] = frozenset()
     #: Environment variables an agent program gets about the kind of task.
     agent_environment: ClassVar[Mapping[str, str]] = {}
+    #: Where `gymenvs tasks validate` writes the valid tasks by default (`write_tasks`).
+    valid_tasks_file: ClassVar[str] = "valid_tasks.txt"
 
     def __init__(self, **options: Any):
         try:
@@ -190,9 +195,19 @@ class TaskFamily(ABC, Generic[TaskT, OptionsT]):
         report = self.options.validation_report
         return {i: f"validation_report={report!r} marks it {why}" for i, why in invalid_tasks(report).items() if i in ids}
 
+    # -- validation ---------------------------------------------------------------------------
+
     def validate(self, task: TaskT, runtime: Runtime, *, runs: int = 1, timeout_s: float | None = None) -> TaskValidation:
         """`task` run and graded with its reference solution and with none, `runs` times each, and judged."""
         raise NotImplementedError(f"the {self.name} family has no validation")
+
+    def fingerprint(self, task: TaskT) -> str:
+        """A digest of what decides the task's verdict: validation judges a task again once it changes."""
+        raise NotImplementedError(f"the {self.name} family has no validation")
+
+    def write_tasks(self, tasks: Sequence[TaskT], path: str | Path) -> int:
+        """Write `tasks` where `options.dataset` can name them again; how many."""
+        raise NotImplementedError(f"the {self.name} family cannot write its tasks")
 
     # -- what the envs ask --------------------------------------------------------------------
 

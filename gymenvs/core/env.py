@@ -43,8 +43,9 @@ class TextEnv(gym.Env[str, str]):
     Subclasses declare actions as `@tool` methods returning a `str` or an `Outcome`, and implement
     `_start_episode` (the first observation, drawing any randomness from `self.np_random`). They
     may override `_parse_text` (how free text maps to a tool call), `_at_turn_limit`, `_episode_state`
-    and `_render_ansi`. Invalid actions raise `ActionError` inside a tool; the agent then reads the
-    message as its observation and `info["error"]` holds it. Exceptions escape only on API misuse.
+    and `_render_ansi`; an env whose actions are not tool calls (an agent's reply) overrides `_act`.
+    Invalid actions raise `ActionError` inside a tool; the agent then reads the message as its
+    observation and `info["error"]` holds it. Exceptions escape only on API misuse.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # a class attribute, as in gymnasium.Env
@@ -59,12 +60,12 @@ class TextEnv(gym.Env[str, str]):
     #: `gymnasium.make_vec` on the thread backend then gives each slot a dedicated thread.
     thread_affine: ClassVar[bool] = False
     #: True when the env hosts an agent program whose LLM calls are its observations: each
-    #: observation is a chat request (messages + tools in `info["request"]`) and each action the
-    #: reply. The protocol: an env that sets it puts every request in `info["request"]` (from
-    #: `reset` and every non-final `step`) and `info["history_rewritten"] = True` when the agent's
-    #: messages no longer extend the previous request. `wrappers.trl.make_rollout_func` reads it
-    #: off the registered class (no env is built for that) and plays such an env with an
-    #: `AgentRollout`, which tracks token sequences per request instead of per turn.
+    #: observation is a chat request and each action the reply. Such an env puts an `AgentRequest`
+    #: (`gymenvs.container.agent.request`: the messages, tools, which messages are new, whether the
+    #: agent rewrote its history) in `info["request"]` at `reset` and at every step that does not end
+    #: the episode. `wrappers.trl.make_rollout_func` reads it off the registered class (no env is
+    #: built for that) and plays such an env with an `AgentRollout`, which tracks token sequences
+    #: per request instead of per turn.
     hosts_agent: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -115,7 +116,7 @@ class TextEnv(gym.Env[str, str]):
             raise ResetNeeded(f"{self._name()}: the episode has ended; call reset() before stepping again")
         self._step_count += 1
         try:
-            outcome = self._run(parse_action(action, self._parse_text))
+            outcome = self._act(action)
         except ActionError as error:
             outcome = Outcome(f"Invalid action: {error}", info={"error": str(error)})
         truncated = not outcome.terminated and (outcome.truncated or self._step_count >= self.max_turns)
@@ -161,6 +162,11 @@ class TextEnv(gym.Env[str, str]):
     def _start_episode(self, options: dict[str, Any]) -> str:
         """Set up a new episode and return its first observation."""
         raise NotImplementedError
+
+    def _act(self, action: Any) -> Outcome:
+        """Carry out one action: by default a tool call (`parse_action`, free text read by `_parse_text`) run by
+        `_run`. An `ActionError` raised here is the invalid-action observation."""
+        return self._run(parse_action(action, self._parse_text))
 
     def _parse_text(self, text: str) -> ToolCall:
         """The tool call that free text stands for. By default free text is not understood."""

@@ -1,14 +1,15 @@
-"""The SWE environments: a coding agent in a Docker container, graded host-side.
+"""The SWE-bench task family: repositories at a base commit with an issue to resolve, graded host-side as
+the SWE-bench harness resolves an instance.
 
-`gymnasium.make("gymenvs/SWE-v0")` builds `gymenvs.swe.env.SWEEnv`; `gymenvs/SWEAgent-v0` runs an
-agent CLI in the container (`gymenvs.swe.agents`). The rooms, one job each:
+`gymnasium.make("gymenvs/SWE-v0")` is the container platform's tools env (`gymenvs.container`) with this
+family, `gymenvs/SWEAgent-v0` its agent env. The rooms, one job each:
 
+- `family.py`: `SWEFamily` and its options, what the container envs ask of the family;
 - `tasks/`: dataset rows as `Task`s, fixture tasks and their upstream releases;
-- `sandbox/`: the `Sandbox` protocol and its Docker backend, the persistent shell, the warm pool,
-  image names and offline builds, output capping;
+- `images.py`: each task's image name, and the fixture images built offline;
 - `grading/`: grading in a fresh container, how tests run, log parsers, the harness's verdict,
-  protected paths, the predictions-file grader;
-- `agents/`: SWEAgent-v0; `env.py`: SWE-v0; `cli.py`: `gymenvs swe ...`.
+  protected paths, validation, the predictions-file grader;
+- `cli.py`: `gymenvs swe ...`.
 
 Nothing here is imported by `import gymenvs`.
 """

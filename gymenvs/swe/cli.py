@@ -7,7 +7,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
@@ -43,10 +42,12 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=_grade)
 
+    from gymenvs.tasks_cli import add_validate_arguments, run_validate
+
     validate = commands.add_parser("validate", help="the same as `gymenvs tasks validate --format swe`: check each task "
                                    "of a dataset before training on it; writes a report and a dataset of the valid tasks")
     add_validate_arguments(validate)
-    validate.set_defaults(run=validate_swe, format="swe")
+    validate.set_defaults(run=run_validate, format="swe")
 
     install = commands.add_parser("install-agent", help="install an agent offline into derived images of task images")
     install.add_argument("agent", help="the agent to install: mini-swe-agent, claude-code, codex, opencode or pi")
@@ -56,34 +57,13 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     install.add_argument("--quiet", action="store_true", help="no progress bar")
     install.set_defaults(run=_install_agent)
 
-    reap = commands.add_parser("reap", help="remove SWE containers whose owning process is gone")
+    reap = commands.add_parser("reap", help="remove the containers, grading snapshots and volumes, and channel directories "
+                               "that gymenvs processes which are gone left behind")
     reap.set_defaults(run=_reap)
 
 
-def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `gymenvs tasks validate` (and its alias `gymenvs swe validate`)."""
-    parser.add_argument("dataset", nargs="?", default="fixtures",
-                        help='SWE: "fixtures" (default), a .json/.jsonl/.parquet file or a Hub dataset name; '
-                        "Harbor: a folder of task folders or an archive of one")
-    parser.add_argument("--split", help="dataset split (default: the only one, or test)")
-    parser.add_argument("--image-template", help="SWE: image name template, e.g. 'myorg/{swebench_id}:latest'")
-    parser.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these tasks (Harbor: task names)")
-    parser.add_argument("--runs", type=int, default=1, help="grade each patch (Harbor: the oracle and the empty run) this "
-                        "many times; a result that changes between runs is flaky (default 1)")
-    parser.add_argument("--workers", type=int, default=2, help="tasks validated at once (default 2)")
-    parser.add_argument("--timeout-s", type=float, default=None,
-                        help="seconds the tests of one run may take (default: SWE 1800, Harbor [verifier] timeout_sec)")
-    parser.add_argument("--report", type=Path, default=Path("validation.jsonl"),
-                        help="the per-task report (JSONL); tasks it already judged are skipped (default validation.jsonl)")
-    parser.add_argument("--valid-tasks", type=Path, default=None,
-                        help="write the valid tasks here: SWE, their rows, a dataset SWE-v0 reads (default valid_tasks.jsonl); "
-                        "Harbor, their folders, one per line (default valid_tasks.txt)")
-    parser.add_argument("--grade-as-root", action="store_true", help="SWE: run the tests as root, as SWE-v0's grade_as_root")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-
-
 def _add_base_options(parser: argparse.ArgumentParser) -> None:
-    from gymenvs.swe.sandbox.images import BASE_IMAGE, BASE_SUITE
+    from gymenvs.container.images import BASE_IMAGE, BASE_SUITE
 
     parser.add_argument("--tag", default=BASE_IMAGE, help=f"base image name (default {BASE_IMAGE})")
     parser.add_argument("--suite", default=BASE_SUITE, help=f"Debian suite (default {BASE_SUITE})")
@@ -99,27 +79,27 @@ def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _build_base_image(args: argparse.Namespace, force: bool | None = None) -> int:
-    from gymenvs.swe.sandbox.docker import docker_client
-    from gymenvs.swe.sandbox.images import build_base_image
+    from gymenvs.container.images import build_base_image
+    from gymenvs.container.runtime import default_runtime
 
-    built = build_base_image(docker_client(), tag=args.tag, suite=args.suite, mirror=args.mirror,
+    built = build_base_image(default_runtime(), tag=args.tag, suite=args.suite, mirror=args.mirror,
                              force=args.force if force is None else force, progress=not args.quiet)
     print(f"{args.tag}: {'built' if built else 'already present (use --force to rebuild)'}")
     return 0
 
 
 def _build_images(args: argparse.Namespace) -> int:
-    from gymenvs.swe.sandbox.docker import docker_client
-    from gymenvs.swe.sandbox.images import build_fixture_images
+    from gymenvs.container.runtime import default_runtime
+    from gymenvs.swe.images import build_fixture_images
 
     _build_base_image(args, force=False)  # --force rebuilds the fixture images, not the slow base
-    built = build_fixture_images(docker_client(), base=args.tag, force=args.force, progress=not args.quiet)
+    built = build_fixture_images(default_runtime(), base=args.tag, force=args.force, progress=not args.quiet)
     print(f"fixture images: {len(built)} built" + (f" ({', '.join(built)})" if built else ", all present"))
     return 0
 
 
 def _list_tasks(args: argparse.Namespace) -> int:
-    from gymenvs.swe.sandbox.images import image_for
+    from gymenvs.swe.images import image_for
     from gymenvs.swe.tasks.tasks import load_tasks
 
     for task in load_tasks(args.dataset, split=args.split):
@@ -129,10 +109,12 @@ def _list_tasks(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
+    from gymenvs.container.images import ensure_image
+    from gymenvs.container.reaper import reap
+    from gymenvs.container.runtime import SandboxError, default_runtime
     from gymenvs.swe.grading import evaluate
     from gymenvs.swe.grading.grading import GradeReport, grade
-    from gymenvs.swe.sandbox.docker import SandboxError, docker_client, reap_orphans
-    from gymenvs.swe.sandbox.images import ensure_image, image_for
+    from gymenvs.swe.images import image_for
     from gymenvs.swe.tasks.tasks import load_tasks
 
     if args.workers < 1:
@@ -148,16 +130,16 @@ def _grade(args: argparse.Namespace) -> int:
         return 2
     if args.instance_ids:
         predictions = [p for p in predictions if p.instance_id in set(args.instance_ids)]
-    client = docker_client()
-    reap_orphans(client)
+    runtime = default_runtime()
+    reap(runtime)
 
     def grade_one(task, patch: str) -> GradeReport:
         image = image_for(task, args.image_template)
         try:
-            ensure_image(client, image)
+            ensure_image(runtime, image)
         except SandboxError as exc:
             return GradeReport(task.instance_id, "error", error=str(exc))
-        return grade(client, task, patch, image=image, timeout=args.timeout, screen=args.screen)
+        return grade(runtime, task, patch, image=image, timeout=args.timeout, screen=args.screen)
 
     outcomes = evaluate.grade_predictions(predictions, tasks, grade_one, run_id=args.run_id, log_dir=args.log_dir,
                                           workers=args.workers, progress=not args.quiet)
@@ -176,72 +158,26 @@ def _grade(args: argparse.Namespace) -> int:
     return 0 if summary["resolved_instances"] == len(predictions) else 1
 
 
-def validate_swe(args: argparse.Namespace) -> int:
-    from gymenvs.swe.base import select_tasks
-    from gymenvs.swe.grading.grading import TEST_USER, GradeReport, grade
-    from gymenvs.swe.sandbox.docker import SandboxError, docker_client, reap_orphans
-    from gymenvs.swe.sandbox.images import ensure_image, image_for
-    from gymenvs.swe.tasks.tasks import Task, load_tasks
-    from gymenvs.swe.tasks.validate import validate_tasks, write_valid_tasks
-
-    if args.runs < 1 or args.workers < 1:
-        print(f"--runs={args.runs} --workers={args.workers}: give 1 or more", file=sys.stderr)
-        return 2
-    try:
-        tasks = select_tasks(load_tasks(args.dataset, split=args.split), args.instance_ids)
-    except ValueError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    client = docker_client()
-    reap_orphans(client)
-
-    def grade_one(task: Task, patch: str) -> GradeReport:
-        image = image_for(task, args.image_template)
-        try:
-            ensure_image(client, image)
-        except SandboxError as exc:
-            return GradeReport(task.instance_id, "error", error=str(exc))
-        return grade(client, task, patch, image=image, timeout=1800 if args.timeout_s is None else args.timeout_s,
-                     test_user=None if args.grade_as_root else TEST_USER)
-
-    verdicts = validate_tasks(tasks, grade_one, report=args.report, runs=args.runs, workers=args.workers,
-                              progress=not args.quiet)
-    valid_tasks = args.valid_tasks or Path("valid_tasks.jsonl")
-    return print_verdicts(verdicts, args.report, valid_tasks, write_valid_tasks(tasks, verdicts, valid_tasks))
-
-
-def print_verdicts(verdicts: list[Any], report: Path, valid_tasks: Path, kept: int) -> int:
-    """One line per task and a count; the exit code (0 only if every task is valid)."""
-    from gymenvs.swe.tasks.validate import INVALID, VALID
-
-    for verdict in verdicts:
-        note = " (from the report)" if verdict.resumed else f"\t{verdict.seconds:.1f}s"
-        print(f"{verdict.instance_id}\t{verdict.summary()}{note}")
-    counts = {status: sum(v.status == status for v in verdicts) for status in (VALID, INVALID, "error")}
-    print(f"valid {counts[VALID]}/{len(verdicts)}, invalid {counts[INVALID]}, errors {counts['error']}; "
-          f"report: {report}; valid tasks: {valid_tasks} ({kept})")
-    return 0 if counts[VALID] == len(verdicts) else 1
-
-
 def _install_agent(args: argparse.Namespace) -> int:
-    from gymenvs.swe.agents.install import install_agent
-    from gymenvs.swe.agents.specs import agent_spec, derived_image
-    from gymenvs.swe.sandbox.docker import docker_client
-    from gymenvs.swe.sandbox.images import image_for
+    from gymenvs.container.agent.install import install_agent
+    from gymenvs.container.agent.specs import agent_spec, derived_image
+    from gymenvs.container.runtime import default_runtime
+    from gymenvs.swe.images import image_for
     from gymenvs.swe.tasks.tasks import load_tasks
 
     spec = agent_spec(args.agent)
     images = args.images or [image_for(task, args.image_template) for task in load_tasks(args.dataset, split=args.split)]
-    built = install_agent(docker_client(), spec, images, force=args.force, progress=not args.quiet)
+    built = install_agent(default_runtime(), spec, images, force=args.force, progress=not args.quiet)
     for image in dict.fromkeys(images):
         print(f"{derived_image(image, spec)}: {'built' if derived_image(image, spec) in built else 'already present'}")
     return 0
 
 
 def _reap(args: argparse.Namespace) -> int:
-    from gymenvs.swe.agents.channel import reap_channel_directories
-    from gymenvs.swe.sandbox.docker import docker_client, reap_orphans
+    from gymenvs.container.reaper import reap
+    from gymenvs.container.runtime import default_runtime
 
-    reaped = reap_orphans(docker_client()) + reap_channel_directories()
-    print(f"removed {len(reaped)} orphaned container(s)" + (f": {', '.join(reaped)}" if reaped else ""))
+    reaped = reap(default_runtime())
+    print(f"removed {len(reaped)} orphaned container(s), snapshot(s), volume(s) and folder(s)"
+          + (f": {', '.join(reaped)}" if reaped else ""))
     return 0

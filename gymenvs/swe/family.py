@@ -6,7 +6,10 @@ gymenvs/SWE-v0 is `ToolsEnv(family=SWEFamily)` and gymenvs/SWEAgent-v0 `AgentEnv
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Literal
 
 from pydantic import PositiveFloat, field_validator
@@ -19,6 +22,7 @@ from gymenvs.container.validation import TaskValidation
 from gymenvs.swe.grading import TEST_USER, GradeReport, grade, grade_sandbox
 from gymenvs.swe.images import ENV_SETUP, WORKDIR, check_template, image_for
 from gymenvs.swe.tasks import Task, load_tasks
+from gymenvs.swe.tasks.tasks import task_to_row
 
 _PROMPT = """You are working in the git repository {repo} at {workdir} (base commit {commit}). Resolve this issue:
 
@@ -76,6 +80,7 @@ class SWEFamily(TaskFamily[Task, SWEOptions]):
 
     name = "swe"
     Options = SWEOptions
+    valid_tasks_file = "valid_tasks.jsonl"
 
     def load_tasks(self) -> Sequence[Task]:
         return load_tasks(self.options.dataset, split=self.options.split)
@@ -110,13 +115,24 @@ class SWEFamily(TaskFamily[Task, SWEOptions]):
         """Graded `runs` times with the empty patch and with the gold patch (`gymenvs.swe.grading.validate`)."""
         from gymenvs.swe.grading.validate import validate_task
 
-        image = self.image(task, runtime).name
-
         def grade_one(task: Task, patch: str) -> GradeReport:
-            return grade(runtime, task, patch, image=image, timeout=timeout_s or self.options.grading_timeout_s,
-                         test_user=self.options.test_user, screen=self.options.screen)
+            return grade(runtime, task, patch, image=self.image(task, runtime).name,
+                         timeout=timeout_s or self.options.grading_timeout_s, test_user=self.options.test_user,
+                         screen=self.options.screen)
 
         return validate_task(task, grade_one, runs)
+
+    def fingerprint(self, task: Task) -> str:
+        from gymenvs.swe.grading.validate import fingerprint
+
+        return fingerprint(task)
+
+    def write_tasks(self, tasks: Sequence[Task], path: str | Path) -> int:
+        """The tasks' rows, as a JSONL dataset `dataset=` reads."""
+        rows = [task_to_row(task) for task in tasks]
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text("".join(json.dumps(row, default=str) + "\n" for row in rows))
+        return len(rows)
 
 
 def as_grade(report: GradeReport, diff: str = "") -> Grade:
@@ -126,6 +142,4 @@ def as_grade(report: GradeReport, diff: str = "") -> Grade:
 
 
 def _no_network(limits: Limits) -> Limits:
-    import dataclasses
-
     return dataclasses.replace(limits, network=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import PositiveFloat
 
@@ -87,12 +88,23 @@ class HarborFamily(TaskFamily[TerminalTask, HarborOptions]):
 
         return validate_task(task, lambda task, oracle: run_episode(runtime, task, oracle, timeout_s=timeout_s), runs)
 
+    def fingerprint(self, task: TerminalTask) -> str:
+        from gymenvs.terminal.validate import fingerprint
+
+        return fingerprint(task)
+
+    def write_tasks(self, tasks: Sequence[TerminalTask], path: str | Path) -> int:
+        """The tasks' folders, one per line: a file `dataset=` reads."""
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text("".join(f"{task.path.resolve()}\n" for task in tasks))
+        return len(tasks)
+
 
 def as_grade(task: TerminalTask, result: VerifierResult) -> Grade:
     """A verifier's result as the platform's `Grade`."""
     scores = ", ".join(f"{name} {value:g}" for name, value in result.scores.items() if name != "reward")
     verdict = result.outcome == EndedBy.MODEL
-    summary = (f"The task's tests ran: reward {result.reward or 0.0:g} ({result.reason})" + (f"; scores: {scores}" if scores else "")
-               + ("." if verdict else f". {result.detail}"))
+    summary = (f"The task's tests ran: reward {result.reward or 0.0:g} ({result.reason})"
+               + (f"; scores: {scores}" if scores else "") + ("." if verdict else f". {result.detail}"))
     return Grade(result.reward or 0.0, result.outcome, result.reason, result.detail, result.reason,
                  {"task": task.name, **result.to_dict()}, {"scores": dict(result.scores)}, summary)

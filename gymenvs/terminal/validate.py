@@ -22,10 +22,9 @@ import shlex
 import tarfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 from gymenvs.container.runtime import Limits, Runtime, Sandbox, SandboxError
-from gymenvs.container.validation import ERROR, INVALID, VALID, BrokenRule, TaskValidation, run_validation
+from gymenvs.container.validation import ERROR, INVALID, VALID, BrokenRule, TaskValidation
 from gymenvs.terminal.grading import VerifierResult, grade_task
 from gymenvs.terminal.images import ensure_task_image, environment_digest
 from gymenvs.terminal.task import TerminalTask
@@ -139,19 +138,3 @@ def _run_oracle(sandbox: Sandbox, task: TerminalTask) -> None:
     result = sandbox.run(f"{exports}bash {SOLUTION_DIR}/solve.sh", timeout=task.config.agent.timeout_sec)
     if result.timed_out:
         raise SandboxError(f"solution/solve.sh did not finish in {task.config.agent.timeout_sec:g} s")
-
-
-def validate_terminal_tasks(tasks: Sequence[TerminalTask], run_one: Runner, *, report: str | Path, runs: int = 1,
-                            workers: int = 1, progress: bool = True) -> list[TaskValidation]:
-    """`validate_task` over `tasks`, with the report, resuming, workers and progress bar SWE validation has."""
-    return run_validation(tasks, lambda task, n: validate_task(task, run_one, n), key=lambda task: task.name,
-                          fingerprint_of=fingerprint, report=report, runs=runs, workers=workers, progress=progress)
-
-
-def write_valid_tasks(tasks: Sequence[TerminalTask], verdicts: Sequence[TaskValidation], path: str | Path) -> int:
-    """Write the folder of each task judged valid, one per line; how many."""
-    valid = {v.instance_id for v in verdicts if v.status == VALID}
-    lines = [f"{task.path.resolve()}\n" for task in tasks if task.name in valid]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("".join(lines))
-    return len(lines)

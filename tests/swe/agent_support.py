@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 
-from gymenvs.swe.sandbox import LABEL_PID
+from gymenvs.container.runtime.owners import LABEL_PID
 
 from .conftest import FIXTURE_TASKS
 

@@ -34,6 +34,6 @@ def own_containers(client) -> list:
     """The SWE containers this test process owns (labelled with its pid)."""
     import os
 
-    from gymenvs.swe.sandbox import LABEL_PID
+    from gymenvs.container.runtime.owners import LABEL_PID
 
     return client.containers.list(all=True, filters={"label": f"{LABEL_PID}={os.getpid()}"}, ignore_removed=True)

@@ -76,7 +76,7 @@ def test_an_upstream_failure_reaches_the_agent_and_ends_the_episode(swe_images, 
 
 
 def test_black_box_mode_needs_an_upstream():
-    from gymenvs.swe.agents.env import SWEAgentEnv
+    from gymenvs.container.agent.env import SWEAgentEnv
 
     with pytest.raises(ValueError, match="black-box mode needs an upstream_url"):
         SWEAgentEnv(mode="black-box")
@@ -87,7 +87,7 @@ def test_an_anthropic_agent_in_black_box_mode_gets_the_upstreams_answer_as_a_mes
     Anthropic message, streamed; its side calls go upstream too, but its token count is answered here."""
     from anthropic.types import Message
 
-    from gymenvs.swe.agents.env import SWEAgentEnv
+    from gymenvs.container.agent.env import SWEAgentEnv
 
     from .test_swe_agent_wire import wire_agent
 

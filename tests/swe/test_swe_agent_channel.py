@@ -14,8 +14,8 @@ import time
 import pytest
 from openai.types.chat import ChatCompletion
 
-from gymenvs.swe.agents.channel import AgentRequest, Call, ChannelError, LLMChannel, reap_channel_directories
-from gymenvs.swe.agents.messages import chat_completion, count_text_pieces, tool_call
+from gymenvs.container.agent.channel import AgentRequest, Call, ChannelError, LLMChannel, reap_channel_directories
+from gymenvs.container.agent.messages import chat_completion, count_text_pieces, tool_call
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -152,7 +152,7 @@ def test_close_delivers_the_503_even_when_the_replying_thread_runs_late(channel,
 
 
 def test_the_reaper_removes_channel_directories_of_dead_processes():
-    script = ("import os, sys; from gymenvs.swe.agents.channel import LLMChannel; c = LLMChannel(model_name='m'); "
+    script = ("import os, sys; from gymenvs.container.agent.channel import LLMChannel; c = LLMChannel(model_name='m'); "
               "print(c.directory, flush=True); os._exit(0)")  # exits without closing: the directory stays
     directory = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()
     assert os.path.isdir(directory)

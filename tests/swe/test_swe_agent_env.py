@@ -194,7 +194,7 @@ def test_an_agent_that_fills_the_disk_is_stopped(make_agent_env, docker_client):
 
 
 def test_nothing_is_left_after_close_or_a_failed_reset(make_agent_env, docker_client):
-    from gymenvs.swe.agents.specs import AgentSpec
+    from gymenvs.container.agent.specs import AgentSpec
 
     env, _, _ = start(make_agent_env, FIXTURE_IDS[0])
     directory = env.unwrapped._channel.directory

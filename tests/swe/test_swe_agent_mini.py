@@ -14,9 +14,9 @@ SUBMIT_COMMAND = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 @pytest.fixture(scope="module")
 def mini_images(swe_images, docker_client):
     """The derived images (built by .ci/setup; built here if missing, which takes minutes)."""
-    from gymenvs.swe.agents.install import install_agent
-    from gymenvs.swe.agents.specs import MINI_SWE_AGENT
-    from gymenvs.swe.sandbox.images import image_for
+    from gymenvs.container.agent.install import install_agent
+    from gymenvs.container.agent.specs import MINI_SWE_AGENT
+    from gymenvs.swe.images import image_for
 
     install_agent(docker_client, MINI_SWE_AGENT, [image_for(task) for task in TASKS.values()], progress=False)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gymenvs.swe.agents.specs import MOUNT
-from gymenvs.swe.sandbox.pool import LABEL_POOL, WarmPool
+from gymenvs.container.agent.specs import MOUNT
+from gymenvs.container.pool import LABEL_POOL, WarmPool
 
 from .agent_support import TASKS, agent_threads, apply_patch, bash, own_containers
 from .conftest import FIXTURE_IDS

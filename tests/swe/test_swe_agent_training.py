@@ -72,7 +72,7 @@ def test_reference_agent_episode_tokens_logprobs_and_env_mask(swe_images, tiny):
 
 
 def test_a_rewritten_history_starts_a_new_sequence_and_is_counted(swe_images, tiny):
-    from gymenvs.swe.agents.specs import AgentSpec
+    from gymenvs.container.agent.specs import AgentSpec
     from wrappers.trl import make_rollout_func
     from wrappers.trl.rollout.agent import request_prompt_ids
     from wrappers.trl.rollout.transcript import ChatRenderer

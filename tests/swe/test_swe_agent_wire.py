@@ -18,11 +18,11 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from gymenvs.swe.agents.channel import AgentRequest, ChannelError, LLMChannel
-from gymenvs.swe.agents.wire import SIDE_MODEL, Reply, ReplyCall, WireError, reply_from_action, respond, route, side_call_kind
-from gymenvs.swe.agents.wire import anthropic as anthropic_wire
-from gymenvs.swe.agents.wire import chat as chat_wire
-from gymenvs.swe.agents.wire import responses as responses_wire
+from gymenvs.container.agent.channel import AgentRequest, ChannelError, LLMChannel
+from gymenvs.container.agent.wire import SIDE_MODEL, Reply, ReplyCall, WireError, reply_from_action, respond, route, side_call_kind
+from gymenvs.container.agent.wire import anthropic as anthropic_wire
+from gymenvs.container.agent.wire import chat as chat_wire
+from gymenvs.container.agent.wire import responses as responses_wire
 
 from .agent_support import bash
 from .conftest import FIXTURE_IDS
@@ -605,7 +605,7 @@ WIRE_AGENT = Path(__file__).parent / "agents" / "wire_agent.py"
 
 
 def wire_agent(wire: str, **environment: str) -> Any:
-    from gymenvs.swe.agents.specs import AgentSpec
+    from gymenvs.container.agent.specs import AgentSpec
 
     return AgentSpec(
         f"wire-{wire}",
@@ -617,7 +617,7 @@ def wire_agent(wire: str, **environment: str) -> Any:
 
 @pytest.fixture
 def agent_env(swe_images):
-    from gymenvs.swe.agents.env import SWEAgentEnv
+    from gymenvs.container.agent.env import SWEAgentEnv
 
     envs: list[SWEAgentEnv] = []
 
@@ -682,7 +682,7 @@ def test_a_malformed_request_ends_that_episode_with_a_clear_error(agent_env):
 def test_claude_codes_reserialised_history_still_extends_the_previous_request():
     """Claude Code moves `cache_control` every turn and resends a block list as a string: by content, that is the
     same history (a byte-level check would call every turn a rewrite)."""
-    from gymenvs.swe.agents.messages import extends
+    from gymenvs.container.agent.messages import extends
 
     system_blocks = [{"type": "text", "text": "Environment: Linux.", "cache_control": {"type": "ephemeral"}}]
     first_body = {
@@ -730,7 +730,7 @@ def test_claude_codes_reserialised_history_still_extends_the_previous_request():
 
 
 def test_codex_echoing_its_reply_items_still_extends_the_previous_request():
-    from gymenvs.swe.agents.messages import extends
+    from gymenvs.container.agent.messages import extends
 
     body = {
         "input": [
@@ -757,7 +757,7 @@ def test_codex_echoing_its_reply_items_still_extends_the_previous_request():
     ],
 )
 def test_bad_side_call_options_are_refused_at_construction(options, words):
-    from gymenvs.swe.agents.env import SWEAgentConfig
+    from gymenvs.container.agent.env import SWEAgentConfig
 
     with pytest.raises(ValueError, match=words.replace("(", r"\(")):
         SWEAgentConfig(**options)

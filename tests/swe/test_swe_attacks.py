@@ -15,7 +15,7 @@ import pytest
 
 from gymenvs.swe.grading import check_against_runner, extract_diff, grade
 from gymenvs.swe.grading.patches import filter_diff, protected_reason
-from gymenvs.swe.sandbox.images import image_for
+from gymenvs.swe.images import image_for
 
 from .conftest import FIXTURE_TASKS, own_containers
 from .test_swe_env import FORCE_PASS_CONFTEST, bash, start, submit

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gymenvs.core.errors import ConfigError
-from gymenvs.swe.agents.env import SWEAgentConfig, SWEAgentEnv
+from gymenvs.container.agent.env import SWEAgentConfig, SWEAgentEnv
 from gymenvs.swe.base import SWEConfig
 from gymenvs.swe.env import SWEEnv
 
@@ -84,7 +84,7 @@ def test_both_envs_are_built_from_the_same_config():
 
 
 def test_an_agent_config_with_an_agent_spec_builds_the_agent_env():
-    from gymenvs.swe.agents.specs import AgentSpec
+    from gymenvs.container.agent.specs import AgentSpec
 
     spec = AgentSpec("mine", command="exec true")
     config = SWEAgentConfig(agent=spec, call_timeout_s=5.0, mem_limit="1g")

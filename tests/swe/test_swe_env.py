@@ -15,7 +15,7 @@ import pytest
 
 from gymenvs.core import is_trainable
 from gymenvs.swe.grading import grade
-from gymenvs.swe.sandbox.images import image_for
+from gymenvs.swe.images import image_for
 
 from .conftest import FIXTURE_IDS, FIXTURE_TASKS, own_containers
 

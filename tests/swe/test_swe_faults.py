@@ -15,7 +15,7 @@ import pytest
 
 from gymenvs.core import is_trainable
 from gymenvs.swe.sandbox import docker as sandbox_docker
-from gymenvs.swe.sandbox.chaos import EngineProxy, GradingKiller
+from gymenvs.container.runtime.docker.chaos import EngineProxy, GradingKiller
 from wrappers.vector import ConcurrentVectorEnv
 
 from .conftest import FIXTURE_IDS, own_containers

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from gymenvs.swe.sandbox import LABEL_PID
-from gymenvs.swe.sandbox.pool import LABEL_POOL, WarmPool
+from gymenvs.container.runtime.owners import LABEL_PID
+from gymenvs.container.pool import LABEL_POOL, WarmPool
 
 from .conftest import FIXTURE_IDS, own_containers
 from .test_swe_env import bash

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from gymenvs.swe.grading import GradeReport, grade
-from gymenvs.swe.sandbox.images import image_for
+from gymenvs.swe.images import image_for
 from gymenvs.swe.tasks import fixtures_path
 
 from .conftest import FIXTURE_TASKS

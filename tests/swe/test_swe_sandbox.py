@@ -25,7 +25,7 @@ from gymenvs.swe.sandbox import (
     owner_labels,
     reap_orphans,
 )
-from gymenvs.swe.sandbox.shell import PersistentShell
+from gymenvs.container.shell import PersistentShell
 
 from .conftest import own_containers
 

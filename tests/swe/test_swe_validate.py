@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gymenvs.swe.grading import GradeReport, grade
-from gymenvs.swe.sandbox.images import image_for
+from gymenvs.swe.images import image_for
 from gymenvs.swe.tasks import fixtures_path, load_tasks
 from gymenvs.swe.tasks.validate import judge, read_report, validate_tasks
 

@@ -34,8 +34,8 @@ def shell(agent: str, command: str) -> dict:
 @pytest.fixture(scope="module")
 def cli_images(terminal_images, docker_client):
     """Each CLI's derived image of the task's image (a COPY of the cached npm tree: ~30 s each the first time)."""
-    from gymenvs.swe.agents.install import install_agent
-    from gymenvs.swe.agents.specs import agent_spec
+    from gymenvs.container.agent.install import install_agent
+    from gymenvs.container.agent.specs import agent_spec
 
     for agent in CLIS:
         install_agent(docker_client, agent_spec(agent), [terminal_images[TASK.name]], progress=False)
@@ -80,8 +80,8 @@ def test_a_run_that_does_nothing_grades_zero(cli_images, agent):
 def test_a_missing_derived_image_names_the_install_agent_command(terminal_images):
     import dataclasses
 
-    from gymenvs.swe.agents.specs import agent_spec
-    from gymenvs.swe.sandbox.base import SandboxError
+    from gymenvs.container.agent.specs import agent_spec
+    from gymenvs.container.runtime.base import SandboxError
 
     absent = dataclasses.replace(agent_spec("claude-code"), image_suffix="claude-code-never-installed")
     env = gym.make("gymenvs/TerminalAgent-v0", agent=absent, instance_ids=[TASK.name])

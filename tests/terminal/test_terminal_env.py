@@ -135,8 +135,8 @@ def test_bad_options_are_value_errors():
 @pytest.mark.docker
 @pytest.mark.slow
 def test_mini_swe_agent_solves_a_task_in_its_derived_image(make_env, terminal_images, docker_client):
-    from gymenvs.swe.agents.install import install_agent
-    from gymenvs.swe.agents.specs import MINI_SWE_AGENT
+    from gymenvs.container.agent.install import install_agent
+    from gymenvs.container.agent.specs import MINI_SWE_AGENT
 
     task = TASKS["gymenvs/edit-config"]
     install_agent(docker_client, MINI_SWE_AGENT, [terminal_images[task.name]], progress=False)
@@ -211,7 +211,7 @@ def test_gymnasium_env_checker_passes(make_env):
 
 @pytest.mark.docker
 def test_a_missing_derived_image_says_how_to_build_it(make_env, terminal_images):
-    from gymenvs.swe.agents.specs import AgentSpec
+    from gymenvs.container.agent.specs import AgentSpec
     from gymenvs.swe.sandbox import SandboxError
 
     env = make_env("gymenvs/TerminalAgent-v0", agent=AgentSpec("ghost", command="true", image_suffix="ghost-1"))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gymenvs.swe.sandbox.base import Limits
+from gymenvs.container.runtime.base import Limits
 from gymenvs.swe.sandbox.docker import DockerSandbox
 from gymenvs.terminal.grading import VerifierResult, grade_task
 from gymenvs.terminal.task import TerminalTask

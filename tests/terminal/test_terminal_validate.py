@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from gymenvs.cli import main
-from gymenvs.swe.tasks.validate import read_report
+from gymenvs.container.validation import read_report
 from gymenvs.terminal.grading import VerifierResult
 from gymenvs.terminal.tasks import load_terminal_tasks
 from gymenvs.terminal.validate import judge, run_episode, validate_terminal_tasks
-from gymenvs.terminal.validate_cli import detect_format
+from gymenvs.tasks_cli import detect_format
 
 BASE = "gymenvs/swe-base:bookworm"
 CHECK = "grep -qx hello /app/out.txt"

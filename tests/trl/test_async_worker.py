@@ -257,7 +257,7 @@ def test_the_worker_options_are_read_from_worker_options_only(server, model_and_
 def test_the_worker_plays_swe_episodes_and_stop_leaves_no_container(server, model_and_tokenizer, docker_client, swe_images):
     import os
 
-    from gymenvs.swe.sandbox import LABEL_PID
+    from gymenvs.container.runtime.owners import LABEL_PID
 
     client = docker_client
     _, tokenizer = model_and_tokenizer

@@ -149,7 +149,7 @@ def test_the_reference_agents_hand_written_tools_are_what_tool_makes_for_their_s
     """reference_agent.py runs in task containers on the stdlib alone, so its TOOLS are written out by hand:
     they must be exactly the schemas `@tool` makes for the same signatures and descriptions."""
     from gymenvs.core.tools import function_schema, tool_docstring
-    from gymenvs.swe.agents import reference_agent
+    from gymenvs.container.agent import reference_agent
 
     def bash(self, command: str): ...
 

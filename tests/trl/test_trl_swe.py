@@ -39,7 +39,7 @@ TRAIN_AND_EXIT = textwrap.dedent(
 
 
 def own_containers(client, pid):
-    from gymenvs.swe.sandbox import LABEL_PID
+    from gymenvs.container.runtime.owners import LABEL_PID
 
     return client.containers.list(all=True, filters={"label": f"{LABEL_PID}={pid}"})
 

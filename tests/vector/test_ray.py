@@ -95,7 +95,7 @@ def actor_handles(rollout) -> list:
 @pytest.mark.slow
 @pytest.mark.docker
 def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_session, docker_client, swe_images):
-    from gymenvs.swe.sandbox import LABEL_PID
+    from gymenvs.container.runtime.owners import LABEL_PID
     from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
     from wrappers.trl.extras.tiny_model import tiny_model
 

@@ -1,9 +1,10 @@
-"""Agent programs inside the task container, their LLM calls served by the env (SWEAgent-v0).
+"""The agent harness: an agent program inside the task's container, its LLM calls served by the env
+(`AgentEnv`: SWEAgent-v0, TerminalAgent-v0).
 
-`gymnasium.make("gymenvs/SWEAgent-v0", agent=...)` builds `env.SWEAgentEnv`. The modules, one job
-each: `channel` (the host end: an HTTP endpoint on a per-episode unix socket), `forwarder` (the
-in-container end, stdlib only), `messages` (chat-completions payloads), `specs` (which agents and
-how they start), `reference_agent` (the shipped stdlib-only agent), `install` (agents installed
-offline into derived images) and `env`. Tasks, sandboxes, grading and reaping come from
-`gymenvs.swe`.
+One job per module: `env` (`AgentEnv`), `options` (its config), `request` (`info["request"]`, and which
+messages are new), `channel` (the host end: an HTTP endpoint on a per-episode unix socket), `wire/` (the
+three LLM wire formats), `process` (the agent's process), `upstream` (black-box mode), `messages`
+(messages as text), `forwarder` (the in-container end, stdlib only), `specs` (which agents and how they
+start), `reference_agent` (the shipped stdlib-only agent), `install` (agents installed offline into
+derived images).
 """

@@ -26,12 +26,9 @@ import sys
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 from gymenvs.container.agent.specs import AgentSpec, derived_image
-from gymenvs.swe.sandbox import DockerSandbox as Sandbox
-from gymenvs.swe.sandbox import Limits
-from gymenvs.swe.sandbox.images import ImageBuildError, image_exists
+from gymenvs.container.runtime import ImageBuildError, ImageMissing, Runtime
 
 #: Platform tags of the wheels fetched for the container (glibc Linux, x86_64).
 _PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64",
@@ -64,34 +61,34 @@ def default_npm_cache() -> Path:
     return Path.home() / ".cache" / "gymenvs" / "npm"
 
 
-def install_agent(client: Any, spec: AgentSpec, images: Iterable[str], *, cache: Path | None = None,
+def install_agent(runtime: Runtime, spec: AgentSpec, images: Iterable[str], *, cache: Path | None = None,
                   force: bool = False, progress: bool = True) -> list[str]:
     """Build `spec`'s derived image of every image in `images` (skipping those that exist); return the built names."""
     from tqdm import tqdm
 
     if not spec.installed:
         raise ValueError(f"agent {spec.name!r} runs on the task image as it is: there is nothing to install")
-    todo = [image for image in dict.fromkeys(images) if force or not image_exists(client, derived_image(image, spec))]
+    todo = [image for image in dict.fromkeys(images) if force or not runtime.image_exists(derived_image(image, spec))]
     if spec.npm_packages:
-        return _install_npm_agent(client, spec, todo, cache=cache or default_npm_cache(), progress=progress)
+        return _install_npm_agent(runtime, spec, todo, cache=cache or default_npm_cache(), progress=progress)
     built = []
     with tqdm(total=len(todo) * 3, desc=f"installing {spec.name}", unit="step", disable=not progress) as bar:
         for image in todo:
             bar.set_postfix_str(image)
-            python, version = container_python(client, image)
+            python, version = container_python(runtime, image)
             bar.update()
             wheelhouse = download_wheels(spec.requirements, version, cache or default_cache())
             bar.update()
-            build_derived_image(client, spec, image, python=python, wheelhouse=wheelhouse)
+            build_derived_image(runtime, spec, image, python=python, wheelhouse=wheelhouse)
             bar.update()
             built.append(derived_image(image, spec))
     return built
 
 
-def container_python(client: Any, image: str) -> tuple[str, str]:
+def container_python(runtime: Runtime, image: str) -> tuple[str, str]:
     """The path and "major.minor" version of the image's python3 (on its default PATH)."""
     probe = "import sys; print(sys.executable); print('%d.%d' % sys.version_info[:2])"
-    sandbox = Sandbox(client, image, role="install", episode_id=f"install-{uuid.uuid4().hex[:8]}", limits=Limits())
+    sandbox = runtime.start(image, role="install", episode_id=f"install-{uuid.uuid4().hex[:8]}")
     try:
         result = sandbox.run(f"python3 -c {shlex.quote(probe)}", timeout=60)
     finally:
@@ -124,56 +121,44 @@ def download_wheels(requirements: tuple[str, ...], python_version: str, cache: P
     return wheelhouse
 
 
-def build_derived_image(client: Any, spec: AgentSpec, image: str, *, python: str, wheelhouse: Path) -> str:
+def build_derived_image(runtime: Runtime, spec: AgentSpec, image: str, *, python: str, wheelhouse: Path) -> str:
     """Build `spec`'s derived image of `image` from the wheels in `wheelhouse`, with no network."""
     pip_wheel = sorted(wheelhouse.glob("pip-*.whl"))[-1].name
     stage = f"{os.getpid()}-{uuid.uuid4().hex}"  # the owner first: a test can tell its own stages from others'
     dockerfile = _DOCKERFILE.format(image=image, python=python, venv=spec.venv, pip_wheel=pip_wheel, stage=stage,
                                     stage_label=_STAGE_LABEL, requirement=shlex.join(spec.requirements), name=spec.name)
     try:
-        return _docker_build(client, wheelhouse, dockerfile, derived_image(image, spec))
+        return _build(runtime, wheelhouse, dockerfile, derived_image(image, spec))
     finally:  # the build stage (the ~880 MB venv-and-wheels image) would stay behind as a dangling image
-        client.images.prune(filters={"dangling": True, "label": f"{_STAGE_LABEL}={stage}"})
+        runtime.prune_images(f"{_STAGE_LABEL}={stage}")
 
 
-def _docker_build(client: Any, context: Path, dockerfile: str, tag: str) -> str:
-    """`docker build` of `context` with `dockerfile` (its text), network off; the Dockerfile is removed after,
+def _build(runtime: Runtime, context: Path, dockerfile: str, tag: str) -> str:
+    """Build the folder `context` with `dockerfile` (its text), network off; the Dockerfile is removed after,
     and so is the image `tag` named before (a rebuild would leave it dangling), unless a container uses it."""
-    import docker.errors
-
     name = f".Dockerfile.{uuid.uuid4().hex[:8]}"
     (context / name).write_text(dockerfile)
-    replaced = image_id(client, tag)
-    log: list[str] = []
+    replaced = image_id(runtime, tag)
     try:
-        for chunk in client.api.build(path=str(context), dockerfile=name, tag=tag, network_mode="none",
-                                      rm=True, forcerm=True, decode=True):
-            if "error" in chunk:
-                raise ImageBuildError(f"building {tag} failed: {chunk['error']}\n{''.join(log[-20:])}")
-            log.append(chunk.get("stream", ""))
+        runtime.build(context, tag, dockerfile=name, network=False)
     finally:
         (context / name).unlink(missing_ok=True)
-    if replaced is not None and replaced != image_id(client, tag):
-        try:
-            client.images.remove(replaced)
-        except docker.errors.APIError:  # a container still runs from it: it goes when that container does
-            pass
+    if replaced is not None and replaced != image_id(runtime, tag):
+        runtime.remove_image(replaced)  # best effort: a container still running from it keeps it
     return tag
 
 
-def image_id(client: Any, name: str) -> str | None:
-    import docker.errors
-
+def image_id(runtime: Runtime, name: str) -> str | None:
     try:
-        return client.images.get(name).id
-    except docker.errors.ImageNotFound:
+        return runtime.image_config(name).id
+    except ImageMissing:
         return None
 
 
 # -- npm agents ------------------------------------------------------------------------------------
 
 
-def _install_npm_agent(client: Any, spec: AgentSpec, images: list[str], *, cache: Path, progress: bool) -> list[str]:
+def _install_npm_agent(runtime: Runtime, spec: AgentSpec, images: list[str], *, cache: Path, progress: bool) -> list[str]:
     from tqdm import tqdm
 
     built = []
@@ -183,7 +168,7 @@ def _install_npm_agent(client: Any, spec: AgentSpec, images: list[str], *, cache
         bar.update()
         for image in images:
             bar.set_postfix_str(image)
-            built.append(_docker_build(client, tree, _NPM_DOCKERFILE.format(image=image, root=spec.venv, name=spec.name),
+            built.append(_build(runtime, tree, _NPM_DOCKERFILE.format(image=image, root=spec.venv, name=spec.name),
                                        derived_image(image, spec)))
             bar.update()
     return built

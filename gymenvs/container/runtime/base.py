@@ -30,6 +30,7 @@ import re
 import tarfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
 from gymenvs.container.output import OutputCapture
@@ -226,10 +227,12 @@ class Runtime(Protocol):
 
     def image_config(self, name: str) -> ImageConfig: ...
 
-    def build(self, context: bytes, tag: str, *, dockerfile: str = "Dockerfile", labels: Mapping[str, str] | None = None,
-              timeout: float | None = None, network: bool = True, on_output: Callable[[str], None] | None = None) -> str:
-        """Build the image `tag` from a tar build context, pulling nothing; its id. `ImageBuildError` with the
-        end of the build's output if it fails or outlives `timeout` seconds (then the build is cancelled)."""
+    def build(self, context: bytes | Path, tag: str, *, dockerfile: str = "Dockerfile",
+              labels: Mapping[str, str] | None = None, timeout: float | None = None, network: bool = True,
+              on_output: Callable[[str], None] | None = None) -> str:
+        """Build the image `tag` from a build context (a tar, or a folder honouring its .dockerignore), pulling
+        nothing; its id. `ImageBuildError` with the end of the build's output if it fails or outlives `timeout`
+        seconds (then the build is cancelled)."""
         ...
 
     def import_image(self, chunks: Iterable[bytes], repository: str, tag: str, changes: list[str]) -> None:

@@ -17,8 +17,8 @@ from collections.abc import Set
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from gymenvs.swe.grading.patches import protected_reason
 from gymenvs.container.runtime import Sandbox, SandboxError
+from gymenvs.swe.grading.patches import protected_reason
 
 #: git for grading: hooks, fsmonitor and external diff / textconv programs can run nothing.
 TRUSTED_GIT = ("git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c core.quotePath=false "

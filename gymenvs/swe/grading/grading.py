@@ -40,6 +40,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gymenvs.container.output import decode_output
+from gymenvs.container.runtime import Limits, Runtime, Sandbox, SandboxError
 from gymenvs.swe.grading.changes import STAGING, TRUSTED_GIT, copy_changes, disk_changes, enforce_policy
 from gymenvs.swe.grading.logparsers import FAILED
 from gymenvs.swe.grading.patches import filter_diff
@@ -47,8 +49,6 @@ from gymenvs.swe.grading.report import PASSING, RESOLVED_FULL, Verdict, invalid_
 from gymenvs.swe.grading.screen import Finding, ScreenMode, screen_changes, screened_paths
 from gymenvs.swe.grading.screen import summary as screen_summary
 from gymenvs.swe.grading.specs import spec_for
-from gymenvs.container.output import decode_output
-from gymenvs.container.runtime import Limits, Runtime, Sandbox, SandboxError
 from gymenvs.swe.images import ENV_SETUP, WORKDIR
 from gymenvs.swe.tasks.tasks import Task
 

@@ -26,13 +26,12 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
-from gymenvs.container.validation import ERROR, INVALID, VALID, BrokenRule, TaskValidation, run_validation
+from gymenvs.container.validation import ERROR, INVALID, VALID, BrokenRule, TaskValidation
 from gymenvs.swe.grading.grading import GradeReport
 from gymenvs.swe.grading.report import MAINTAINED, PASSING
-from gymenvs.swe.tasks.tasks import Task, task_to_row
+from gymenvs.swe.tasks.tasks import Task
 
 #: Every rule, in the order a report names them (the first names the task's `rule`).
 RULES = (
@@ -151,20 +150,3 @@ def _not_passing(task: Task, gold: Sequence[GradeReport]) -> tuple[str, ...]:
     """The listed tests that did not pass in some gold run."""
     return tuple(t for t in (*task.fail_to_pass, *task.pass_to_pass)
                  if any(not _passes(t, s, task) for s in _statuses_of(t, gold)))
-
-
-def validate_tasks(tasks: Sequence[Task], grade_one: Grader, *, report: str | Path, runs: int = 1, workers: int = 1,
-                   progress: bool = True) -> list[TaskValidation]:
-    """Validate every task, `workers` at a time, appending each verdict to `report` as it comes; the
-    tasks `report` already judged, with at least `runs` runs and unchanged since, are skipped. The verdicts, in task order."""
-    return run_validation(tasks, lambda task, n: validate_task(task, grade_one, n), key=lambda task: task.instance_id,
-                          fingerprint_of=fingerprint, report=report, runs=runs, workers=workers, progress=progress)
-
-
-def write_valid_tasks(tasks: Iterable[Task], verdicts: Iterable[TaskValidation], path: str | Path) -> int:
-    """Write the rows of the tasks judged valid to a JSONL dataset `load_tasks` reads; how many."""
-    valid = {v.instance_id for v in verdicts if v.status == VALID}
-    rows = [task_to_row(task) for task in tasks if task.instance_id in valid]
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text("".join(json.dumps(row, default=str) + "\n" for row in rows))
-    return len(rows)

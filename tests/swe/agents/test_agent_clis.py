@@ -86,9 +86,9 @@ def gold_patch_call(cli: CLI, instance_id: str) -> dict:
 def cli_images(swe_images, docker_client):
     """Each CLI's derived image of every fixture image (built by .ci/setup; here if missing: a minute or two for an
     agent's first image, one COPY build of its cached npm tree for each further one)."""
-    from gymenvs.swe.agents.install import install_agent
-    from gymenvs.swe.agents.specs import agent_spec
-    from gymenvs.swe.sandbox.images import image_for
+    from gymenvs.container.agent.install import install_agent
+    from gymenvs.container.agent.specs import agent_spec
+    from gymenvs.swe.images import image_for
 
     images = [image_for(TASKS[instance_id]) for instance_id in FIXTURES]
     for agent in CLIS:
@@ -167,7 +167,7 @@ def test_pi_past_its_compaction_threshold_sends_no_summary_request(cli_images, t
     summary request: "You are a context summarization assistant...".)"""
     import dataclasses
 
-    from gymenvs.swe.agents.specs import PI
+    from gymenvs.container.agent.specs import PI
 
     models = json.loads(PI.file_contents()["pi-models.json"])
     models["providers"]["gymenvs"]["models"][0]["contextWindow"] = 17000
@@ -188,7 +188,7 @@ def test_pi_past_its_compaction_threshold_sends_no_summary_request(cli_images, t
 def test_eight_agents_of_mixed_kinds_in_one_vector_env_without_cross_talk(cli_images, docker_client):
     import functools
 
-    from gymenvs.swe.agents.env import SWEAgentEnv
+    from gymenvs.container.agent.env import SWEAgentEnv
     from wrappers.vector import ConcurrentVectorEnv
 
     kinds = [*sorted(CLIS), "reference"]
@@ -229,7 +229,7 @@ KILLED = ("import gymnasium as gym, gymenvs, json, os, signal, sys\n"
 
 
 def test_a_sigkilled_owner_of_every_cli_leaves_nothing_that_reap_does_not_remove(cli_images, docker_client):
-    from gymenvs.swe.agents.channel import reap_channel_directories
+    from gymenvs.container.agent.channel import reap_channel_directories
     from gymenvs.swe.sandbox.docker import reap_orphans
 
     argv = [arg for pair in zip(sorted(CLIS), FIXTURES) for arg in pair]  # each agent on a task of its own

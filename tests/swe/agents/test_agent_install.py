@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from gymenvs.swe.agents.specs import AGENTS, AgentSpec, agent_spec, derived_image
+from gymenvs.container.agent.specs import AGENTS, AgentSpec, agent_spec, derived_image
 
 
 def test_the_four_clis_are_pinned_npm_agents_with_their_own_derived_images():
@@ -48,8 +48,8 @@ def test_history_compaction_is_off_in_what_each_cli_is_started_with():
 
 @pytest.mark.docker
 def test_a_pip_agent_install_leaves_no_build_stage_image(swe_images, docker_client, tmp_path):
-    from gymenvs.swe.agents.install import _STAGE_LABEL, install_agent
-    from gymenvs.swe.sandbox.images import image_for
+    from gymenvs.container.agent.install import _STAGE_LABEL, install_agent
+    from gymenvs.swe.images import image_for
 
     from ..agent_support import TASKS
 

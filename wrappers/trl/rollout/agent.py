@@ -1,19 +1,19 @@
 """Rollouts of agent envs (gymenvs/SWEAgent-v0): the agent's intercepted LLM requests are the prompts.
 
 `make_rollout_func` returns an `AgentRollout` for an env whose class sets `hosts_agent = True`
-(`gymenvs/SWEAgent-v0`). Each episode's agent runs
+(`gymenvs/SWEAgent-v0`, `gymenvs/TerminalAgent-v0`). Each episode's agent runs
 in its container; every request it sends becomes a generation request, batched with the other live
 episodes' requests by `EnvRollout`'s loop, and the sampled completion goes back to the agent as its
 reply.
 
 - The first request is rendered with the chat template (its messages and its tools): the prompt.
 - When the next request extends the previous one plus the reply (the usual case), only its new
-  messages are rendered and appended as tokens (`env_mask` 0): the sampled tokens are never
-  re-tokenised.
-- When the agent rewrote its history (truncated, summarised, compacted it: compared by content, so
-  a client that re-serialises the same messages differently is not rewriting), the episode starts a
-  new sequence from the full request; the count is the `agent_history_rewrites` field (and
-  `AgentRollout.metrics`), never silent. `AgentEpisode.token_sequences()` holds every sequence.
+  messages (`info["request"]["new_messages"]`, which the env decides: `gymenvs.container.agent.request`)
+  are rendered and appended as tokens (`env_mask` 0): the sampled tokens are never re-tokenised.
+- When the agent rewrote its history (`info["request"]["history_rewritten"]`: it truncated, summarised,
+  compacted it), the episode starts a new sequence from the full request; the count is the
+  `agent_history_rewrites` field (and `AgentRollout.metrics`), never silent.
+  `AgentEpisode.token_sequences()` holds every sequence.
   - `AsyncGRPOTrainer` (`EnvRolloutWorker`): **every sequence is a training sample** with the
     episode's advantage and its group's `group_id`: the advantages are computed per episode, over
     the group's episodes, before the episode is split, so the group stays what GRPO compares.
@@ -33,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from gymenvs.container.agent.request import AgentRequest
 from wrappers.trl.rollout.base import EnvRollout, Prompt
 from wrappers.trl.rollout.transcript import ChatRenderer, Episode, is_env_failure
 
@@ -45,8 +46,6 @@ class AgentEpisode(Episode):
     history_rewrites: int = 0
     requests: int = 1
     sequences: list[dict[str, list]] = field(default_factory=list)
-    #: The messages of the request the model is answering.
-    request_messages: list[dict[str, Any]] = field(default_factory=list)
 
     def add_env_turn(self, observation: str, reward: float, terminated: bool, truncated: bool,
                      info: Mapping[str, Any], renderer: ChatRenderer, max_completion_length: int) -> None:
@@ -60,14 +59,12 @@ class AgentEpisode(Episode):
             return
         request = info["request"]
         self.requests += 1
-        if info.get("history_rewritten"):
+        if request["history_rewritten"]:
             self._restart(request_prompt_ids(renderer, request), request["messages"])
             return
         model_text = self.messages[-1]["content"]  # the model's turn, added by add_model_turn
-        new = request["messages"][len(self.request_messages) + 1 :]
-        self.messages.extend(new)
-        self.request_messages = request["messages"]
-        tokens = renderer.continuation_ids(new, model_text)
+        self.messages.extend(request["new_messages"])
+        tokens = renderer.continuation_ids(request["new_messages"], model_text)
         if len(self.completion_ids) + len(tokens) >= max_completion_length:  # no room left for the model to answer
             self.end("max_completion_length")
             return
@@ -84,7 +81,7 @@ class AgentEpisode(Episode):
         self.sequences.append({"prompt_ids": self.prompt_ids, "completion_ids": self.completion_ids,
                                "logprobs": self.logprobs, "env_mask": self.env_mask})
         self.prompt_ids, self.completion_ids, self.logprobs, self.env_mask = prompt_ids, [], [], []
-        self.messages, self.request_messages = list(messages), messages
+        self.messages = list(messages)
         self.history_rewrites += 1
 
 
@@ -116,11 +113,10 @@ class AgentRollout(EnvRollout):
             episode = AgentEpisode(seed=seed, prompt_ids=[], messages=[])
             episode.fail_at_start(str(info.get("error", "the env did not reset")), renderer, info)
             return episode
-        messages = info["request"]["messages"]
         return AgentEpisode(seed=seed, prompt_ids=request_prompt_ids(renderer, info["request"]),
-                            messages=list(messages), request_messages=messages)
+                            messages=list(info["request"]["messages"]))
 
 
-def request_prompt_ids(renderer: ChatRenderer, request: Mapping[str, Any]) -> list[int]:
+def request_prompt_ids(renderer: ChatRenderer, request: AgentRequest) -> list[int]:
     """A request's messages and tools rendered with the chat template, ready for the assistant's turn."""
     return ChatRenderer(renderer.tokenizer, request.get("tools") or None).prompt_ids(list(request["messages"]))

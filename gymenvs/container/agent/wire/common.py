@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gymenvs.core.actions import ActionError, _decode_json_object, tool_call_from_mapping
 from gymenvs.container.agent.messages import count_text_pieces, render
+from gymenvs.core.actions import ActionError, _decode_json_object, tool_call_from_mapping
 
 FinishReason = Literal["stop", "tool_calls", "length"]
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_p", "stop", "tool_choice", "parallel_tool_calls")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from gymenvs.container.runtime.base import ImageBuildError, ImageConfig, ImageMissing, Limits, SandboxError
@@ -79,8 +80,9 @@ class DockerRuntime:
         environment = dict(entry.split("=", 1) for entry in config.get("Env") or [] if "=" in entry)
         return ImageConfig(attrs["Id"], config.get("WorkingDir") or "/", environment)
 
-    def build(self, context: bytes, tag: str, *, dockerfile: str = "Dockerfile", labels: Mapping[str, str] | None = None,
-              timeout: float | None = None, network: bool = True, on_output: Callable[[str], None] | None = None) -> str:
+    def build(self, context: bytes | Path, tag: str, *, dockerfile: str = "Dockerfile",
+              labels: Mapping[str, str] | None = None, timeout: float | None = None, network: bool = True,
+              on_output: Callable[[str], None] | None = None) -> str:
         """Build `tag` from the tar `context`, pulling nothing; its id. Past `timeout` seconds the build's
         connection is shut, which makes the engine cancel the build."""
         return _Build(self, tag, timeout).run(context, dockerfile=dockerfile, labels=labels, network=network,
@@ -168,16 +170,16 @@ class _Build:
         self._response: Any = None
         self.log: list[str] = []
 
-    def run(self, context: bytes, *, dockerfile: str, labels: Mapping[str, str] | None, network: bool,
+    def run(self, context: bytes | Path, *, dockerfile: str, labels: Mapping[str, str] | None, network: bool,
             on_output: Callable[[str], None] | None) -> str:
         import io
 
         watchdog = threading.Timer(self.timeout, self._cut) if self.timeout else None
         image_id = ""
+        source = {"path": str(context)} if isinstance(context, Path) else {"fileobj": io.BytesIO(context), "custom_context": True}
         try:
-            stream = self.api.build(fileobj=io.BytesIO(context), custom_context=True, tag=self.tag, dockerfile=dockerfile,
-                                    rm=True, forcerm=True, decode=True, labels=dict(labels or {}),
-                                    network_mode=None if network else "none")
+            stream = self.api.build(**source, tag=self.tag, dockerfile=dockerfile, rm=True, forcerm=True, decode=True,
+                                    labels=dict(labels or {}), network_mode=None if network else "none")
             if watchdog is not None:
                 watchdog.daemon = True
                 watchdog.start()

@@ -1,0 +1,118 @@
+"""`gymenvs tasks validate SOURCE`: one command for every task family's datasets.
+
+A local folder or archive is Harbor tasks; anything else ("fixtures", a .jsonl/.parquet file, a Hub
+name) is a SWE dataset, as `gymenvs swe validate` (its alias) reads it; `--format` says which when
+the source does not show it (a Hub dataset of task files). Each task is judged by its family
+(`TaskFamily.validate`), through the one report, resuming and worker machinery
+(`gymenvs.container.validation.run_validation`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+#: The families `--format` names.
+FAMILIES = {"harbor": "gymenvs.terminal.family:HarborFamily", "swe": "gymenvs.swe.family:SWEFamily"}
+FORMATS = ("auto", *FAMILIES)
+
+
+def add_commands(parser: argparse.ArgumentParser) -> None:
+    commands = parser.add_subparsers(dest="tasks_command", required=True, metavar="TASKS_COMMAND")
+    validate = commands.add_parser("validate", help="check each task before training on it: a Harbor task's oracle scores 1 "
+                                   "and an empty run does not; a SWE task's gold patch resolves it and the empty patch does "
+                                   "not; every time with --runs N; writes a report and the list of valid tasks; a rerun resumes")
+    add_validate_arguments(validate)
+    validate.add_argument("--format", choices=FORMATS, default="auto",
+                          help="harbor (task folders) or swe (a dataset of rows); auto (default): a local folder or archive "
+                          "is harbor, anything else swe")
+    validate.set_defaults(run=run_validate)
+
+
+def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `gymenvs tasks validate` (and its alias `gymenvs swe validate`)."""
+    parser.add_argument("dataset", nargs="?", default="fixtures",
+                        help='SWE: "fixtures" (default), a .json/.jsonl/.parquet file or a Hub dataset name; '
+                        "Harbor: a folder of task folders or an archive of one")
+    parser.add_argument("--split", help="dataset split (default: the only one, or test)")
+    parser.add_argument("--image-template", help="SWE: image name template, e.g. 'myorg/{swebench_id}:latest'")
+    parser.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these tasks (Harbor: task names)")
+    parser.add_argument("--runs", type=int, default=1, help="grade each patch (Harbor: the oracle and the empty run) this "
+                        "many times; a result that changes between runs is flaky (default 1)")
+    parser.add_argument("--workers", type=int, default=2, help="tasks validated at once (default 2)")
+    parser.add_argument("--timeout-s", type=float, default=None,
+                        help="seconds the tests of one run may take (default: SWE 1800, Harbor [verifier] timeout_sec)")
+    parser.add_argument("--report", type=Path, default=Path("validation.jsonl"),
+                        help="the per-task report (JSONL); tasks it already judged are skipped (default validation.jsonl)")
+    parser.add_argument("--valid-tasks", type=Path, default=None,
+                        help="write the valid tasks here: SWE, their rows, a dataset SWE-v0 reads (default valid_tasks.jsonl); "
+                        "Harbor, their folders, one per line (default valid_tasks.txt)")
+    parser.add_argument("--grade-as-root", action="store_true", help="SWE: run the tests as root, as SWE-v0's grade_as_root")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def detect_format(source: str) -> str:
+    """ "harbor" for a local folder or archive, else "swe"."""
+    from gymenvs.terminal.tasks import ARCHIVE_SUFFIXES
+
+    path = Path(source)
+    return "harbor" if path.is_dir() or (path.is_file() and source.endswith(ARCHIVE_SUFFIXES)) else "swe"
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from gymenvs.container.env import resolve_family
+    from gymenvs.container.family import TaskFamily, select_tasks
+    from gymenvs.container.reaper import reap
+    from gymenvs.container.runtime import default_runtime
+    from gymenvs.container.validation import VALID, run_validation
+
+    if args.runs < 1 or args.workers < 1:
+        print(f"--runs={args.runs} --workers={args.workers}: give 1 or more", file=sys.stderr)
+        return 2
+    fmt = detect_format(args.dataset) if args.format == "auto" else args.format
+    family_class = resolve_family(FAMILIES[fmt])
+    assert isinstance(family_class, type)
+    try:
+        family: TaskFamily = family_class(**_family_options(args, family_class))
+        tasks = select_tasks(tuple(family.load_tasks()), family.options.instance_ids)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    runtime = default_runtime()
+    reap(runtime)
+    verdicts = run_validation(tasks, lambda task, runs: family.validate(task, runtime, runs=runs, timeout_s=args.timeout_s),
+                              key=lambda task: task.instance_id, fingerprint_of=family.fingerprint, report=args.report,
+                              runs=args.runs, workers=args.workers, progress=not args.quiet)
+    valid_tasks = args.valid_tasks or Path(family.valid_tasks_file)
+    valid = {verdict.instance_id for verdict in verdicts if verdict.status == VALID}
+    kept = family.write_tasks([task for task in tasks if task.instance_id in valid], valid_tasks)
+    return print_verdicts(verdicts, args.report, valid_tasks, kept)
+
+
+def _family_options(args: argparse.Namespace, family_class: Any) -> dict[str, Any]:
+    """The family's options from the command line; an option of another family is a `ValueError` naming it."""
+    options: dict[str, Any] = {"dataset": args.dataset, "split": args.split, "instance_ids": args.instance_ids}
+    extra = {"image_template": ("--image-template", args.image_template),
+             "grade_as_root": ("--grade-as-root", args.grade_as_root or None)}
+    for name, (flag, value) in extra.items():
+        if value is None:
+            continue
+        if name not in family_class.option_names():
+            raise ValueError(f"{flag}: an option of another family; {args.dataset!r} holds {family_class.name} tasks")
+        options[name] = value
+    return options
+
+
+def print_verdicts(verdicts: list[Any], report: Path, valid_tasks: Path, kept: int) -> int:
+    """One line per task and a count; the exit code (0 only if every task is valid)."""
+    from gymenvs.container.validation import INVALID, VALID
+
+    for verdict in verdicts:
+        note = " (from the report)" if verdict.resumed else f"\t{verdict.seconds:.1f}s"
+        print(f"{verdict.instance_id}\t{verdict.summary()}{note}")
+    counts = {status: sum(v.status == status for v in verdicts) for status in (VALID, INVALID, "error")}
+    print(f"valid {counts[VALID]}/{len(verdicts)}, invalid {counts[INVALID]}, errors {counts['error']}; "
+          f"report: {report}; valid tasks: {valid_tasks} ({kept})")
+    return 0 if counts[VALID] == len(verdicts) else 1
