@@ -88,7 +88,7 @@ class ContainerEnv(TextEnv):
         self._pools: list[WarmPool] = []  # the warm pools this env has joined
         self._removals: list[Future] = []  # containers of ended episodes still being removed in the background
 
-    def _configure(self, family: TaskFamily | type[TaskFamily], options: dict[str, Any]) -> tuple[TaskFamily, Any]:
+    def _configure(self, family: TaskFamily | type[TaskFamily], options: dict[str, Any]) -> tuple[TaskFamily, ContainerConfig]:
         """The family (built from its options when given as a class) and the env's own config."""
         owner = type(self).__name__
         if isinstance(family, TaskFamily):

@@ -53,8 +53,8 @@ class TextEnv(gym.Env[str, str]):
     default_max_turns: ClassVar[int] = 32
     #: Observations longer than this are cut in the middle.
     max_observation_length: ClassVar[int] = 16_384
-    #: Keys `reset(options=...)` accepts; any other key is a `ValueError`.
-    reset_option_keys: ClassVar[frozenset[str]] = frozenset()
+    #: Keys `reset(options=...)` accepts; any other key is a `ValueError` (an instance may set its own).
+    reset_option_keys: frozenset[str] = frozenset()
     tools: ClassVar[dict[str, ToolSpec]] = {}
     #: True when the env must be driven from the thread that built it (a browser, a GUI toolkit):
     #: `gymnasium.make_vec` on the thread backend then gives each slot a dedicated thread.

@@ -23,6 +23,7 @@ not put back (libraries, interpreters' packages, configuration) is listed in doc
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 
 from gymenvs.container.runtime import PathStat, Sandbox
 from gymenvs.container.runtime.commands import entries_archive
@@ -62,7 +63,7 @@ class _Guard:
     def __init__(self, agent: Sandbox, pristine: Sandbox, directories: list[str]):
         self.agent, self.pristine, self.path = agent, pristine, directories
 
-    def directories(self, changes: dict[str, str]) -> list[str]:
+    def directories(self, changes: Mapping[str, str]) -> list[str]:
         """PATH directories the agent replaced by another kind of entry, copied back whole."""
         notes = []
         for directory in self.path:
@@ -76,7 +77,7 @@ class _Guard:
                 notes.append(f"{directory}: a {now} entry where the image has a {before.kind}, restored")
         return notes
 
-    def entries(self, changes: dict[str, str]) -> list[str]:
+    def entries(self, changes: Mapping[str, str]) -> list[str]:
         """Tools the agent changed, deleted or shadowed, put back."""
         notes = []
         for path, kind in sorted(changes.items()):
@@ -95,7 +96,7 @@ class _Guard:
                 notes.append(f"{path}: {kind} by the agent, restored")
         return notes
 
-    def files(self, changes: dict[str, str]) -> list[str]:
+    def files(self, changes: Mapping[str, str]) -> list[str]:
         notes = []
         for path in GUARDED_FILES:
             if path not in changes:

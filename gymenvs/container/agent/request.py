@@ -44,10 +44,10 @@ def agent_request(body: Mapping[str, Any], wire: str, previous: tuple[Sequence[M
     messages and the reply it got; None for the episode's first request)."""
     messages = list(body["messages"])
     history = None if previous is None else [*previous[0], *([previous[1]] if previous[1] is not None else [])]
-    kept = history is not None and extends(history, messages)
+    new = messages[len(history):] if history is not None and extends(history, messages) else messages
     return AgentRequest(
-        messages=messages, tools=list(body.get("tools") or []), new_messages=messages[len(history):] if kept else messages,
-        history_rewritten=history is not None and not kept, model=str(body.get("model", "")),
+        messages=messages, tools=list(body.get("tools") or []), new_messages=new,
+        history_rewritten=history is not None and new is messages, model=str(body.get("model", "")),
         sampling={key: body[key] for key in SAMPLING_KEYS if key in body}, stream=bool(body.get("stream")), wire=wire,
     )
 

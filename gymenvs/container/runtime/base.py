@@ -166,8 +166,11 @@ class Sandbox(Protocol):
     image: str
     workdir: str
     limits: Limits
-    #: The runtime that started it; a sandbox started beside this one uses the same.
-    runtime: Runtime
+
+    @property
+    def runtime(self) -> Runtime:
+        """The runtime that started it; a sandbox started beside this one uses the same."""
+        ...
 
     def run(self, command: str, *, timeout: float, output_limit: int = 1 << 20, kill_after: float = 5.0) -> ExecResult: ...
 

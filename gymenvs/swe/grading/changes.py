@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import shlex
 import tarfile
-from collections.abc import Set
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -127,7 +127,7 @@ def _run_with_paths(sandbox: Sandbox, workdir: str, paths: list[str], per_path: 
     return result.output.raw().decode("utf-8", "surrogateescape")
 
 
-def _parents(paths: dict[str, str]) -> set[str]:
+def _parents(paths: Iterable[str]) -> set[str]:
     """Every directory that holds one of `paths`."""
     return {str(parent) for path in paths for parent in PurePosixPath(path).parents} - {"."}
 

@@ -20,9 +20,12 @@ import socket
 import tempfile
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gymenvs.container.runtime.owners import LABEL_EPISODE, LABEL_PID, LABEL_ROLE
+
+if TYPE_CHECKING:
+    from gymenvs.container.runtime.docker import DockerRuntime
 
 DEFAULT_ENGINE_SOCKET = "/var/run/docker.sock"
 _HEADER_END = b"\r\n\r\n"
@@ -219,7 +222,7 @@ class GradingKiller(threading.Thread):
     `episode_id` (None: the first one seen) and, with `while_running`, once a process of that name runs
     in it. `killed` lists the ids of the containers killed (one at most). Use it as a context manager."""
 
-    def __init__(self, runtime: Any, while_running: str | None = None, *, episode_id: str | None = None,
+    def __init__(self, runtime: DockerRuntime, while_running: str | None = None, *, episode_id: str | None = None,
                  poll_s: float = 0.05):
         super().__init__(daemon=True)
         self.client, self.while_running, self.episode_id, self.poll_s = runtime.client, while_running, episode_id, poll_s

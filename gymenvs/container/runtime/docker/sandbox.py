@@ -15,7 +15,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from gymenvs.container.runtime import commands
 from gymenvs.container.runtime.base import (
@@ -190,8 +190,8 @@ class DockerSandbox:
             raise SandboxError(f"could not stat {path} in container {self.name}: HTTP {response.status_code}")
         stat = docker.utils.decode_json_header(response.headers["X-Docker-Container-Path-Stat"])
         mode = int(stat.get("mode", 0))
-        kind = ("dir" if mode & _MODE_DIR else "symlink" if mode & _MODE_SYMLINK
-                else "other" if mode & _MODE_IRREGULAR else "file")
+        kind: Literal["dir", "symlink", "file", "other"] = (
+            "dir" if mode & _MODE_DIR else "symlink" if mode & _MODE_SYMLINK else "other" if mode & _MODE_IRREGULAR else "file")
         return PathStat(kind, int(stat.get("size", 0)), stat.get("linkTarget", ""))
 
     def changed_paths(self, under: str) -> dict[str, ChangeKind]:
