@@ -80,6 +80,7 @@ class SWEFamily(TaskFamily[Task, SWEOptions]):
 
     name = "swe"
     Options = SWEOptions
+    agent_environment = {"GYMENVS_TASK_STYLE": "repository"}
     valid_tasks_file = "valid_tasks.jsonl"
 
     def load_tasks(self) -> Sequence[Task]:

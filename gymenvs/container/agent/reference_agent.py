@@ -10,8 +10,8 @@ Environment variables it reads:
     GYMENVS_WORKDIR          the repository (default /testbed)
     GYMENVS_COMMAND_TIMEOUT  seconds one bash command may run (default 60)
     GYMENVS_OUTPUT_LIMIT     characters of a command's output it shows the model (default 10000)
-    GYMENVS_TASK_STYLE       "repository" (default: an issue to resolve in a git repository) or "terminal"
-                             (a task to do in the container, checked by tests of its state)
+    GYMENVS_TASK_STYLE       "terminal" (default: a task to do in the container, checked by tests of its state)
+                             or "repository" (an issue to resolve in a git repository: the SWE family's)
 
 Exit status: 0 after `submit`, 3 when the endpoint cannot be reached or refuses a request.
 """
@@ -125,7 +125,7 @@ def main():
     workdir = setting("GYMENVS_WORKDIR", "/testbed")
     with open(setting("GYMENVS_TASK_FILE", "/run/gymenvs/task.md"), encoding="utf-8") as task_file:
         task = task_file.read()
-    system, frame = STYLES.get(setting("GYMENVS_TASK_STYLE", "repository"), STYLES["repository"])
+    system, frame = STYLES.get(setting("GYMENVS_TASK_STYLE", "terminal"), STYLES["terminal"])
     messages = [
         {"role": "system", "content": system.format(workdir=workdir, timeout=setting("GYMENVS_COMMAND_TIMEOUT", "60"))},
         {"role": "user", "content": frame.format(task=task.strip())},
