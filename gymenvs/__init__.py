@@ -19,6 +19,7 @@ from gymenvs.core.errors import (
     ToolResultError,
 )
 from gymenvs.registry import describe_envs, list_envs, make_vec, register_envs, vector_entry_point
+from gymenvs.signals import exit_on_sigterm
 
 __version__ = "0.1.0"
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "ToolCall",
     "check_env",
     "describe_envs",
+    "exit_on_sigterm",
     "list_envs",
     "make_vec",
     "tool",

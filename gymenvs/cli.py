@@ -12,6 +12,7 @@ from typing import Any
 
 from gymenvs.play import EXIT_INTERRUPTED, play_episode
 from gymenvs.registry import describe_envs
+from gymenvs.signals import exit_on_sigterm
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -30,7 +31,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"gymenvs: {exc}", file=sys.stderr)
             return 2
     try:
-        return args.run(args)
+        with exit_on_sigterm():  # a SIGTERM ends the command as an exit: its envs close, their containers go
+            return args.run(args)
     except KeyboardInterrupt:  # Ctrl-C while an env starts or an eval runs: end as a shell expects, no traceback
         print("\n[interrupted]", file=sys.stderr)
         return EXIT_INTERRUPTED

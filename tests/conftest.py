@@ -40,6 +40,26 @@ def swe_images(runtime):
     return BASE_IMAGE
 
 
+@pytest.fixture
+def make_env(swe_images):
+    """Build SWE-v0 envs for a test (a command may run 20 s) and close them all afterwards."""
+    import gymnasium as gym
+
+    import gymenvs  # noqa: F401
+
+    envs = []
+
+    def make(**kwargs):
+        kwargs.setdefault("command_timeout_s", 20.0)
+        env = gym.make("gymenvs/SWE-v0", **kwargs)
+        envs.append(env)
+        return env
+
+    yield make
+    for env in envs:
+        env.close()
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """One small local Ray for the whole session, shared by every test folder (it takes seconds to start)."""

@@ -7,7 +7,7 @@ import threading
 
 from gymenvs.container.runtime.owners import LABEL_PID
 
-from .conftest import FIXTURE_TASKS
+from swe.swe_support import FIXTURE_TASKS
 
 TASKS = {task.instance_id: task for task in FIXTURE_TASKS}
 

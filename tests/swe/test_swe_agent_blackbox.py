@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from .conftest import FIXTURE_IDS
+from swe.swe_support import FIXTURE_IDS
 
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
 pytestmark = pytest.mark.docker

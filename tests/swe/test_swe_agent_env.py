@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from .agent_support import TASKS, agent_threads, apply_patch, bash, own_containers
-from .conftest import FIXTURE_IDS
+from swe.swe_support import FIXTURE_IDS
 
 pytestmark = pytest.mark.docker
 SUBMIT = {"name": "submit", "arguments": {}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from .agent_support import TASKS, apply_patch, bash
-from .conftest import FIXTURE_IDS
+from swe.swe_support import FIXTURE_IDS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SUBMIT_COMMAND = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"

@@ -18,7 +18,7 @@ from gymenvs.container.agent.specs import MOUNT
 from gymenvs.container.pool import LABEL_POOL, WarmPool
 
 from .agent_support import TASKS, agent_threads, apply_patch, bash, own_containers
-from .conftest import FIXTURE_IDS
+from swe.swe_support import FIXTURE_IDS
 from .test_swe_agent_env import NEXT_PROCESS, SUBMIT, make_agent_env  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.docker

@@ -12,7 +12,7 @@ import torch
 
 from tests.trl.bridge_support import teacher_forced_logprobs  # noqa: E402
 
-from .conftest import FIXTURE_IDS  # noqa: E402
+from swe.swe_support import FIXTURE_IDS  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 FORGETFUL_AGENT = Path(__file__).parent / "agents" / "forgetful_agent.py"

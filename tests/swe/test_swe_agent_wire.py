@@ -25,7 +25,7 @@ from gymenvs.container.agent.wire import chat as chat_wire
 from gymenvs.container.agent.wire import responses as responses_wire
 
 from .agent_support import bash
-from .conftest import FIXTURE_IDS
+from swe.swe_support import FIXTURE_IDS
 
 BASH = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
 LS = ReplyCall("bash", '{"command": "ls"}', "call_1")

@@ -17,7 +17,7 @@ from gymenvs.swe.grading import check_against_runner, extract_diff, grade
 from gymenvs.swe.grading.patches import filter_diff, protected_reason
 from gymenvs.swe.images import image_for
 
-from .conftest import FIXTURE_TASKS, own_containers
+from swe.swe_support import FIXTURE_TASKS, own_containers
 from .test_swe_env import FORCE_PASS_CONFTEST, bash, start, submit
 
 pytestmark = pytest.mark.docker

@@ -9,7 +9,7 @@ from gymenvs.container.agent.env import SWEAgentConfig, SWEAgentEnv
 from gymenvs.swe.base import SWEConfig
 from gymenvs.swe.env import SWEEnv
 
-from .conftest import FIXTURE_IDS
+from swe.swe_support import FIXTURE_IDS
 
 BAD_SHARED_VALUES = [
     ("dataset", 3),

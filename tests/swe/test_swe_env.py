@@ -17,7 +17,7 @@ from gymenvs.core import is_trainable
 from gymenvs.swe.grading import grade
 from gymenvs.swe.images import image_for
 
-from .conftest import FIXTURE_IDS, FIXTURE_TASKS, own_containers
+from swe.swe_support import FIXTURE_IDS, FIXTURE_TASKS, own_containers
 
 pytestmark = pytest.mark.docker
 TASKS = {task.instance_id: task for task in FIXTURE_TASKS}

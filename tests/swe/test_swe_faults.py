@@ -18,7 +18,7 @@ from gymenvs.swe.sandbox import docker as sandbox_docker
 from gymenvs.container.runtime.docker.chaos import EngineProxy, GradingKiller
 from wrappers.vector import ConcurrentVectorEnv
 
-from .conftest import FIXTURE_IDS, own_containers
+from swe.swe_support import FIXTURE_IDS, own_containers
 from .test_swe_env import SUBMIT, TASKS, bash, ending, start, write_and_apply
 
 pytestmark = pytest.mark.docker

@@ -13,7 +13,7 @@ import pytest
 from gymenvs.swe.grading import GradeReport
 from gymenvs.swe.grading.evaluate import Prediction, grade_predictions, read_predictions
 
-from .conftest import FIXTURE_TASKS
+from swe.swe_support import FIXTURE_TASKS
 
 pytestmark = pytest.mark.docker
 TASKS = {task.instance_id: task for task in FIXTURE_TASKS}

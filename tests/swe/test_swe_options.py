@@ -14,7 +14,7 @@ import pytest
 from gymenvs.swe.sandbox import DiskLimitExceeded, DockerSandbox, Limits, PersistentShell
 from gymenvs.swe.tasks import fixtures_path
 
-from .conftest import FIXTURE_TASKS
+from swe.swe_support import FIXTURE_TASKS
 from .test_swe_env import bash
 
 pytestmark = pytest.mark.docker

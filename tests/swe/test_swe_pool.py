@@ -12,7 +12,7 @@ import pytest
 from gymenvs.container.runtime.owners import LABEL_PID
 from gymenvs.container.pool import LABEL_POOL, WarmPool
 
-from .conftest import FIXTURE_IDS, own_containers
+from swe.swe_support import FIXTURE_IDS, own_containers
 from .test_swe_env import bash
 
 pytestmark = pytest.mark.docker

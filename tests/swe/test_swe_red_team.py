@@ -23,7 +23,7 @@ from gymenvs.swe.grading import GradeReport, grade
 from gymenvs.swe.images import image_for
 from gymenvs.swe.tasks import fixtures_path
 
-from .conftest import FIXTURE_TASKS
+from swe.swe_support import FIXTURE_TASKS
 
 pytestmark = pytest.mark.docker
 TASK = next(task for task in FIXTURE_TASKS if task.instance_id == "gymenvs-fixtures__textkit-1")

@@ -27,7 +27,7 @@ from gymenvs.swe.sandbox import (
 )
 from gymenvs.container.shell import PersistentShell
 
-from .conftest import own_containers
+from swe.swe_support import own_containers
 
 pytestmark = pytest.mark.docker
 TIMEOUT = 3.0

@@ -13,7 +13,7 @@ import pytest
 from gymenvs.swe.sandbox.images import check_template, debian_mirror, image_for
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks, parse_test_list, task_from_row
 
-from .conftest import FIXTURE_TASKS
+from swe.swe_support import FIXTURE_TASKS
 
 ROW = {
     "instance_id": "octo__widgets-12",

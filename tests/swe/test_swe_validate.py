@@ -17,7 +17,7 @@ from gymenvs.swe.images import image_for
 from gymenvs.swe.tasks import fixtures_path, load_tasks
 from gymenvs.swe.tasks.validate import judge, read_report, validate_tasks
 
-from .conftest import FIXTURE_IDS, FIXTURE_TASKS
+from swe.swe_support import FIXTURE_IDS, FIXTURE_TASKS
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN = Path(__file__).parent / "data" / "validate" / "broken_tasks.jsonl"
