@@ -87,6 +87,19 @@ def _tiny():
     return tiny_model(seed=0)
 
 
+# -- the quick lane -------------------------------------------------------------------------------
+# `pytest -m "not docker and not slow"` runs no engine: a test that asks for the engine's fixtures is a docker
+# test whether or not its module says so.
+
+ENGINE_FIXTURES = frozenset({"runtime", "docker_client", "swe_images", "terminal_images", "make_env"})
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.docker)
+
+
 # -- in CI, a skip is a failure ---------------------------------------------------------------
 # `.ci/setup` installs every extra that pyproject.toml's `all` names and starts the Docker engine, so a
 # test that skips there has lost a dependency it should have: CI must go red, not silently shrink.
