@@ -18,7 +18,7 @@ from pydantic import PositiveInt
 
 from gymenvs.container.config import ContainerConfig, check_no_family_options, split_options
 from gymenvs.container.family import Grade, GradingRun, Task, TaskFamily, TaskImage
-from gymenvs.container.pool import WarmPool
+from gymenvs.container.pool import WarmPool, discard
 from gymenvs.container.reaper import reap_once
 from gymenvs.container.runtime import ContainerGone, DiskLimitExceeded, Limits, Runtime, Sandbox, SandboxError, default_runtime
 from gymenvs.core import EndedBy, Outcome, TextEnv, ending
@@ -167,8 +167,6 @@ class ContainerEnv(TextEnv):
         raise NotImplementedError
 
     def _discard_sandbox(self, wait: bool) -> None:
-        from gymenvs.container.pool import discard
-
         if self._sandbox is not None:
             removal = discard(self._sandbox, wait=wait)
             self._removals = [r for r in self._removals if not r.done()] + ([removal] if removal else [])
