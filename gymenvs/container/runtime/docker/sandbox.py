@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from gymenvs.container.runtime import commands
+import gymenvs.container.runtime.commands as commands
 from gymenvs.container.runtime.base import (
     ChangeKind,
     ContainerGone,
