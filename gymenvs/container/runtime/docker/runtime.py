@@ -44,11 +44,11 @@ class DockerRuntime:
               volumes: Mapping[str, str] | None = None) -> DockerSandbox:
         options = container_options(role, episode_id, limits, workdir, labels=labels, read_only_binds=read_only_binds,
                                     volumes=volumes)
-        return DockerSandbox(self, image, options, limits=limits, workdir=workdir)
+        return DockerSandbox(self, self.client, image, options, limits=limits, workdir=workdir)
 
     def create(self, image: str, *, role: str) -> DockerSandbox:
         options = {"command": ["true"], "labels": labels_for(role)}
-        return DockerSandbox(self, image, options, limits=Limits(disk_limit=None), workdir="/", start=False)
+        return DockerSandbox(self, self.client, image, options, limits=Limits(disk_limit=None), workdir="/", start=False)
 
     # -- images -----------------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import gymenvs.container.runtime.commands as commands
 from gymenvs.container.runtime.base import (
@@ -28,13 +28,11 @@ from gymenvs.container.runtime.base import (
     Limits,
     OutOfMemory,
     PathStat,
+    Runtime,
     SandboxError,
 )
 from gymenvs.container.runtime.docker.exec import ExecStream
 from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
-
-if TYPE_CHECKING:
-    from gymenvs.container.runtime.docker.runtime import DockerRuntime
 
 #: Capabilities a container keeps (Docker's defaults minus NET_RAW, MKNOD, SETFCAP, SETPCAP, SYS_CHROOT
 #: and AUDIT_WRITE). DAC_OVERRIDE stays so root can still reach a bind-mounted unix socket it does not own.
@@ -77,9 +75,11 @@ class DockerSandbox:
     """One container of `image`, started (unless `start=False`) and removed when no longer needed. Made by
     `DockerRuntime.start` and `DockerRuntime.create`."""
 
-    def __init__(self, runtime: DockerRuntime, image: str, options: dict[str, Any], *, limits: Limits, workdir: str,
+    def __init__(self, runtime: Runtime, client: Any, image: str, options: dict[str, Any], *, limits: Limits, workdir: str,
                  start: bool = True):
+        """`client`: the runtime's docker SDK client."""
         self.runtime = runtime
+        self._client = client
         self.image = image
         self.workdir = workdir
         self.limits = limits
@@ -95,7 +95,7 @@ class DockerSandbox:
 
     @property
     def _api(self) -> Any:
-        return self.runtime.client.api
+        return self._client.api
 
     # -- exec -----------------------------------------------------------------------------------
 
@@ -288,7 +288,7 @@ class DockerSandbox:
         """Create the container, with the engine capping its writable layer when the storage driver can."""
         import docker
 
-        containers = self.runtime.client.containers
+        containers = self._client.containers
         engine = self._api.base_url
         if self.limits.disk_limit and _STORAGE_OPT_SUPPORTED.get(engine, True):
             try:
