@@ -1,7 +1,7 @@
 """The public API for writing environments: `TextEnv`, `@tool`, `Outcome`, `ActionError`,
 `ResetOptionsError`, image observations, and `check_env`."""
 
-from gymenvs.core.actions import ActionError, ToolCall, parse_action
+from gymenvs.core.actions import ActionError, ToolCall, parse_action, render_tool_call, split_tool_calls
 from gymenvs.core.checks import check_env
 from gymenvs.core.config import validate_config
 from gymenvs.core.env import Outcome, TextEnv
@@ -28,6 +28,8 @@ __all__ = [
     "function_schema",
     "is_trainable",
     "parse_action",
+    "render_tool_call",
+    "split_tool_calls",
     "text_image_space",
     "text_view",
     "tool",

@@ -1,4 +1,9 @@
-"""Reading an action: a tool-call mapping, the same as JSON text, or an env's own free text."""
+"""Reading an action: a tool-call mapping, the same as JSON text, or an env's own free text.
+
+Also the one codec of Hermes / Qwen `<tool_call>` text, used wherever gymenvs reads or writes it:
+`render_tool_call` writes one call as Qwen 2.5's chat template does, `split_tool_calls` reads every
+block out of a model's text, and `parse_action` reads one.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# Hermes / Qwen style, as chat templates emit tool calls: <tool_call>{"name": ..., "arguments": ...}</tool_call>
-_TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+# Hermes / Qwen style, as chat templates emit tool calls: <tool_call>{"name": ..., "arguments": ...}</tool_call>.
+# The block ends at the first closing tag, so JSON holding the text "</tool_call>" cannot be read (as in
+# Qwen's own parsers).
+TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
+_TOOL_CALL_BLOCK = re.compile(rf"{re.escape(TOOL_CALL_OPEN)}\s*(.*?)\s*{re.escape(TOOL_CALL_CLOSE)}", re.DOTALL)
 # The JSON scanner under `json.loads`, called directly: `loads` adds a layer of calls and a regex
 # match for surrounding whitespace, a large share of the cost of a short tool call.
 _scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__, undeclared
@@ -36,8 +44,8 @@ def parse_action(action: Any, parse_text: Callable[[str], ToolCall]) -> ToolCall
         if isinstance(action, Mapping):
             return tool_call_from_mapping(action)
         raise ActionError(f"an action is text or a tool-call mapping, not {type(action).__name__}")
-    if "<tool_call>" in action:
-        tagged = _TOOL_CALL_TAG.findall(action)
+    if "<tool_call>" in action:  # TOOL_CALL_OPEN, as a constant: this is the hot step path
+        tagged = _TOOL_CALL_BLOCK.findall(action)
         if len(tagged) > 1:
             raise ActionError(f"one tool call per turn, got {len(tagged)} <tool_call> blocks")
         if tagged:
@@ -51,6 +59,39 @@ def parse_action(action: Any, parse_text: Callable[[str], ToolCall]) -> ToolCall
         if "name" in decoded or "function" in decoded:
             return tool_call_from_mapping(decoded)
     return parse_text(action)
+
+
+def split_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
+    """The text outside its `<tool_call>` blocks (surrounding whitespace stripped), and the calls the
+    blocks hold, in order; `ActionError` for a block that is no tool call (malformed JSON, say).
+
+    Text without a block is returned stripped, with no calls: whether it is an action anyway (JSON
+    text, free text) is the caller's to decide.
+    """
+    blocks = _TOOL_CALL_BLOCK.findall(text) if TOOL_CALL_OPEN in text else []
+    if not blocks:
+        return text.strip(), []
+    calls = [tool_call_from_mapping(_decode_json_object(block)) for block in blocks]
+    return _TOOL_CALL_BLOCK.sub("", text).strip(), calls
+
+
+def render_tool_call(name: str, arguments: Mapping[str, Any] | str | None = None) -> str:
+    """One tool call as Qwen 2.5's chat template writes it (and TRL's response parser reads it):
+    `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`, the arguments an object.
+
+    `arguments` is a mapping, or JSON text of one (as OpenAI messages hold them): other text is an
+    `ActionError`. The template writes the name unescaped; here it is JSON-escaped, the same text for
+    any name without quotes, backslashes or control characters, and still valid JSON for one with them.
+    """
+    if arguments is None:
+        arguments = {}
+    elif isinstance(arguments, str):
+        arguments = _decode_json_object(arguments) if arguments.strip() else {}
+    elif not _is_mapping(arguments):
+        raise ActionError(f'the "arguments" of tool call {name!r} must be an object, not {type(arguments).__name__}')
+    # json.dumps as the template's `tojson` filter calls it (transformers: ensure_ascii=False)
+    call = f'{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {json.dumps(dict(arguments), ensure_ascii=False)}}}'
+    return f"{TOOL_CALL_OPEN}\n{call}\n{TOOL_CALL_CLOSE}"
 
 
 def tool_call_from_mapping(mapping: Mapping) -> ToolCall:

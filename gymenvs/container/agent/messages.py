@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from gymenvs.core.actions import ActionError, render_tool_call
 
 # A run of letters, digits or underscores, or any other single non-space character: see `count_text_pieces`.
 _TEXT_PIECE = re.compile(r"\w+|[^\w\s]")
@@ -32,14 +33,21 @@ def text_of(content: Any) -> str:
 
 
 def render(messages: Sequence[dict[str, Any]]) -> str:
-    """Messages as plain text, one block per message."""
+    """Messages as plain text, one block per message; an assistant's tool calls as Qwen 2.5's chat template
+    writes them (`gymenvs.core.actions.render_tool_call`)."""
     blocks = []
     for message in messages:
         header = f"[{message.get('role', '?')}]" + (f" ({message['name']})" if message.get("name") else "")
         body = text_of(message.get("content"))
         for call in message.get("tool_calls") or []:
-            function = call.get("function") or {}
-            tagged = json.dumps({"name": function.get("name"), "arguments": function.get("arguments")})
-            body += f"\n<tool_call>{tagged}</tool_call>"
+            body += "\n" + _tool_call_text(call.get("function") or {})
         blocks.append(f"{header}\n{body.strip()}")
     return "\n\n".join(blocks)
+
+
+def _tool_call_text(function: Mapping[str, Any]) -> str:
+    name, arguments = str(function.get("name") or ""), function.get("arguments")
+    try:
+        return render_tool_call(name, arguments)
+    except ActionError:  # arguments that are no JSON object (an agent's history may hold any): kept, under "input"
+        return render_tool_call(name, {"input": arguments})

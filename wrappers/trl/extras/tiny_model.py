@@ -8,11 +8,12 @@ The chat template is the Qwen2.5 template that ships inside the trl wheel: TRL r
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from gymenvs.core.actions import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, render_tool_call
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerFast, Qwen2ForCausalLM
@@ -27,7 +28,7 @@ EOS_TOKEN = "<|im_end|>"
 PAD_TOKEN = "<|endoftext|>"
 SPECIAL_TOKENS = (PAD_TOKEN, "<|im_start|>", EOS_TOKEN)
 # Qwen2.5 keeps these as ordinary added tokens (not special), so decoding keeps them in the text.
-MARKUP_TOKENS = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>")
+MARKUP_TOKENS = (TOOL_CALL_OPEN, TOOL_CALL_CLOSE, "<tool_response>", "</tool_response>", "<think>", "</think>")
 
 _CORPUS_WORDS = (
     "You are Qwen, created by Alibaba Cloud. You are a helpful assistant. "
@@ -173,8 +174,8 @@ def _imitation_batch(
 
 
 def tool_call_text(name: str, arguments: Mapping[str, Any] | None = None) -> str:
-    """A tool call as the Qwen2.5 chat template (and so TRL's parser) writes it."""
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': dict(arguments or {})})}\n</tool_call>"
+    """A tool call as the Qwen2.5 chat template (and so TRL's parser) writes it: `gymenvs.core.render_tool_call`."""
+    return render_tool_call(name, arguments)
 
 
 def teach_tool_calls(

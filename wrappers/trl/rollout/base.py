@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 from pydantic import StrictBool
 
+from gymenvs.core.actions import render_tool_call
 from gymenvs.core.images import has_image, text_view
 from gymenvs.core.outcomes import DETAIL_KEY, REASON_KEY, is_trainable
 from gymenvs.env_ids import find_spec
@@ -548,9 +549,7 @@ def _describe_env(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[list[dict
 
 def _shortest_action(tokenizer: PreTrainedTokenizerBase, tools: list[dict], accepts_free_text: bool) -> tuple[int, str]:
     """Tokens of the shortest action the env can read, end-of-turn token included."""
-    candidates = [
-        f'<tool_call>\n{{"name": "{tool["function"]["name"]}", "arguments": {{}}}}\n</tool_call>' for tool in tools
-    ]
+    candidates = [render_tool_call(tool["function"]["name"], {}) for tool in tools]
     if accepts_free_text:
         candidates.append("x")
     lengths = {text: len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1 for text in candidates}

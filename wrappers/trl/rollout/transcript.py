@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from gymenvs.core import ActionError, parse_action
+from gymenvs.core import ActionError, split_tool_calls
 from gymenvs.core.outcomes import OUTCOME_KEY, REASON_KEY, EndedBy, ended_by
 
 if TYPE_CHECKING:
@@ -96,17 +96,13 @@ class ChatRenderer:
 
 
 def called_tool(text: str) -> str | None:
-    """The name of the tool a model turn calls, or None when it is not a well-formed tool call."""
-    if "<tool_call>" not in text:
-        return None
+    """The name of the tool a model turn calls in one `<tool_call>` block, or None when it holds no
+    well-formed one (or several: the env takes one call a turn)."""
     try:
-        return parse_action(text, _no_free_text).name
+        calls = split_tool_calls(text)[1]
     except ActionError:
         return None
-
-
-def _no_free_text(text: str) -> Any:
-    raise ActionError("not a tool call")
+    return calls[0].name if len(calls) == 1 else None
 
 
 def first_message_with(prompt: list[dict[str, Any]] | str, observation: str) -> list[dict[str, Any]]:

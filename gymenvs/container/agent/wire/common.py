@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gymenvs.container.agent.messages import count_text_pieces, render
-from gymenvs.core.actions import ActionError, _decode_json_object, tool_call_from_mapping
+from gymenvs.core.actions import ActionError, ToolCall, split_tool_calls, tool_call_from_mapping
 
 FinishReason = Literal["stop", "tool_calls", "length"]
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_p", "stop", "tool_choice", "parallel_tool_calls")
 
-_TOOL_CALL_TAG = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 _THINK = re.compile(r"^\s*(?:<think>)?(.*?)</think>", re.DOTALL)
 
 
@@ -117,15 +116,12 @@ def _reply_from_text(text: str) -> Reply:
     think = _THINK.match(text) if "</think>" in text else None
     if think is not None:
         reasoning, text = think.group(1).strip(), text[think.end():]
-    tagged = _TOOL_CALL_TAG.findall(text)
+    rest, tagged = split_tool_calls(text)
     if tagged:
-        calls = [_call(_decode_json_object(block)) for block in tagged]
-        rest = _TOOL_CALL_TAG.sub("", text).strip()
-        return Reply(content=rest or None, tool_calls=calls, reasoning=reasoning)
-    stripped = text.strip()
-    if stripped[:1] == "{" and stripped[-1:] == "}":
+        return Reply(content=rest or None, tool_calls=[_reply_call(call) for call in tagged], reasoning=reasoning)
+    if rest[:1] == "{" and rest[-1:] == "}":  # no blocks: `rest` is the whole text, stripped
         try:
-            decoded = json.loads(stripped)
+            decoded = json.loads(rest)
         except ValueError:
             decoded = None
         if isinstance(decoded, dict) and ("name" in decoded or "function" in decoded):
@@ -134,7 +130,10 @@ def _reply_from_text(text: str) -> Reply:
 
 
 def _call(mapping: Mapping[str, Any]) -> ReplyCall:
-    call = tool_call_from_mapping(mapping)
+    return _reply_call(tool_call_from_mapping(mapping))
+
+
+def _reply_call(call: ToolCall) -> ReplyCall:
     return ReplyCall(call.name, json.dumps(call.arguments))
 
 
