@@ -192,6 +192,7 @@ def test_the_network_follows_the_task_unless_the_env_forbids_it(tmp_path):
     for internet, expected in ((True, [True, False]), (False, [False, False])):
         env = gym.make("gymenvs/Terminal-v0", internet=internet)
         try:
+            assert env.unwrapped.family.options.internet is internet
             limits = [env.unwrapped.family.limits(task) for task in (online, offline)]
             assert [limit.network for limit in limits] == expected
             assert (limits[0].mem_limit, limits[0].cpus, limits[0].disk_limit) == ("512m", 1.0, 1024 << 20)
