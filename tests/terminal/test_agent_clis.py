@@ -32,13 +32,13 @@ def shell(agent: str, command: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def cli_images(terminal_images, docker_client):
+def cli_images(terminal_images, runtime):
     """Each CLI's derived image of the task's image (a COPY of the cached npm tree: ~30 s each the first time)."""
     from gymenvs.container.agent.install import install_agent
     from gymenvs.container.agent.specs import agent_spec
 
     for agent in CLIS:
-        install_agent(docker_client, agent_spec(agent), [terminal_images[TASK.name]], progress=False)
+        install_agent(runtime, agent_spec(agent), [terminal_images[TASK.name]], progress=False)
     return terminal_images[TASK.name]
 
 
@@ -81,7 +81,7 @@ def test_a_missing_derived_image_names_the_install_agent_command(terminal_images
     import dataclasses
 
     from gymenvs.container.agent.specs import agent_spec
-    from gymenvs.container.runtime.base import SandboxError
+    from gymenvs.container.runtime import SandboxError
 
     absent = dataclasses.replace(agent_spec("claude-code"), image_suffix="claude-code-never-installed")
     env = gym.make("gymenvs/TerminalAgent-v0", agent=absent, instance_ids=[TASK.name])

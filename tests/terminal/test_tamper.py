@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gymenvs.container.runtime.base import Limits
-from gymenvs.swe.sandbox.docker import DockerSandbox
+from gymenvs.container.runtime import Limits
 from gymenvs.terminal.grading import VerifierResult, grade_task
 from gymenvs.terminal.task import TerminalTask
 
@@ -129,10 +128,11 @@ def make_task(root: Path, name: str, test_sh: str | None) -> TerminalTask:
     return TerminalTask.from_dir(folder)
 
 
-def attack(client, root: Path, name: str, agent: str, test_sh: str | None) -> tuple[VerifierResult, str]:
-    """Run `agent` in a fresh agent container of the task, grade it; the result and the container's state after."""
+def attack(runtime, client, root: Path, name: str, agent: str, test_sh: str | None) -> tuple[VerifierResult, str]:
+    """Run `agent` in a fresh agent container of the task, grade it; the result and the container's state after
+    (seen from outside, by the plain docker `client`)."""
     task = make_task(root, name, test_sh)
-    sandbox = DockerSandbox(client, BASE, role="verifier-attack", episode_id=task.name, workdir="/app",
+    sandbox = runtime.start(BASE, role="verifier-attack", episode_id=task.name, workdir="/app",
                             limits=Limits(mem_limit="512m", network=False, disk_limit=None))
     try:
         done = sandbox.run(agent, timeout=30)
@@ -144,12 +144,12 @@ def attack(client, root: Path, name: str, agent: str, test_sh: str | None) -> tu
 
 
 @pytest.fixture(scope="module")
-def outcomes(docker_client, swe_images, tmp_path_factory):
+def outcomes(runtime, docker_client, swe_images, tmp_path_factory):
     """Every attack and control, graded once for the module (two at a time)."""
     root = tmp_path_factory.mktemp("harbor-attacks")
     rows = {**ATTACKS, **CONTROLS, **INHERENT}
     with ThreadPoolExecutor(2) as pool:
-        futures = {name: pool.submit(attack, docker_client, root, name, *rows[name]) for name in rows}
+        futures = {name: pool.submit(attack, runtime, docker_client, root, name, *rows[name]) for name in rows}
         return {name: future.result() for name, future in futures.items()}
 
 
@@ -227,29 +227,3 @@ def test_table(outcomes):
     print("\n" + "\n".join(lines))
     assert measured == documented_rows()
 
-
-def test_leftovers_of_a_dead_grading_process_are_reaped_and_live_ones_kept(docker_client, swe_images):
-    from gymenvs.swe.sandbox.docker import LABEL_PID, LABEL_ROLE, LABEL_START, owner_labels
-    from gymenvs.terminal.grading import reap_grading_leftovers
-
-    dead = {LABEL_ROLE: "verifier", **owner_labels(), LABEL_PID: "999999", LABEL_START: "1"}
-    live = {LABEL_ROLE: "verifier", **owner_labels()}
-    volumes = [docker_client.volumes.create(name=f"gymenvs-terminal-reaptest-{kind}", labels=labels)
-               for kind, labels in (("dead", dead), ("live", live))]
-    container = docker_client.containers.create(BASE, ["true"], name="gymenvs-terminal-reaptest")
-    try:
-        changes = [f'LABEL {key}="{value}"' for key, value in dead.items()]
-        docker_client.api.commit(container.id, repository="gymenvs-terminal-snapshot", tag="reaptest", changes=changes)
-        removed = reap_grading_leftovers(docker_client)
-        assert "gymenvs-terminal-reaptest-dead" in removed and "gymenvs-terminal-snapshot:reaptest" in removed
-        assert "gymenvs-terminal-reaptest-live" not in removed
-        assert not docker_client.images.list(name="gymenvs-terminal-snapshot:reaptest")
-    finally:
-        container.remove(force=True)
-        for image in docker_client.images.list(name="gymenvs-terminal-snapshot:reaptest"):  # the reaper failed
-            docker_client.api.remove_image(image.id, force=True)
-        for volume in volumes:
-            try:
-                volume.remove(force=True)
-            except Exception:  # the reaper removed it
-                pass

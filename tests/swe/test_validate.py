@@ -1,6 +1,7 @@
-"""`gymenvs swe validate` on the real engine: the fixture tasks are valid, and three tasks broken on
-purpose (tests/swe/data/validate/broken_tasks.jsonl, derived from textkit-1) are each caught by the
-rule they break; a rerun skips what the report already judged; an env refuses a task marked invalid."""
+"""`gymenvs tasks validate` on SWE tasks, on the real engine: the fixture tasks are valid, and three tasks
+broken on purpose (tests/swe/data/validate/broken_tasks.jsonl, derived from textkit-1) are each caught by
+the rule they break; a rerun (and `gymenvs swe validate`, its alias) skips what the report already judged;
+an env refuses a task marked invalid."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from gymenvs.swe.grading import GradeReport, grade
-from gymenvs.swe.images import image_for
+from gymenvs.container.validation import read_report, run_validation
+from gymenvs.swe.family import SWEFamily
+from gymenvs.swe.grading import GradeReport
+from gymenvs.swe.grading.validate import judge
 from gymenvs.swe.tasks import fixtures_path, load_tasks
-from gymenvs.swe.tasks.validate import judge, read_report, validate_tasks
-
 from swe.swe_support import FIXTURE_IDS, FIXTURE_TASKS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,19 +29,24 @@ TEXTKIT, ROMANS = "gymenvs-fixtures__textkit-1", "gymenvs-fixtures__romans-1"
 COIN_FLIPS = {f"tests/test_flaky.py::test_passes_on_a_coin_flip[{i}]" for i in range(8)}
 
 
+def validate_cli(command: str, dataset: Path, folder: Path) -> subprocess.CompletedProcess:
+    """`gymenvs {command} validate DATASET --runs 2` with its report and valid tasks in `folder`."""
+    return subprocess.run([sys.executable, "-m", "gymenvs.cli", *command.split(), "validate", str(dataset), "--runs", "2",
+                           "--workers", "2", "--quiet", "--report", str(folder / "report.jsonl"),
+                           "--valid-tasks", str(folder / "valid.jsonl")],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT)
+
+
 @pytest.fixture(scope="module")
 def run(swe_images, tmp_path_factory):
-    """One `gymenvs swe validate --runs 2` over the fixture tasks and the broken ones (about a minute).
+    """One `gymenvs tasks validate --runs 2` over the fixture tasks and the broken ones (about a minute).
 
     The flaky task's 8 coin-flip tests each keep one status over both runs of both patches with
     probability 1/4, so `flaky` misses them all with probability 2**-16."""
     folder = tmp_path_factory.mktemp("validate")
     dataset = folder / "tasks.jsonl"
     dataset.write_text((fixtures_path() / "tasks.jsonl").read_text() + BROKEN.read_text())
-    result = subprocess.run([sys.executable, "-m", "gymenvs.cli", "swe", "validate", str(dataset), "--runs", "2",
-                             "--workers", "2", "--quiet", "--report", str(folder / "report.jsonl"),
-                             "--valid-tasks", str(folder / "valid.jsonl")],
-                            capture_output=True, text=True, timeout=900, cwd=ROOT)
+    result = validate_cli("tasks", dataset, folder)  # a .jsonl file: the SWE family
     assert result.returncode == 1, result.stderr  # some tasks are invalid
     return folder, read_report(folder / "report.jsonl"), result.stdout
 
@@ -98,7 +104,24 @@ def test_the_command_prints_each_verdict(run):
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_a_rerun_grades_only_the_tasks_the_report_has_not_judged(run, docker_client, tmp_path):
+def test_the_swe_alias_reads_the_same_report_and_says_the_same(run, tmp_path):
+    """`gymenvs swe validate` is `gymenvs tasks validate --format swe`: over a copy of the report it grades nothing
+    again and prints each task's verdict, the count and the exit code of the first run."""
+    folder, report, stdout = run
+    (tmp_path / "report.jsonl").write_text((folder / "report.jsonl").read_text())
+    again = validate_cli("swe", folder / "tasks.jsonl", tmp_path)
+    assert again.returncode == 1, again.stderr
+    resumed = [line.split("\t") for line in again.stdout.splitlines() if line.endswith(" (from the report)")]
+    first = [line.split("\t")[:2] for line in stdout.splitlines() if "\t" in line]
+    assert [[i, summary.removesuffix(" (from the report)")] for i, summary in resumed] == first and len(first) == 7
+    assert again.stdout.splitlines()[-1].startswith("valid 4/7, invalid 3, errors 0; ")
+    assert read_report(tmp_path / "report.jsonl") == report
+    assert (tmp_path / "valid.jsonl").read_text() == (folder / "valid.jsonl").read_text()
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_a_rerun_grades_only_the_tasks_the_report_has_not_judged(run, runtime, tmp_path):
     folder, report, _ = run
     tasks = [dataclasses.replace(t, pass_to_pass=t.pass_to_pass[1:]) if t.instance_id == ROMANS else t  # its row changed
              for t in load_tasks(str(folder / "tasks.jsonl"))]
@@ -106,14 +129,18 @@ def test_a_rerun_grades_only_the_tasks_the_report_has_not_judged(run, docker_cli
     kept = [line for line in lines if json.loads(line)["instance_id"] != TEXTKIT]
     errored = {**json.loads(next(line for line in lines if FLAKY in line)), "status": "error", "error": "engine gone"}
     (tmp_path / "report.jsonl").write_text("".join(line + "\n" for line in kept) + json.dumps(errored) + "\n")
-    graded: list[str] = []
+    family = SWEFamily(dataset=str(folder / "tasks.jsonl"))
+    validated: list[str] = []
 
-    def grade_one(task, patch: str) -> GradeReport:
-        graded.append(task.instance_id)
-        return grade(docker_client, task, patch, image=image_for(task), timeout=300)
+    def validate_one(task, runs: int):
+        validated.append(task.instance_id)
+        return family.validate(task, runtime, runs=runs, timeout_s=300)
 
-    verdicts = validate_tasks(tasks, grade_one, report=tmp_path / "report.jsonl", runs=2, progress=False)
-    assert sorted(graded) == sorted([TEXTKIT, FLAKY, ROMANS] * 4)  # missing, errored, changed: 2 runs x 2 patches each
+    verdicts = run_validation(tasks, validate_one, key=lambda task: task.instance_id, fingerprint_of=family.fingerprint,
+                              report=tmp_path / "report.jsonl", runs=2, progress=False)
+    assert sorted(validated) == sorted([TEXTKIT, FLAKY, ROMANS])  # missing, errored, changed
+    redone = {v.instance_id: v for v in verdicts if v.instance_id in validated}
+    assert all(len(v.empty_runs) == len(v.gold_runs) == 2 for v in redone.values())  # 2 runs x 2 patches each
     assert [v.instance_id for v in verdicts] == [t.instance_id for t in tasks]
     again = read_report(tmp_path / "report.jsonl")
     assert again[TEXTKIT].status == again[ROMANS].status == "valid" and again[FLAKY].rule == "flaky"
@@ -130,7 +157,8 @@ def test_the_env_refuses_a_task_marked_invalid(run, make_env):
     folder = run[0]
     env = make_env(dataset=str(folder / "tasks.jsonl"), validation_report=str(folder / "report.jsonl"))
     assert [t.instance_id for t in env.unwrapped.tasks] == FIXTURE_IDS  # never drawn
-    with pytest.raises(ValueError, match=r"marked invalid by validation_report=.*empty_patch_resolves"):
+    with pytest.raises(ValueError, match=rf"instance_id='{EMPTY_RESOLVES}' is never drawn: validation_report=.* marks it "
+                                         r"invalid: empty_patch_resolves"):
         env.reset(options={"instance_id": EMPTY_RESOLVES})
     env.reset(options={"instance_id": TEXTKIT})
     assert env.unwrapped.episode_task.instance_id == TEXTKIT
@@ -177,9 +205,10 @@ def test_both_envs_take_a_validation_report(env_id, tmp_path):
                       json.dumps({"instance_id": TEXTKIT, "status": "error", "error": "engine gone"}) + "\n")
     env = gym.make(env_id, validation_report=str(report))  # constructing touches no engine
     assert [t.instance_id for t in env.unwrapped.tasks] == [i for i in FIXTURE_IDS if i != romans]  # an error is no verdict
-    with pytest.raises(ValueError, match=r"romans-1' is marked invalid .*flaky \(tests/test_numerals.py::test_roundtrip\)"):
-        env.unwrapped.pick_task({"instance_id": romans})
-    with pytest.raises(ValueError, match="marks every task of this env invalid"):
+    with pytest.raises(ValueError, match=r"romans-1' is never drawn: validation_report=.* marks it invalid: "
+                                         r"flaky \(tests/test_numerals.py::test_roundtrip\)"):
+        env.reset(options={"instance_id": romans})  # refused before any engine is reached
+    with pytest.raises(ValueError, match=r"no task can run: .*romans-1.*validation_report=.* marks it invalid"):
         gym.make(env_id, validation_report=str(report), instance_ids=[romans])
     with pytest.raises(ValueError, match="does not exist: write one with `gymenvs tasks validate`"):
         gym.make(env_id, validation_report=str(tmp_path / "absent.jsonl"))

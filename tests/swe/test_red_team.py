@@ -4,7 +4,7 @@ in place) that try to make its tests pass anyway, graded for real on the Docker 
 Each attack must grade 0 or be flagged by the static screen. All are graded once, two at a time,
 with `screen="flag"` (so the runtime layers are seen on their own, and the screen's findings too);
 the parametrized test then checks each. Print the table of docs/swe-security.md with
-`PYTHONPATH=$PWD .venv/bin/python -m pytest -q -s tests/swe/test_swe_red_team.py -k table`.
+`PYTHONPATH=$PWD .venv/bin/python -m pytest -q -s tests/swe/test_red_team.py -k table`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import pytest
 from gymenvs.swe.grading import GradeReport, grade
 from gymenvs.swe.images import image_for
 from gymenvs.swe.tasks import fixtures_path
-
 from swe.swe_support import FIXTURE_TASKS
 
 pytestmark = pytest.mark.docker
@@ -376,12 +375,12 @@ def stopped_by(report: GradeReport) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def graded(docker_client, swe_images) -> dict[str, GradeReport]:
+def graded(runtime, docker_client, swe_images) -> dict[str, GradeReport]:
     """Every attack and control graded once, two at a time (the machine has two cores)."""
     diffs = {attack.name: (TASK, attack.diff or stale_bytecode(docker_client)) for attack in ATTACKS}
     diffs.update(CONTROLS)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        futures = {name: pool.submit(grade, docker_client, task, diff, image=image_for(task), timeout=300, screen="flag")
+        futures = {name: pool.submit(grade, runtime, task, diff, image=image_for(task), timeout=300, screen="flag")
                    for name, (task, diff) in diffs.items()}
         return {name: future.result() for name, future in futures.items()}
 
@@ -408,9 +407,9 @@ def test_honest_patches_are_neither_tampered_nor_flagged(graded, name):
     assert report.status == "resolved" and report.tampering == [] and report.screen == [], report.to_dict()
 
 
-def test_in_zero_mode_a_flagged_patch_grades_zero(docker_client, swe_images):
+def test_in_zero_mode_a_flagged_patch_grades_zero(runtime, swe_images):
     attack = next(attack for attack in ATTACKS if attack.name == "slugify returns an always-equal str")
-    report = grade(docker_client, TASK, attack.diff, image=image_for(TASK), timeout=300)  # screen="zero" by default
+    report = grade(runtime, TASK, attack.diff, image=image_for(TASK), timeout=300)  # screen="zero" by default
     assert report.status == "screened" and report.reward == 0.0 and report.outcome == "model"
     assert "eq-ignores-argument" in report.error
     assert set(report.fail_to_pass.values()) == {"PASSED"}  # the tests ran, and the always-equal str fooled them
@@ -540,8 +539,10 @@ def test_an_episode_that_tampers_ends_with_the_detail_in_info(make_env):
 
 
 def test_the_screen_mode_is_validated():
-    from gymenvs.swe.base import SWEConfig
+    from gymenvs.swe.family import SWEFamily, SWEOptions
 
-    assert SWEConfig().screen == "zero" and SWEConfig(screen="flag").screen == "flag"
+    assert SWEOptions().screen == "zero" and SWEOptions(screen="flag").screen == "flag"
     with pytest.raises(ValueError, match="screen"):
-        SWEConfig(screen="warn")
+        SWEOptions(screen="warn")
+    with pytest.raises(ValueError, match="screen"):
+        SWEFamily(screen="warn")

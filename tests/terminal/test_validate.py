@@ -1,6 +1,7 @@
 """`gymenvs tasks validate` on Harbor tasks, on the real engine: four tasks of our own in a tmp folder
 (good, broken oracle, flaky, empty run passes), each caught by the rule it breaks; the command writes
-a report and the list of valid tasks, and a rerun resumes from the report."""
+a report and the list of valid tasks, and a rerun resumes from the report. Both families (Harbor and
+SWE) validate through the one `run_validation` and report, which both families' envs read."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from gymenvs.cli import main
-from gymenvs.container.validation import read_report
+from gymenvs.container.validation import read_report, run_validation
+from gymenvs.tasks_cli import detect_format
+from gymenvs.terminal.family import HarborFamily
 from gymenvs.terminal.grading import VerifierResult
 from gymenvs.terminal.tasks import load_terminal_tasks
-from gymenvs.terminal.validate import judge, run_episode, validate_terminal_tasks
-from gymenvs.tasks_cli import detect_format
+from gymenvs.terminal.validate import judge, run_episode, validate_task
 
 BASE = "gymenvs/swe-base:bookworm"
 CHECK = "grep -qx hello /app/out.txt"
@@ -64,8 +66,9 @@ def task_root(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def verdicts(docker_client, swe_images, task_root, tmp_path_factory):
-    """`validate_terminal_tasks --runs 2` over the four tasks; each run first writes the next seed."""
+def verdicts(runtime, swe_images, task_root, tmp_path_factory):
+    """`run_validation --runs 2` over the four tasks, judged by the Harbor rules (`validate_task`), as
+    `HarborFamily.validate` does, except that each run first writes the next seed."""
     tasks = load_terminal_tasks(str(task_root))
     counters: dict[str, int] = {}
     lock = threading.Lock()
@@ -74,10 +77,12 @@ def verdicts(docker_client, swe_images, task_root, tmp_path_factory):
         with lock:
             counters[task.name] = counters.get(task.name, 0) + 1
             (task.tests_dir / "seed").write_text(f"{(counters[task.name] - 1) // 2}\n")  # run i: empty and oracle share seed i
-        return run_episode(docker_client, task, oracle)
+        return run_episode(runtime, task, oracle)
 
     report = tmp_path_factory.mktemp("report") / "validation.jsonl"
-    return {v.instance_id: v for v in validate_terminal_tasks(tasks, run_one, report=report, runs=2, workers=2, progress=False)}
+    verdicts = run_validation(tasks, lambda task, runs: validate_task(task, run_one, runs), key=lambda task: task.instance_id,
+                              fingerprint_of=HarborFamily().fingerprint, report=report, runs=2, workers=2, progress=False)
+    return {v.instance_id: v for v in verdicts}
 
 
 @pytest.mark.docker
@@ -102,8 +107,8 @@ def test_the_command_writes_a_report_and_the_valid_list_and_resumes(swe_images, 
     assert "good\tvalid\t" in out and "broken-oracle\tinvalid: oracle_fails\t" in out
     assert valid.read_text() == f"{(task_root / 'good').resolve()}\n"
     lines = [json.loads(line) for line in report.read_text().splitlines()]
-    assert [(line["instance_id"], line["status"], line["rule"]) for line in lines] == [
-        ("broken-oracle", "invalid", "oracle_fails"), ("good", "valid", None)]
+    assert [(line["instance_id"], line["status"], line["rule"]) for line in lines] == [  # in --instance-ids' order
+        ("good", "valid", None), ("broken-oracle", "invalid", "oracle_fails")]
     assert main(argv) == 1
     assert capsys.readouterr().out.count("(from the report)") == 2  # nothing graded again
     assert set(read_report(report)) == {"good", "broken-oracle"}
@@ -112,10 +117,11 @@ def test_the_command_writes_a_report_and_the_valid_list_and_resumes(swe_images, 
 def test_the_format_is_detected_and_swe_options_are_refused_for_harbor(task_root, capsys):
     assert detect_format(str(task_root)) == "harbor"
     assert detect_format("fixtures") == detect_format("tasks.jsonl") == "swe"
-    assert main(["tasks", "validate", str(task_root), "--grade-as-root"]) == 2
-    assert "--grade-as-root: a SWE option" in capsys.readouterr().err
+    for flag in (["--grade-as-root"], ["--image-template", "mirror.local/{swebench_id}:v1"]):
+        assert main(["tasks", "validate", str(task_root), *flag]) == 2
+        assert f"{flag[0]}: an option of another family; {str(task_root)!r} holds harbor tasks" in capsys.readouterr().err
     assert main(["tasks", "validate", str(task_root), "--instance-ids", "nope"]) == 2
-    assert "no task named ['nope']" in capsys.readouterr().err
+    assert "instance_ids=['nope']: ['nope'] not in the dataset" in capsys.readouterr().err
 
 
 def result(reward: float | None, reason: str = "failed") -> VerifierResult:
@@ -129,3 +135,54 @@ def test_judge_rules_and_no_verdict():
     assert [b.rule for b in flaky.broken] == ["flaky", "oracle_fails"] and flaky.gold_runs == ["1", "0.5"]
     timeout = judge("t", [result(0)], [result(None, "grading_timeout")])
     assert (timeout.status, timeout.gold_runs) == ("error", ["grading_timeout"])
+
+
+SWE_BROKEN = Path(__file__).resolve().parents[1] / "swe" / "data" / "validate" / "broken_tasks.jsonl"
+#: family name -> (its envs, the task of our own to validate, the rule that task breaks)
+FAMILIES = {
+    "harbor": (("gymenvs/Terminal-v0", "gymenvs/TerminalAgent-v0"), "broken-oracle", "oracle_fails"),
+    "swe": (("gymenvs/SWE-v0", "gymenvs/SWEAgent-v0"), "gymenvs-broken__empty-patch-resolves", "empty_patch_resolves"),
+}
+
+
+def validated(family, runtime, instance_id: str, report: Path) -> list:
+    """`instance_id` of `family` validated as `gymenvs tasks validate` does: the family's `validate`, through the one
+    `run_validation`."""
+    (task,) = [task for task in family.load_tasks() if task.instance_id == instance_id]
+    return run_validation([task], lambda task, runs: family.validate(task, runtime, runs=runs), key=lambda task: task.instance_id,
+                          fingerprint_of=family.fingerprint, report=report, progress=False)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_both_families_validate_through_one_machinery_and_both_families_envs_refuse_what_it_marks_invalid(
+        runtime, swe_images, task_root, tmp_path):
+    """A Harbor task and a SWE task, each broken on purpose, validated by their family's `validate` through the one
+    `run_validation`: both reports are read by the one `read_report`, and `validation_report=` on every env of
+    each family (tools and agent) leaves the invalid task out and refuses it by name, saying which rule it broke."""
+    import re
+
+    import gymnasium as gym
+
+    import gymenvs  # noqa: F401
+    from gymenvs.swe.family import SWEFamily
+
+    families = {"harbor": HarborFamily(dataset=str(task_root)), "swe": SWEFamily(dataset=str(SWE_BROKEN))}
+    for name, family in families.items():
+        env_ids, invalid, rule = FAMILIES[name]
+        report = tmp_path / f"{name}.jsonl"
+        verdicts = validated(family, runtime, invalid, report)
+        assert [(v.instance_id, v.status, v.rule) for v in verdicts] == [(invalid, "invalid", rule)], verdicts
+        assert len(verdicts[0].empty_runs) == len(verdicts[0].gold_runs) == 1
+        assert read_report(report) == {invalid: verdicts[0]}  # the one report format, whatever the family
+        for env_id in env_ids:
+            env = gym.make(env_id, dataset=family.options.dataset, validation_report=str(report))
+            try:
+                assert env.unwrapped.family.name == name and env.unwrapped.family.options.validation_report == str(report)
+                drawn = [task.instance_id for task in env.unwrapped.tasks]
+                assert invalid not in drawn and drawn, drawn
+                refusal = f"instance_id='{invalid}' is never drawn: validation_report={str(report)!r} marks it invalid: {rule}"
+                with pytest.raises(ValueError, match=re.escape(refusal)):
+                    env.reset(options={"instance_id": invalid})
+            finally:
+                env.close()

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gymenvs.container.output import OutputCapture, decode_output
+from gymenvs.container.shell import ansi_c_quote
 from gymenvs.swe.grading.logparsers import parse_django, parse_pytest, parse_sympy
 from gymenvs.swe.grading.patches import filter_diff, split_diff
 from gymenvs.swe.grading.report import MISSING, RESOLVED_FULL, RESOLVED_NO, RESOLVED_PARTIAL, Verdict, invalid_log_reason, lookup
 from gymenvs.swe.grading.specs import spec_for
-from gymenvs.container.output import OutputCapture, decode_output
-from gymenvs.container.shell import ansi_c_quote
 from gymenvs.swe.tasks import Task, task_from_row
 
 PARITY = Path(__file__).parent / "data" / "parity"  # real logs, see data/parity/record.py

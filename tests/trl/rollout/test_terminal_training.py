@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
+import torch  # offline: tests/trl/conftest.py set HF_HUB_OFFLINE and the rest before this import
 
-os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
-import torch  # noqa: E402
-
-from tests.trl.bridge_support import teacher_forced_logprobs  # noqa: E402
+from tests.trl.bridge_support import teacher_forced_logprobs
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 TASK = "gymenvs/csv-report"
@@ -18,11 +15,10 @@ TASK = "gymenvs/csv-report"
 GOLD = "mkdir -p /app/out && echo 7 > /app/out/count.txt && echo 497.74 > /app/out/total.txt && echo bob > /app/out/top.txt"
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    from wrappers.trl.extras.tiny_model import tiny_model
-
-    return tiny_model(seed=0)
+@pytest.fixture
+def tiny(_tiny):
+    """The session's tiny model (`_tiny`, tests/conftest.py: tiny_model(seed=0)); copied before any training."""
+    return _tiny
 
 
 class Recording:
@@ -141,7 +137,7 @@ def test_environment_factory_a_completion_calling_bash_with_the_oracle_earns_one
             environment._close()
 
 
-def test_a_cli_agents_tokens_and_logprobs_are_exact_on_a_terminal_task(terminal_images, tiny, docker_client):
+def test_a_cli_agents_tokens_and_logprobs_are_exact_on_a_terminal_task(terminal_images, tiny, runtime):
     """Codex on a Harbor task through make_rollout_func: forced shell calls (scored by the model) then a sample,
     as tests/swe/agents/test_agent_cli_training.py does on SWE tasks."""
     from gymenvs.container.agent.install import install_agent
@@ -150,7 +146,7 @@ def test_a_cli_agents_tokens_and_logprobs_are_exact_on_a_terminal_task(terminal_
     from wrappers.trl import make_rollout_func
 
     model, tokenizer = tiny
-    install_agent(docker_client, agent_spec("codex"), [terminal_images["gymenvs/edit-config"]], progress=False)
+    install_agent(runtime, agent_spec("codex"), [terminal_images["gymenvs/edit-config"]], progress=False)
     generator = forcing_generator(model, tokenizer, "codex")
     rollout = make_rollout_func("gymenvs/TerminalAgent-v0", max_tokens_per_turn=48, env_kwargs={
         "agent": "codex", "instance_ids": ["gymenvs/edit-config"], "max_turns": FORCED_TURNS + 1, "call_timeout_s": 120.0})

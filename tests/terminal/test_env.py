@@ -119,7 +119,7 @@ def test_a_compose_task_is_refused_with_the_reason(tmp_path):
             env.reset(options={"instance_id": "compose"})
     finally:
         env.close()
-    with pytest.raises(ValueError, match="no task gymenvs can run"):
+    with pytest.raises(ValueError, match="no task can run: .*docker-compose"):
         gym.make("gymenvs/Terminal-v0", dataset=str(compose))
 
 
@@ -134,12 +134,12 @@ def test_bad_options_are_value_errors():
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_mini_swe_agent_solves_a_task_in_its_derived_image(make_env, terminal_images, docker_client):
+def test_mini_swe_agent_solves_a_task_in_its_derived_image(make_env, terminal_images, runtime):
     from gymenvs.container.agent.install import install_agent
     from gymenvs.container.agent.specs import MINI_SWE_AGENT
 
     task = TASKS["gymenvs/edit-config"]
-    install_agent(docker_client, MINI_SWE_AGENT, [terminal_images[task.name]], progress=False)
+    install_agent(runtime, MINI_SWE_AGENT, [terminal_images[task.name]], progress=False)
     env = make_env("gymenvs/TerminalAgent-v0", agent="mini-swe-agent", call_timeout_s=120.0)
     observation, info = env.reset(options={"instance_id": task.name})
     assert info["image"] == terminal_images[task.name] + "-mini-swe-agent-2.4.6"
@@ -192,11 +192,12 @@ def test_the_network_follows_the_task_unless_the_env_forbids_it(tmp_path):
     for internet, expected in ((True, [True, False]), (False, [False, False])):
         env = gym.make("gymenvs/Terminal-v0", internet=internet)
         try:
-            limits = [env.unwrapped._limits_for(task) for task in (online, offline)]
+            assert env.unwrapped.family.options.internet is internet
+            limits = [env.unwrapped.family.limits(task) for task in (online, offline)]
             assert [limit.network for limit in limits] == expected
             assert (limits[0].mem_limit, limits[0].cpus, limits[0].disk_limit) == ("512m", 1.0, 1024 << 20)
             with pytest.raises(ValueError, match="asks for 1 GPU"):
-                env.unwrapped._limits_for(gpu)
+                env.unwrapped.family.limits(gpu)
         finally:
             env.close()
 
@@ -212,7 +213,7 @@ def test_gymnasium_env_checker_passes(make_env):
 @pytest.mark.docker
 def test_a_missing_derived_image_says_how_to_build_it(make_env, terminal_images):
     from gymenvs.container.agent.specs import AgentSpec
-    from gymenvs.swe.sandbox import SandboxError
+    from gymenvs.container.runtime import SandboxError
 
     env = make_env("gymenvs/TerminalAgent-v0", agent=AgentSpec("ghost", command="true", image_suffix="ghost-1"))
     image = terminal_images["gymenvs/edit-config"]
@@ -221,10 +222,11 @@ def test_a_missing_derived_image_says_how_to_build_it(make_env, terminal_images)
 
 
 @pytest.mark.docker
-def test_a_build_past_build_timeout_sec_is_cancelled_with_an_error_naming_the_task(tmp_path, docker_client, swe_images):
+def test_a_build_past_build_timeout_sec_is_cancelled_with_an_error_naming_the_task(tmp_path, runtime, docker_client,
+                                                                                    swe_images):
     """A wall-clock limit (docker-py's `timeout=` is per read: a silent `RUN sleep` would outlive it)."""
-    from gymenvs.swe.sandbox.images import ImageBuildError
-    from gymenvs.terminal.images import ensure_task_image, image_exists, image_name
+    from gymenvs.container.runtime import ImageBuildError
+    from gymenvs.terminal.images import ensure_task_image, image_name
     from gymenvs.terminal.task import TerminalTask
 
     folder = tmp_path / "fix21-slow-build"
@@ -237,8 +239,8 @@ def test_a_build_past_build_timeout_sec_is_cancelled_with_an_error_naming_the_ta
     task = TerminalTask.from_dir(folder)
     with pytest.raises(ImageBuildError, match=r"task 'fix21-slow-build' \(\[environment\] build_timeout_sec = 2\): "
                                               r"building .* took more than 2 s; the build was cancelled"):
-        ensure_task_image(docker_client, task)
-    assert not image_exists(docker_client, image_name(task))
+        ensure_task_image(runtime, task)
+    assert not runtime.image_exists(image_name(task))
     for _ in range(30):  # the engine cancels the build's RUN step once it sees the connection gone
         running = [c for c in docker_client.containers.list() if "sleep 120" in " ".join(c.attrs["Config"]["Cmd"] or [])]
         if not running:

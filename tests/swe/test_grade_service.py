@@ -12,7 +12,6 @@ import pytest
 
 from gymenvs.swe.grading import GradeReport
 from gymenvs.swe.grading.evaluate import Prediction, grade_predictions, read_predictions
-
 from swe.swe_support import FIXTURE_TASKS
 
 pytestmark = pytest.mark.docker

@@ -5,7 +5,7 @@ hooks through the `patch` fallback, a fake `git` in the agent's container, forge
 Each attack graded 1.0 before the fix (see docs/swe-security.md); each test shows it now grades 0
 or refuses the patch. They grade with `screen="flag"`, so that the layer each is about is what stops
 it (the static screen, on by default, would zero most of them before the tests run); the red team
-of tests/swe/test_swe_red_team.py covers the screen and the runtime integrity check."""
+of tests/swe/test_red_team.py covers the screen and the runtime integrity check."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 from gymenvs.swe.grading import check_against_runner, extract_diff, grade
 from gymenvs.swe.grading.patches import filter_diff, protected_reason
 from gymenvs.swe.images import image_for
-
 from swe.swe_support import FIXTURE_TASKS, own_containers
+
 from .test_swe_env import FORCE_PASS_CONFTEST, bash, start, submit
 
 pytestmark = pytest.mark.docker
@@ -31,10 +31,10 @@ def new_file(path: str, content: str, *, mode: str = "100644", git_header: bool 
     return f"diff --git a/{path} b/{path}\nnew file mode {mode}\n" + body if git_header else body
 
 
-def test_a_conftest_hidden_after_another_files_hunks_is_undone(docker_client, swe_images):
+def test_a_conftest_hidden_after_another_files_hunks_is_undone(runtime, swe_images):
     attack = new_file("NOTES.txt", "harmless\n") + new_file("conftest.py", FORCE_PASS_CONFTEST, git_header=False)
     assert filter_diff(attack)[1] == {}  # the header-only filter does not see the second file
-    report = grade(docker_client, TASK, attack, image=image_for(TASK), timeout=120, screen="flag")
+    report = grade(runtime, TASK, attack, image=image_for(TASK), timeout=120, screen="flag")
     assert report.status == "unresolved" and report.reward == 0.0
     assert report.ignored_files == {"conftest.py": "pytest configuration"}  # found on disk, and undone
     assert set(report.fail_to_pass.values()) == {"FAILED"}
@@ -46,10 +46,10 @@ cat > /testbed/conftest.py <<'EOF'
 """
 
 
-def test_a_git_hook_written_through_the_patch_fallback_refuses_the_patch(docker_client, swe_images):
+def test_a_git_hook_written_through_the_patch_fallback_refuses_the_patch(runtime, docker_client, swe_images):
     hook = new_file(".git/hooks/post-checkout", HOOK, mode="100755")
     attack = TASK.patch.replace("sep.join(words)", "sep.join(words) + '!'") + hook
-    report = grade(docker_client, TASK, attack, image=image_for(TASK), timeout=120)
+    report = grade(runtime, TASK, attack, image=image_for(TASK), timeout=120)
     assert report.status == "patch_failed" and report.reward == 0.0
     assert ".git/hooks/post-checkout (inside .git/)" in report.error
     assert own_containers(docker_client) == []
@@ -74,15 +74,15 @@ def test_a_fake_git_and_a_gitignored_conftest_in_the_agents_container_change_not
     assert set(report["fail_to_pass"].values()) == {"FAILED"}
 
 
-def test_extract_diff_reads_the_agents_changes_without_its_git(make_env, docker_client):
+def test_extract_diff_reads_the_agents_changes_without_its_git(make_env, runtime):
     from .test_swe_env import write_and_apply
 
     env = start(make_env, TASK.instance_id)
     env.step(write_and_apply(TASK.patch, "gold.patch"))
     env.step(bash("printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/git && chmod +x /usr/local/bin/git && echo x > new.txt"))
-    diff = extract_diff(env.unwrapped._sandbox, TASK.base_commit)
+    diff = extract_diff(env.unwrapped.episode_sandbox, TASK.base_commit)
     assert "+    return sep.join(words)" in diff and "+++ b/new.txt" in diff and "/usr/local/bin/git" not in diff
-    assert grade(docker_client, TASK, diff, image=image_for(TASK), timeout=120).reward == 1.0
+    assert grade(runtime, TASK, diff, image=image_for(TASK), timeout=120).reward == 1.0
 
 
 FORGERY = f'''
@@ -101,9 +101,9 @@ atexit.register(_forge)
 '''
 
 
-def test_forged_test_output_and_a_detached_forger_grade_zero(docker_client, swe_images):
+def test_forged_test_output_and_a_detached_forger_grade_zero(runtime, swe_images):
     attack = _module_diff("textkit/slug.py", TASK, FORGERY)
-    report = grade(docker_client, TASK, attack, image=image_for(TASK), timeout=120, screen="flag")
+    report = grade(runtime, TASK, attack, image=image_for(TASK), timeout=120, screen="flag")
     assert report.reward == 0.0 and report.status == "unresolved"
     assert "the log claims 2 test(s) passed that the test runner saw fail" in report.error
     assert set(report.fail_to_pass.values()) == {"FAILED"}
@@ -124,10 +124,10 @@ def _module_diff(path: str, task, prefix: str) -> str:
             + "".join(f"-{line}\n" for line in old) + "".join(f"+{line}\n" for line in new))
 
 
-def test_the_tests_run_unprivileged_without_plugin_autoload(docker_client, swe_images):
+def test_the_tests_run_unprivileged_without_plugin_autoload(runtime, swe_images):
     probe = dataclasses.replace(TASK, test_cmd="id -u; printenv PYTEST_DISABLE_PLUGIN_AUTOLOAD; "
                                                "cat /run/gymenvs/run-tests.sh; touch /testbed/new-file && echo created")
-    report = grade(docker_client, probe, "", image=image_for(TASK), timeout=120)
+    report = grade(runtime, probe, "", image=image_for(TASK), timeout=120)
     section = report.log_tail.split("Start Test Output\n", 1)[1]
     assert section.startswith("65534\n1\n") and "Permission denied" in section and "created" in section
 

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from gymenvs.swe.sandbox.images import check_template, debian_mirror, image_for
+from gymenvs.container.images import debian_mirror
+from gymenvs.swe.images import check_template, image_for
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks, parse_test_list, task_from_row
-
 from swe.swe_support import FIXTURE_TASKS
 
 ROW = {
@@ -149,10 +149,11 @@ def test_the_debian_mirror_comes_from_the_machines_apt_sources(tmp_path):
     ({"dataset": "/nonexistent/tasks.jsonl"}, "does not exist"),
 ])
 def test_bad_env_config_is_a_value_error_at_construction(kwargs, message):
-    from gymenvs.swe.env import SWEEnv
+    from gymenvs.container.tools_env import ToolsEnv
+    from gymenvs.swe.family import SWEFamily
 
     with pytest.raises(ValueError, match=message):
-        SWEEnv(**kwargs)
+        ToolsEnv(SWEFamily, **kwargs)
 
 
 def test_importing_gymenvs_registers_swe_without_importing_docker_or_datasets():
