@@ -37,10 +37,9 @@ def _differs(where: str, shown: Any, expected: Any) -> str:
 
 
 def check_has_actions(env: TextEnv) -> None:
-    """An env with no `@tool` that understands no free text (`_parse_text` not overridden) rejects every action."""
-    takes_text = type(env)._parse_text is not TextEnv._parse_text
-    assert env.tools or takes_text, (
-        f"{type(env).__name__} has no @tool methods and does not override _parse_text: every action would be rejected"
+    """An env with no `@tool` that reads no free text (`TextEnv.reads_free_text`) rejects every action."""
+    assert env.tools or env.reads_free_text(), (
+        f"{type(env).__name__} has no @tool methods and overrides neither _parse_text nor _act: every action would be rejected"
     )
 
 

@@ -152,6 +152,12 @@ class TextEnv(gym.Env[str, str]):
             **(self._episode_state() if self._episode_id is not None else {}),
         }
 
+    @classmethod
+    def reads_free_text(cls) -> bool:
+        """Whether free text can be an action: the env maps it to a tool call (`_parse_text`) or reads its actions
+        itself (`_act`, as the agent envs read a model's reply)."""
+        return cls._parse_text is not TextEnv._parse_text or cls._act is not TextEnv._act
+
     def tool_schemas(self) -> list[dict[str, Any]]:
         """The tools in the OpenAI function-calling format, in name order, as `info["tools"]` carries them
         on reset (`gymenvs.core.tools.function_schema` makes each; see there)."""

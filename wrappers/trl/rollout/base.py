@@ -544,10 +544,7 @@ def _describe_env(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[list[dict
             f"{env_id}: {probed.env_class.__name__} is not a gymenvs TextEnv; "
             "make_rollout_func needs text observations and actions"
         )
-    # free text is an action when the env maps it to a tool call (`_parse_text`), or reads its actions itself
-    # (`_act`: the agent envs take the model's reply as it is, text or tool calls)
-    env_class = probed.env_class
-    return probed.tools, env_class._parse_text is not TextEnv._parse_text or env_class._act is not TextEnv._act
+    return probed.tools, probed.env_class.reads_free_text()
 
 
 def _shortest_action(tokenizer: PreTrainedTokenizerBase, tools: list[dict], accepts_free_text: bool) -> tuple[int, str]:
