@@ -502,7 +502,7 @@ def test_check_env_fails_an_env_without_any_action():
             raise ActionError("say something else")
 
     check_env(Talks(), skip_render_check=True)  # free text it understands is an action
-    with pytest.raises(AssertionError, match="Mute has no @tool methods and does not override _parse_text"):
+    with pytest.raises(AssertionError, match="Mute has no @tool methods and overrides neither _parse_text nor _act"):
         check_env(Mute(), skip_render_check=True)
 
 
