@@ -229,8 +229,9 @@ KILLED = ("import gymnasium as gym, gymenvs, json, os, signal, sys\n"
 
 
 def test_a_sigkilled_owner_of_every_cli_leaves_nothing_that_reap_does_not_remove(cli_images, docker_client):
-    from gymenvs.container.agent.channel import reap_channel_directories
     from gymenvs.swe.sandbox.docker import reap_orphans
+
+    from gymenvs.container.agent.channel import reap_channel_directories
 
     argv = [arg for pair in zip(sorted(CLIS), FIXTURES) for arg in pair]  # each agent on a task of its own
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
