@@ -48,7 +48,7 @@ CLIS = {
         CLI("codex", "responses", "You are a coding agent running in the Codex CLI", "exec_command", "cmd"),
     )
 }
-#: The fixture dataset's instance ids, and every (agent, fixture task) pair.
+#: The fixture dataset's instance ids.
 FIXTURES = sorted(TASKS)
 
 
