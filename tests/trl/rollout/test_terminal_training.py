@@ -139,10 +139,10 @@ def test_environment_factory_a_completion_calling_bash_with_the_oracle_earns_one
 
 def test_a_cli_agents_tokens_and_logprobs_are_exact_on_a_terminal_task(terminal_images, tiny, runtime):
     """Codex on a Harbor task through make_rollout_func: forced shell calls (scored by the model) then a sample,
-    as tests/swe/agents/test_agent_cli_training.py does on SWE tasks."""
+    as tests/trl/rollout/test_agent_cli_training.py does on SWE tasks."""
     from gymenvs.container.agent.install import install_agent
     from gymenvs.container.agent.specs import agent_spec
-    from tests.swe.agents.test_agent_cli_training import FORCED_TURNS, TEMPERATURE, forcing_generator
+    from tests.trl.rollout.forcing_support import FORCED_TURNS, TEMPERATURE, forcing_generator
     from wrappers.trl import make_rollout_func
 
     model, tokenizer = tiny

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
 import torch
+from container.agent.agent_support import forgetful_agent, wire_agent  # noqa: E402
+from swe.swe_support import FIXTURE_IDS  # noqa: E402
 
 from tests.trl.bridge_support import teacher_forced_logprobs  # noqa: E402
 
-from swe.swe_support import FIXTURE_IDS  # noqa: E402
-
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-FORGETFUL_AGENT = Path(__file__).parent / "agents" / "forgetful_agent.py"
 
 
 @pytest.fixture(scope="module")
@@ -72,14 +70,12 @@ def test_reference_agent_episode_tokens_logprobs_and_env_mask(swe_images, tiny):
 
 
 def test_a_rewritten_history_starts_a_new_sequence_and_is_counted(swe_images, tiny):
-    from gymenvs.container.agent.specs import AgentSpec
     from wrappers.trl import make_rollout_func
     from wrappers.trl.rollout.agent import request_prompt_ids
     from wrappers.trl.rollout.transcript import ChatRenderer
 
     model, tokenizer = tiny
-    forgetful = AgentSpec("forgetful", command="exec python3 /run/gymenvs/forgetful_agent.py", files=(str(FORGETFUL_AGENT),))
-    rollout = make_rollout_func("gymenvs/SWEAgent-v0", env_kwargs={"agent": forgetful, "instance_ids": [FIXTURE_IDS[0]]},
+    rollout = make_rollout_func("gymenvs/SWEAgent-v0", env_kwargs={"agent": forgetful_agent(), "instance_ids": [FIXTURE_IDS[0]]},
                                 max_tokens_per_turn=8)
     try:
         (episode,) = rollout.run([""], RecordingGenerator(model, tokenizer), tokenizer, seeds=[0], max_completion_length=400)
@@ -136,10 +132,8 @@ def test_side_calls_never_reach_the_generator_nor_become_training_tokens(swe_ima
     answered; none of them may be a generation request or leave text in the episode's tokens."""
     import json
 
+    from tests.trl.rollout.forcing_support import ForcingGenerator
     from wrappers.trl import make_rollout_func
-
-    from .agents.test_agent_cli_training import ForcingGenerator
-    from .test_swe_agent_wire import wire_agent
 
     model, tokenizer = tiny
     call = {"name": "bash", "arguments": {"command": "echo main-$((6 * 7))"}}

@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
+from swe.swe_support import FIXTURE_IDS
 
 from gymenvs.container.agent.specs import MOUNT
 from gymenvs.container.pool import LABEL_POOL, WarmPool
 
 from .agent_support import TASKS, agent_threads, apply_patch, bash, own_containers
-from swe.swe_support import FIXTURE_IDS
-from .test_swe_agent_env import NEXT_PROCESS, SUBMIT, make_agent_env  # noqa: F401 - the fixture
+from .test_agent_env import NEXT_PROCESS, SUBMIT, make_agent_env  # noqa: F401 - the fixture
 
 pytestmark = pytest.mark.docker
 

@@ -7,7 +7,6 @@ import json
 import os
 
 import pytest
-
 from swe.swe_support import FIXTURE_IDS
 
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
@@ -18,7 +17,7 @@ pytestmark = pytest.mark.docker
 def upstream():
     from wrappers.trl.extras.tiny_model import tiny_model
 
-    from .chat_upstream import TinyChatServer
+    from .upstream_support import TinyChatServer
 
     model, tokenizer = tiny_model(seed=0)
     server = TinyChatServer(model, tokenizer)
@@ -76,10 +75,10 @@ def test_an_upstream_failure_reaches_the_agent_and_ends_the_episode(swe_images, 
 
 
 def test_black_box_mode_needs_an_upstream():
-    from gymenvs.container.agent.env import SWEAgentEnv
+    from .agent_support import swe_agent_env
 
     with pytest.raises(ValueError, match="black-box mode needs an upstream_url"):
-        SWEAgentEnv(mode="black-box")
+        swe_agent_env(mode="black-box")
 
 
 def test_an_anthropic_agent_in_black_box_mode_gets_the_upstreams_answer_as_a_message(swe_images, upstream):
@@ -87,16 +86,15 @@ def test_an_anthropic_agent_in_black_box_mode_gets_the_upstreams_answer_as_a_mes
     Anthropic message, streamed; its side calls go upstream too, but its token count is answered here."""
     from anthropic.types import Message
 
-    from gymenvs.container.agent.env import SWEAgentEnv
+    from .agent_support import swe_agent_env, wire_agent
 
-    from .test_swe_agent_wire import wire_agent
-
-    env = SWEAgentEnv(agent=wire_agent("anthropic", GYMENVS_MAX_TOKENS="16"), mode="black-box", upstream_url=upstream.base_url,
-                      upstream_model="tiny-qwen2", max_turns=3, call_timeout_s=60.0, instance_ids=[FIXTURE_IDS[0]])
+    env = swe_agent_env(agent=wire_agent("anthropic", GYMENVS_MAX_TOKENS="16"), mode="black-box",
+                        upstream_url=upstream.base_url, upstream_model="tiny-qwen2", max_turns=3, call_timeout_s=60.0,
+                        instance_ids=[FIXTURE_IDS[0]])
     before = len(upstream.exchanges)
     try:
         _, info = env.reset(seed=0)
-        assert info["wire"] == "anthropic" and info["side_calls"] == 2
+        assert info["request"]["wire"] == "anthropic" and info["side_calls"] == 2
         _, _, terminated, truncated, info = env.step(None)
     finally:
         env.close()

@@ -14,57 +14,15 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from ..agent_support import TASKS, agent_threads, apply_patch, own_containers
+from .agent_support import TASKS, agent_threads, own_containers, swe_agent_env
+from .cli_support import CLI, CLIS, FIXTURES, gold_patch_call
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-@dataclass(frozen=True)
-class CLI:
-    agent: str
-    #: The wire format it speaks with its config (`info["wire"]`): a fallback to another would fail the test.
-    wire: str
-    #: Text the agent's own system prompt holds.
-    system_prompt: str
-    #: Its shell tool's name and the argument holding the command.
-    shell_tool: str
-    command_argument: str
-    extra_arguments: tuple[tuple[str, str], ...] = ()
-    #: A shell command run through the agent's own tool that prints "compaction-off" when the config or environment
-    #: the agent was started with turns its history compaction off ("" for Codex, whose compaction is a side call).
-    compaction_probe: str = ""
-
-    def shell(self, command: str) -> dict:
-        return {"name": self.shell_tool, "arguments": {self.command_argument: command, **dict(self.extra_arguments)}}
-
-
-def json_setting_probe(path: str, keys: tuple[str, ...], off: object) -> str:
-    """Prints compaction-off when the JSON file at `path` (shell-expanded) holds `off` under `keys` (the words are
-    split in the command, which the agent may echo)."""
-    lookup = "".join(f"[{key!r}]" for key in keys)
-    test = f"json.load(open(sys.argv[1])){lookup} == {off!r}"
-    return f"""python3 -c "import json, sys; print('compaction-' + 'off' if {test} else 'on')" {path}"""
-
-
-CLIS = {
-    cli.agent: cli
-    for cli in (
-        CLI("opencode", "chat", "You are opencode, an interactive CLI tool", "bash", "command",
-            (("description", "Run a command"),), json_setting_probe('"$OPENCODE_CONFIG"', ("compaction", "auto"), False)),
-        CLI("pi", "chat", "You are an expert coding assistant operating inside pi", "bash", "command", (),
-            json_setting_probe('"$PI_CODING_AGENT_DIR/settings.json"', ("compaction", "enabled"), False)),
-        CLI("claude-code", "anthropic", "You are a Claude agent, built on Anthropic's Claude Agent SDK.", "Bash", "command",
-            (("description", "Run a command"),), 'test "$DISABLE_AUTO_COMPACT" = 1 && echo compaction-"off"'),
-        CLI("codex", "responses", "You are a coding agent running in the Codex CLI", "exec_command", "cmd"),
-    )
-}
-#: The fixture dataset's instance ids, and every (agent, fixture task) pair.
-FIXTURES = sorted(TASKS)
+#: Every (agent, fixture task) pair.
 PAIRS = [pytest.param(agent, instance_id, id=f"{agent}-{instance_id.split('__')[1]}") for agent in sorted(CLIS)
          for instance_id in FIXTURES]
 
@@ -78,12 +36,8 @@ def patched_file(patch: str) -> str:
     return next(line[len("+++ b/"):] for line in patch.splitlines() if line.startswith("+++ b/"))
 
 
-def gold_patch_call(cli: CLI, instance_id: str) -> dict:
-    return cli.shell(apply_patch(TASKS[instance_id].patch)["arguments"]["command"])
-
-
 @pytest.fixture(scope="module")
-def cli_images(swe_images, docker_client):
+def cli_images(swe_images, runtime):
     """Each CLI's derived image of every fixture image (built by .ci/setup; here if missing: a minute or two for an
     agent's first image, one COPY build of its cached npm tree for each further one)."""
     from gymenvs.container.agent.install import install_agent
@@ -92,7 +46,7 @@ def cli_images(swe_images, docker_client):
 
     images = [image_for(TASKS[instance_id]) for instance_id in FIXTURES]
     for agent in CLIS:
-        install_agent(docker_client, agent_spec(agent), images, progress=False)
+        install_agent(runtime, agent_spec(agent), images, progress=False)
 
 
 def make_env(agent, instance_id: str, **kwargs):
@@ -123,7 +77,7 @@ def test_the_gold_patch_through_the_agents_own_shell_grades_one(cli_images, agen
     env = make_env(agent, instance_id)
     try:
         observation, info = env.reset()
-        assert info["image"].endswith(env.unwrapped.agent.image_suffix) and info["wire"] == cli.wire
+        assert info["image"].endswith(env.unwrapped.agent.image_suffix) and info["request"]["wire"] == cli.wire
         assert observation.startswith("[system]\n") and cli.system_prompt in observation
         assert task.problem_statement.split("\n")[0] in observation
         assert cli.shell_tool in [tool["function"]["name"] for tool in info["tools"]]
@@ -188,7 +142,6 @@ def test_pi_past_its_compaction_threshold_sends_no_summary_request(cli_images, t
 def test_eight_agents_of_mixed_kinds_in_one_vector_env_without_cross_talk(cli_images, docker_client):
     import functools
 
-    from gymenvs.container.agent.env import SWEAgentEnv
     from wrappers.vector import ConcurrentVectorEnv
 
     kinds = [*sorted(CLIS), "reference"]
@@ -196,7 +149,7 @@ def test_eight_agents_of_mixed_kinds_in_one_vector_env_without_cross_talk(cli_im
     instance_ids = [FIXTURES[i % len(FIXTURES)] for i in range(8)]  # five kinds over four tasks: mixed pairs
 
     def factory(agent: str, instance_id: str):
-        return SWEAgentEnv(agent=agent, instance_ids=[instance_id], call_timeout_s=120.0, max_turns=10)
+        return swe_agent_env(agent=agent, instance_ids=[instance_id], call_timeout_s=120.0, max_turns=10)
 
     def echo(agent: str, text: str) -> dict:
         command = f"echo {text}"
@@ -228,9 +181,8 @@ KILLED = ("import gymnasium as gym, gymenvs, json, os, signal, sys\n"
           "os.kill(os.getpid(), signal.SIGKILL)\n")
 
 
-def test_a_sigkilled_owner_of_every_cli_leaves_nothing_that_reap_does_not_remove(cli_images, docker_client):
-    from gymenvs.container.agent.channel import reap_channel_directories
-    from gymenvs.swe.sandbox.docker import reap_orphans
+def test_a_sigkilled_owner_of_every_cli_leaves_nothing_that_reap_does_not_remove(cli_images, runtime, docker_client):
+    from gymenvs.container.reaper import reap
 
     argv = [arg for pair in zip(sorted(CLIS), FIXTURES) for arg in pair]  # each agent on a task of its own
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[3]))
@@ -239,7 +191,7 @@ def test_a_sigkilled_owner_of_every_cli_leaves_nothing_that_reap_does_not_remove
     containers, directories = left[0::2], left[1::2]
     assert len(containers) == len(CLIS) and all(Path(directory).exists() for directory in directories)
     assert all(docker_client.containers.list(all=True, filters={"name": container}) for container in containers)
-    reaped = reap_orphans(docker_client) + reap_channel_directories()
+    reaped = reap(runtime)
     assert set(left) <= set(reaped)
     assert not any(docker_client.containers.list(all=True, filters={"name": container}) for container in containers)
     assert not any(Path(directory).exists() for directory in directories)

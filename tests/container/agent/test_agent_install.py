@@ -47,11 +47,11 @@ def test_history_compaction_is_off_in_what_each_cli_is_started_with():
 
 
 @pytest.mark.docker
-def test_a_pip_agent_install_leaves_no_build_stage_image(swe_images, docker_client, tmp_path):
+def test_a_pip_agent_install_leaves_no_build_stage_image(swe_images, runtime, docker_client, tmp_path):
     from gymenvs.container.agent.install import _STAGE_LABEL, install_agent
     from gymenvs.swe.images import image_for
 
-    from ..agent_support import TASKS
+    from .agent_support import TASKS
 
     spec = AgentSpec(name="clis-install-test", command="true", requirements=("sniffio==1.3.1",),
                      image_suffix="clis-install-test")
@@ -62,7 +62,7 @@ def test_a_pip_agent_install_leaves_no_build_stage_image(swe_images, docker_clie
                 if image.labels[_STAGE_LABEL].startswith(f"{os.getpid()}-")]
 
     try:
-        assert install_agent(docker_client, spec, [image], cache=tmp_path, progress=False) == [derived_image(image, spec)]
+        assert install_agent(runtime, spec, [image], cache=tmp_path, progress=False) == [derived_image(image, spec)]
         output = docker_client.containers.run(derived_image(image, spec), ["/opt/gymenvs-agents/clis-install-test/bin/python",
                                               "-c", "import sniffio; print(sniffio.__name__)"], remove=True, network_mode="none")
         assert output.strip() == b"sniffio"

@@ -14,8 +14,11 @@ import time
 import pytest
 from openai.types.chat import ChatCompletion
 
-from gymenvs.container.agent.channel import AgentRequest, Call, ChannelError, LLMChannel, reap_channel_directories
-from gymenvs.container.agent.messages import chat_completion, count_text_pieces, tool_call
+from gymenvs.container.agent.channel import AgentRequest, Call, ChannelError, LLMChannel
+from gymenvs.container.agent.messages import count_text_pieces
+from gymenvs.container.agent.wire import Reply, ReplyCall, respond
+from gymenvs.container.agent.wire import chat as chat_wire
+from gymenvs.container.reaper import reap_directories
 
 
 class UnixHTTPConnection(http.client.HTTPConnection):
@@ -53,7 +56,9 @@ def channel():
 def answer_next(channel: LLMChannel, content: str) -> dict:
     event = channel.next_event(10)
     assert isinstance(event, AgentRequest)
-    event.call.answer(200, chat_completion(model="m", content=content))
+    call = event.call
+    payload, _ = respond(call.wire, call.body, call.raw or {}, Reply(content=content), "m", {})
+    event.call.answer(200, payload)
     return event.call.body
 
 
@@ -156,23 +161,25 @@ def test_the_reaper_removes_channel_directories_of_dead_processes():
               "print(c.directory, flush=True); os._exit(0)")  # exits without closing: the directory stays
     directory = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.strip()
     assert os.path.isdir(directory)
-    assert directory in reap_channel_directories()
+    assert directory in reap_directories()
     assert not os.path.exists(directory)
 
 
-# -- the responses the policy's replies become -------------------------------------------------------------------
+# -- the responses the policy's replies become (the chat wire's responder) ------------------------------------------
 
 REQUEST = {"model": "m", "messages": [{"role": "system", "content": "You fix bugs."}, {"role": "user", "content": "Fix it."}]}
 
 
 @pytest.mark.parametrize("reply", [
     {"content": "I will look at the tests first."},
-    {"content": None, "tool_calls": [tool_call("bash", {"command": "pytest -x tests/"})]},
+    {"content": None, "tool_calls": [ReplyCall("bash", json.dumps({"command": "pytest -x tests/"}))]},
 ], ids=["text", "tool call"])
-def test_a_reply_is_an_openai_chat_completion_with_counted_usage(reply):
-    payload = json.loads(json.dumps(chat_completion(model="m", request=REQUEST, **reply)))  # as it crosses the socket
-    completion = ChatCompletion.model_validate(payload, strict=True)
+def test_a_reply_is_an_openai_chat_completion_with_usage_counted_in_text_pieces(reply):
+    """The policy gave no usage: the chat wire's response counts it in text pieces (`count_text_pieces`)."""
+    payload, message = respond(chat_wire, REQUEST, REQUEST, Reply(**reply), "m", {})
+    completion = ChatCompletion.model_validate(json.loads(json.dumps(payload)), strict=True)  # as it crosses the socket
     assert completion.choices[0].finish_reason == ("tool_calls" if reply.get("tool_calls") else "stop")
+    assert completion.choices[0].message.model_dump(exclude_none=True) == {k: v for k, v in message.items() if v is not None}
     usage = completion.usage
     # "[ system ] You fix bugs ." and "[ user ] Fix it .": 7 + 6 pieces
     assert (usage.prompt_tokens, usage.total_tokens) == (13, usage.prompt_tokens + usage.completion_tokens)
@@ -180,6 +187,5 @@ def test_a_reply_is_an_openai_chat_completion_with_counted_usage(reply):
 
 
 def test_usage_the_policy_counted_is_passed_on_unchanged():
-    payload = chat_completion(model="m", content="ok", request=REQUEST,
-                              usage={"prompt_tokens": 812, "completion_tokens": 3, "total_tokens": 815})
+    payload = chat_wire.response(Reply(content="ok", prompt_tokens=812, completion_tokens=3), REQUEST, "m")
     assert payload["usage"] == {"prompt_tokens": 812, "completion_tokens": 3, "total_tokens": 815}

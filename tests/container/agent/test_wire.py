@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -17,15 +16,24 @@ from anthropic.types import Message, RawMessageStreamEvent
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
+from swe.swe_support import FIXTURE_IDS
 
 from gymenvs.container.agent.channel import AgentRequest, ChannelError, LLMChannel
-from gymenvs.container.agent.wire import SIDE_MODEL, Reply, ReplyCall, WireError, reply_from_action, respond, route, side_call_kind
+from gymenvs.container.agent.wire import (
+    SIDE_MODEL,
+    Reply,
+    ReplyCall,
+    WireError,
+    reply_from_action,
+    respond,
+    route,
+    side_call_kind,
+)
 from gymenvs.container.agent.wire import anthropic as anthropic_wire
 from gymenvs.container.agent.wire import chat as chat_wire
 from gymenvs.container.agent.wire import responses as responses_wire
 
-from .agent_support import bash
-from swe.swe_support import FIXTURE_IDS
+from .agent_support import bash, swe_agent_env, wire_agent
 
 BASH = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
 LS = ReplyCall("bash", '{"command": "ls"}', "call_1")
@@ -601,28 +609,15 @@ def test_a_malformed_request_is_refused_in_its_own_format_and_ends_the_episode(c
 
 # -- SWEAgent-v0 in a real container: an agent speaking each format through the forwarder -----------------------------
 
-WIRE_AGENT = Path(__file__).parent / "agents" / "wire_agent.py"
-
-
-def wire_agent(wire: str, **environment: str) -> Any:
-    from gymenvs.container.agent.specs import AgentSpec
-
-    return AgentSpec(
-        f"wire-{wire}",
-        command="exec python3 /run/gymenvs/wire_agent.py",
-        files=(str(WIRE_AGENT),),
-        environment={"GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1", **environment},
-    )
-
 
 @pytest.fixture
 def agent_env(swe_images):
-    from gymenvs.container.agent.env import SWEAgentEnv
+    from gymenvs.container.agent.env import AgentEnv
 
-    envs: list[SWEAgentEnv] = []
+    envs: list[AgentEnv] = []
 
-    def make(agent: Any) -> SWEAgentEnv:
-        envs.append(SWEAgentEnv(agent=agent, call_timeout_s=60.0, instance_ids=[FIXTURE_IDS[0]]))
+    def make(agent: Any) -> AgentEnv:
+        envs.append(swe_agent_env(agent=agent, call_timeout_s=60.0, instance_ids=[FIXTURE_IDS[0]]))
         return envs[-1]
 
     yield make
@@ -639,7 +634,7 @@ def test_an_agent_speaking_each_format_streamed_runs_an_episode_in_one_internal_
     env = agent_env(wire_agent(wire))
     observation, info = env.reset(seed=0)
     # Whatever the agent spoke, the policy sees one form: its system prompt, the task, function-schema tools.
-    assert info["wire"] == wire and observation.startswith("[system]\nYou are the wire test agent.\n\n[user]\n")
+    assert info["request"]["wire"] == wire and observation.startswith("[system]\nYou are the wire test agent.\n\n[user]\n")
     assert [m["role"] for m in info["request"]["messages"]] == ["system", "user"]
     assert info["tools"] == [
         {"type": "function", "function": {"name": "bash", "description": "Run a command.", "parameters": BASH}}
@@ -654,7 +649,7 @@ def test_an_agent_speaking_each_format_streamed_runs_an_episode_in_one_internal_
         + "</tool_call>"
     )
     observation, _, terminated, truncated, info = env.step(parallel)
-    assert not (terminated or truncated) and not info["history_rewritten"]
+    assert not (terminated or truncated) and not info["request"]["history_rewritten"]
     assert observation == "[tool]\none-1\n\n[tool]\n/testbed"  # both calls ran in the container, in order
     assert [m["role"] for m in info["request"]["messages"]] == ["system", "user", "assistant", "tool", "tool"]
 
@@ -682,7 +677,7 @@ def test_a_malformed_request_ends_that_episode_with_a_clear_error(agent_env):
 def test_claude_codes_reserialised_history_still_extends_the_previous_request():
     """Claude Code moves `cache_control` every turn and resends a block list as a string: by content, that is the
     same history (a byte-level check would call every turn a rewrite)."""
-    from gymenvs.container.agent.messages import extends
+    from gymenvs.container.agent.request import extends
 
     system_blocks = [{"type": "text", "text": "Environment: Linux.", "cache_control": {"type": "ephemeral"}}]
     first_body = {
@@ -722,15 +717,15 @@ def test_claude_codes_reserialised_history_still_extends_the_previous_request():
         ],
     }
     second = anthropic_wire.request(second_body)
-    assert extends(first["messages"], reply_message, second["messages"])
+    assert extends([*first["messages"], reply_message], second["messages"])
     assert second["messages"][-1] == {"role": "tool", "tool_call_id": tool_use_id, "content": "a.txt"}
     # ... and a real rewrite (a summary in place of the history) is one.
     summary = anthropic_wire.request({"messages": [{"role": "user", "content": "Summary: listed files."}]})
-    assert not extends(first["messages"], reply_message, summary["messages"])
+    assert not extends([*first["messages"], reply_message], summary["messages"])
 
 
 def test_codex_echoing_its_reply_items_still_extends_the_previous_request():
-    from gymenvs.container.agent.messages import extends
+    from gymenvs.container.agent.request import extends
 
     body = {
         "input": [
@@ -744,8 +739,34 @@ def test_codex_echoing_its_reply_items_still_extends_the_previous_request():
     payload, reply_message = respond(responses_wire, first, raw, reply, "policy", {})
     outputs = [{"type": "function_call_output", "call_id": c.id, "output": "x"} for c in (LS, PWD)]
     second = responses_wire.request({"input": [*body["input"], *payload["output"], *outputs]})
-    assert extends(first["messages"], reply_message, second["messages"])
+    assert extends([*first["messages"], reply_message], second["messages"])
     assert second["messages"][2]["reasoning_content"] == "both"  # the reasoning item came back
+
+
+def test_an_agent_request_says_which_messages_are_new():
+    """`agent_request`: the first request's messages are all new; a request that extends the previous one and its
+    reply (by content: a re-serialised Anthropic history) has only what follows them as new; one that does not is
+    a rewrite, new in full. The sampling parameters, the stream flag and the wire are read from the request."""
+    from gymenvs.container.agent.request import AgentRequest, agent_request
+
+    first_body = {"system": "Be brief.", "max_tokens": 64, "temperature": 0.5, "stream": True,
+                  "messages": [{"role": "user", "content": [{"type": "text", "text": "List files."}]}]}
+    first_internal = anthropic_wire.request(first_body)
+    first = agent_request(first_internal, "anthropic", None)
+    assert set(first) == set(AgentRequest.__annotations__)
+    assert first["new_messages"] == first["messages"] == first_internal["messages"] and not first["history_rewritten"]
+    assert (first["sampling"], first["stream"], first["wire"]) == ({"max_tokens": 64, "temperature": 0.5}, True, "anthropic")
+    payload, reply = respond(anthropic_wire, first_internal, first_body, fresh(REPLIES["one tool call"]), "policy", {})
+    tool_use_id = payload["content"][0]["id"]
+    result = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": tool_use_id, "content": "a"}]}
+    second_body = {**first_body, "messages": [{"role": "user", "content": "List files."},  # now a string: the same text
+                                              {"role": "assistant", "content": payload["content"]}, result]}
+    second = agent_request(anthropic_wire.request(second_body), "anthropic", (first["messages"], reply))
+    assert not second["history_rewritten"] and len(second["messages"]) == 4
+    assert second["new_messages"] == second["messages"][3:] == [{"role": "tool", "tool_call_id": tool_use_id, "content": "a"}]
+    rewritten_body = {**first_body, "messages": [{"role": "user", "content": "Summary: listed files."}]}
+    rewritten = agent_request(anthropic_wire.request(rewritten_body), "anthropic", (second["messages"], reply))
+    assert rewritten["history_rewritten"] and rewritten["new_messages"] == rewritten["messages"]
 
 
 @pytest.mark.parametrize(
@@ -757,13 +778,13 @@ def test_codex_echoing_its_reply_items_still_extends_the_previous_request():
     ],
 )
 def test_bad_side_call_options_are_refused_at_construction(options, words):
-    from gymenvs.container.agent.env import SWEAgentConfig
+    from gymenvs.container.agent.options import AgentConfig
 
     with pytest.raises(ValueError, match=words.replace("(", r"\(")):
-        SWEAgentConfig(**options)
-    assert SWEAgentConfig(side_calls="upstream", upstream_url="http://upstream/v1").side_responder == "upstream"
-    assert SWEAgentConfig(mode="black-box", upstream_url="http://upstream/v1").side_responder == "upstream"
-    assert SWEAgentConfig().side_responder == "minimal"
+        AgentConfig(**options)
+    assert AgentConfig(side_calls="upstream", upstream_url="http://upstream/v1").side_responder == "upstream"
+    assert AgentConfig(mode="black-box", upstream_url="http://upstream/v1").side_responder == "upstream"
+    assert AgentConfig().side_responder == "minimal"
 
 
 @pytest.mark.parametrize("wire", ["responses", "anthropic"])

@@ -17,64 +17,18 @@ import pytest
 
 os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
 import torch  # noqa: E402
+from container.agent.cli_support import CLIS, FIXTURES, gold_patch_call  # noqa: E402
 
 from tests.trl.bridge_support import teacher_forced_logprobs  # noqa: E402
-
-from .test_agent_clis import CLIS, FIXTURES  # noqa: E402
+from tests.trl.rollout.forcing_support import (  # noqa: E402
+    FORCED_TURNS,
+    TEMPERATURE,
+    FirstSolvesGenerator,
+    forcing_generator,
+    shell_texts,
+)
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-TEMPERATURE = 0.8
-FORCED_TURNS = 2
-
-
-class ForcingGenerator:
-    """A generator that answers a prompt holding k < len(texts) assistant turns with texts[k] (its token ids
-    and the model's logprobs of them at the sampling temperature), and the others with the inner
-    generator's samples. Keeps every completion it returned."""
-
-    def __init__(self, inner, model, tokenizer, texts: list[str], temperature: float):
-        self.inner, self.model, self.tokenizer, self.temperature = inner, model, tokenizer, temperature
-        self.forced = [tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id] for text in texts]
-        self.sampled: list[list[int]] = []
-
-    def generate(self, prompts, max_tokens):
-        turns = [self.tokenizer.decode(prompt).count("<|im_start|>assistant") - 1 for prompt in prompts]
-        free = [i for i, turn in enumerate(turns) if turn >= len(self.forced)]
-        sampled = iter(self.inner.generate([prompts[i] for i in free], [max_tokens[i] for i in free]) if free else [])
-        completions = [next(sampled) if turn >= len(self.forced) else self._scored(prompt, self._forced_for(turn))
-                       for prompt, turn in zip(prompts, turns)]
-        self.sampled.extend(completion.token_ids for completion in completions)
-        return completions
-
-    def _forced_for(self, turn: int) -> list[int]:
-        return self.forced[turn]
-
-    def _scored(self, prompt, token_ids):
-        from wrappers.trl.generation.base import Completion
-
-        logprobs = teacher_forced_logprobs(self.model, prompt, token_ids, temperature=self.temperature)
-        return Completion(list(token_ids), logprobs.tolist(), "stop")
-
-
-class FirstSolvesGenerator(ForcingGenerator):
-    """A ForcingGenerator whose first forced turn is, for the first episode that asks for it, the gold patch
-    applied through the agent's own shell: that episode resolves its task, the others do not."""
-
-    def __init__(self, *args, gold_text: str, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.gold: list[int] | None = self.tokenizer.encode(gold_text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
-
-    def _forced_for(self, turn: int) -> list[int]:
-        if turn == 0 and self.gold is not None:
-            gold, self.gold = self.gold, None
-            return gold
-        return super()._forced_for(turn)
-
-
-def shell_texts(agent: str, forced_turns: int) -> list[str]:
-    """The forced turns: calls of the agent's own shell tool, each printing a marker only its output holds."""
-    calls = [CLIS[agent].shell(f"echo marker-$((6 * {turn}))") for turn in range(1, 1 + forced_turns)]
-    return [f"<tool_call>{json.dumps(call)}</tool_call>" for call in calls]
 
 
 @pytest.fixture(scope="module")
@@ -96,14 +50,6 @@ def rollouts(swe_images):
     yield made
     for rollout in made.values():
         rollout.close()
-
-
-def forcing_generator(model, tokenizer, agent: str, temperature: float = TEMPERATURE, inner=None,
-                      forced_turns: int = FORCED_TURNS) -> ForcingGenerator:
-    from wrappers.trl import Sampling, TransformersGenerator
-
-    inner = inner or TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=temperature))
-    return ForcingGenerator(inner, model, tokenizer, shell_texts(agent, forced_turns), temperature)
 
 
 @pytest.mark.parametrize("agent", ["claude-code", "codex"])
@@ -137,8 +83,6 @@ def test_a_grpo_step_on_cpu_through_codex(rollouts, tiny, tmp_path, monkeypatch)
 
     from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset
     from wrappers.trl.generation.trainer import generator_from_trainer
-
-    from .test_agent_clis import gold_patch_call
 
     model, tokenizer = copy.deepcopy(tiny[0]), tiny[1]
     before = {name: parameter.detach().clone() for name, parameter in model.named_parameters()}

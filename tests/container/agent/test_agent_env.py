@@ -1,4 +1,5 @@
-"""gymenvs/SWEAgent-v0 with the reference agent in real containers, driven by a scripted policy."""
+"""gymenvs/SWEAgent-v0 (`AgentEnv` of the SWE family) with the reference agent in real containers, driven by a
+scripted policy; and `info["request"]`, the `AgentRequest` each observation comes with."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from .agent_support import TASKS, agent_threads, apply_patch, bash, own_containers
 from swe.swe_support import FIXTURE_IDS
+
+from .agent_support import TASKS, agent_threads, apply_patch, bash, forgetful_agent, own_containers
 
 pytestmark = pytest.mark.docker
 SUBMIT = {"name": "submit", "arguments": {}}
@@ -63,7 +64,7 @@ def test_gold_patch_applied_through_the_reference_agent_grades_one(make_agent_en
 
     observation, reward, terminated, truncated, info = env.step(bash("pwd; echo marker-$((6 * 7))"))
     assert observation.startswith("[tool]\n/testbed\nmarker-42\n[exit code: 0]")  # ran in the container
-    assert not (terminated or truncated) and not info["history_rewritten"]
+    assert not (terminated or truncated) and not info["request"]["history_rewritten"]
 
     observation, reward, terminated, truncated, info = env.step(apply_patch(task.patch))
     assert "[exit code: 0]" in observation
@@ -83,6 +84,115 @@ def test_text_replies_and_json_tool_calls_reach_the_agent(make_agent_env):
     assert "tagged\n[exit code: 0]" in observation
     observation, *_ = env.step("```bash\necho fenced\n```")
     assert "fenced\n[exit code: 0]" in observation
+
+
+# -- info["request"]: the AgentRequest each observation comes with ---------------------------------------------------
+
+REQUEST_TYPES = {"messages": list, "tools": list, "new_messages": list, "history_rewritten": bool, "model": str,
+                 "sampling": dict, "stream": bool, "wire": str}
+
+
+def check_request(info: dict) -> dict:
+    """`info["request"]`, checked to be an `AgentRequest`: exactly its keys, each of its type; nothing of it left at
+    the top level of `info` (the old `info["history_rewritten"]` and `info["wire"]`)."""
+    from gymenvs.container.agent.request import AgentRequest
+
+    request = info["request"]
+    assert set(request) == set(REQUEST_TYPES) == set(AgentRequest.__annotations__)
+    for key, kind in REQUEST_TYPES.items():
+        assert isinstance(request[key], kind), (key, request[key])
+    assert all(isinstance(message, dict) and "role" in message for message in request["messages"] + request["new_messages"])
+    assert "history_rewritten" not in info and "wire" not in info
+    return request
+
+
+def test_the_request_is_an_agent_request_whose_new_messages_are_the_observation(make_agent_env):
+    from gymenvs.container.agent.messages import render
+
+    env, observation, info = start(make_agent_env, FIXTURE_IDS[0])
+    first = check_request(info)
+    # The first request: every message is new.
+    assert first["new_messages"] == first["messages"] and not first["history_rewritten"]
+    assert [m["role"] for m in first["messages"]] == ["system", "user"] and observation == render(first["messages"])
+    assert (first["wire"], first["model"], first["stream"]) == ("chat", "gymenvs-policy", False)
+    assert [tool["function"]["name"] for tool in first["tools"]] == ["bash", "submit"] and info["tools"] == first["tools"]
+
+    observation, _, terminated, truncated, info = env.step(bash("echo new-$((6 * 7))"))
+    assert not (terminated or truncated)
+    second = check_request(info)
+    # The next request holds the first one's messages and the reply, then what is new: the tool's result.
+    held = len(first["messages"])
+    assert second["messages"][:held] == first["messages"] and not second["history_rewritten"]
+    (call,) = second["messages"][held]["tool_calls"]
+    assert second["messages"][held]["role"] == "assistant" and "new-$((6 * 7))" in call["function"]["arguments"]
+    assert second["new_messages"] == second["messages"][held + 1:] and [m["role"] for m in second["new_messages"]] == ["tool"]
+    assert observation == render(second["new_messages"]) and observation.startswith("[tool]\nnew-42\n")
+    assert (second["wire"], second["model"], second["tools"]) == (first["wire"], first["model"], first["tools"])
+
+
+def test_a_rewritten_history_is_new_in_full_and_says_so(make_agent_env):
+    """The forgetful agent replaces its conversation with a summary at its third request: that request's messages
+    are all new, and `history_rewritten` says so; the request after it extends it again."""
+    from gymenvs.container.agent.messages import render
+
+    env, observation, info = start(make_agent_env, FIXTURE_IDS[0], agent=forgetful_agent())
+    assert check_request(info)["new_messages"] == info["request"]["messages"]
+    observation, *_, info = env.step("First.")
+    request = check_request(info)
+    assert not request["history_rewritten"] and request["new_messages"] == [{"role": "user", "content": "More."}]
+
+    observation, _, terminated, truncated, info = env.step("Second.")
+    assert not (terminated or truncated)
+    rewritten = check_request(info)
+    summary = [{"role": "system", "content": "You are terse."},
+               {"role": "user", "content": "Summary so far: two replies. Say more."}]
+    assert rewritten["history_rewritten"] and rewritten["messages"] == summary
+    assert rewritten["new_messages"] == rewritten["messages"] and observation == render(summary)
+
+    observation, *_, info = env.step("Third.")
+    after = check_request(info)
+    assert not after["history_rewritten"] and after["messages"][:2] == summary
+    assert after["messages"][2] == {"role": "assistant", "content": "Third."}
+    assert after["new_messages"] == [{"role": "user", "content": "More."}] and observation == "[user]\nMore."
+    *_, terminated, truncated, info = env.step("Fourth.")
+    assert terminated and not truncated and info["exit_code"] == 0, info.get("error")
+
+
+@pytest.mark.parametrize("action", [42, "<tool_call>{not json}</tool_call>", {"name": 5}],
+                         ids=["not an action", "malformed tagged call", "a call without a name"])
+def test_a_reply_the_env_cannot_read_leaves_the_same_request_waiting(make_agent_env, action):
+    from gymenvs.container.agent.messages import render
+
+    env, _, info = start(make_agent_env, FIXTURE_IDS[0])
+    first = info["request"]
+    observation, reward, terminated, truncated, info = env.step(action)
+    assert observation.startswith("Invalid action: ") and info["error"] in observation
+    assert not (terminated or truncated) and reward == 0.0 and "request" not in info
+    assert env.unwrapped.state()["calls"] == 0  # nothing was answered
+    # The next step answers that same request: the agent's next one extends it by this reply and its result.
+    observation, *_, info = env.step(bash("echo answered"))
+    second = check_request(info)
+    held = len(first["messages"])
+    assert second["messages"][:held] == first["messages"] and len(second["messages"]) == held + 2
+    assert "echo answered" in second["messages"][held]["tool_calls"][0]["function"]["arguments"]
+    assert observation.startswith("[tool]\nanswered\n") and observation == render(second["new_messages"])
+    assert env.unwrapped.state()["calls"] == 1
+
+
+def test_the_agent_env_has_no_tools_and_acts_through_act():
+    """The agent's reply is no tool call of the env: `AgentEnv` declares no tools (no sentinel names standing for a
+    reply or free text) and overrides `TextEnv._act`, leaving `_run` and `_parse_text` as `TextEnv` has them."""
+    from gymenvs.container.agent.env import AgentEnv
+    from gymenvs.core.env import TextEnv
+
+    assert AgentEnv.tools == {}
+    assert "_act" in vars(AgentEnv) and AgentEnv._act is not TextEnv._act
+    assert AgentEnv._run is TextEnv._run and AgentEnv._parse_text is TextEnv._parse_text
+    env = AgentEnv(family="gymenvs.swe.family:SWEFamily")  # constructing touches no engine
+    try:
+        assert env.tools == {} and env.tool_schemas() == []
+    finally:
+        env.close()
 
 
 def test_the_agent_cannot_read_the_grading_data(make_agent_env):
@@ -211,9 +321,9 @@ def test_nothing_is_left_after_close_or_a_failed_reset(make_agent_env, docker_cl
 
 
 NEXT_PROCESS = ("import gymnasium as gym, gymenvs, json\n"
-                "from gymenvs.swe.sandbox import docker as sandbox\n"
+                "from gymenvs.container import runtime\n"
                 "env = gym.make('gymenvs/SWEAgent-v0')\n"
-                "assert not sandbox._shared_clients  # constructing touches no engine\n"
+                "assert env.unwrapped._runtime is None and not runtime._defaults  # constructing touches no engine\n"
                 "env.reset(seed=0)\n"
                 "print(json.dumps(env.unwrapped.reaped)); env.close()\n")
 
@@ -254,7 +364,7 @@ def test_sixteen_agents_in_a_vector_env_without_cross_talk(swe_images, docker_cl
 
 
 def test_the_documented_quick_start_runs(swe_images, capsys):
-    docs = Path(__file__).resolve().parents[2] / "docs" / "swe-agents.md"
+    docs = Path(__file__).resolve().parents[3] / "docs" / "swe-agents.md"
     block = docs.read_text().split("```python\n")[1].split("```")[0]
     exec(compile(block, str(docs), "exec"), {"__name__": "documented_example"})
     assert capsys.readouterr().out.endswith("1.0 resolved\n")

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 import pytest
+from swe.swe_support import FIXTURE_IDS
 
 from .agent_support import TASKS, apply_patch, bash
-from swe.swe_support import FIXTURE_IDS
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 SUBMIT_COMMAND = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 
 
 @pytest.fixture(scope="module")
-def mini_images(swe_images, docker_client):
+def mini_images(swe_images, runtime):
     """The derived images (built by .ci/setup; built here if missing, which takes minutes)."""
     from gymenvs.container.agent.install import install_agent
     from gymenvs.container.agent.specs import MINI_SWE_AGENT
     from gymenvs.swe.images import image_for
 
-    install_agent(docker_client, MINI_SWE_AGENT, [image_for(task) for task in TASKS.values()], progress=False)
+    install_agent(runtime, MINI_SWE_AGENT, [image_for(task) for task in TASKS.values()], progress=False)
 
 
 @pytest.mark.parametrize("instance_id", FIXTURE_IDS)
@@ -38,7 +38,7 @@ def test_gold_patch_applied_through_mini_swe_agent_grades_one(mini_images, insta
         assert [tool["function"]["name"] for tool in info["tools"]] == ["bash"]
 
         observation, reward, terminated, truncated, info = env.step(bash("pwd && echo marker-$((6 * 7))"))
-        assert '"output": "/testbed\\nmarker-42\\n"' in observation and not info["history_rewritten"]
+        assert '"output": "/testbed\\nmarker-42\\n"' in observation and not info["request"]["history_rewritten"]
         observation, reward, terminated, truncated, info = env.step(apply_patch(task.patch))
         assert '"returncode": 0' in observation and not (terminated or truncated)
         observation, reward, terminated, truncated, info = env.step(bash(SUBMIT_COMMAND))
