@@ -28,7 +28,7 @@ import gymenvs  # noqa: F401
 from wrappers import ConcurrentVectorEnv
 from wrappers.vector import make_vector_env
 
-from .testing_utils import FaultyEcho, faulty_echo_vector, our_processes, our_threads
+from .vector_support import FaultyEcho, faulty_echo_vector, our_processes, our_threads
 
 pytestmark = pytest.mark.timeout(120)
 
