@@ -90,12 +90,12 @@ class ContainerEnv(TextEnv):
 
     def _configure(self, family: TaskFamily | type[TaskFamily], options: dict[str, Any]) -> tuple[TaskFamily, ContainerConfig]:
         """The family (built from its options when given as a class) and the env's own config."""
-        owner = type(self).__name__
+        owner, named = type(self).__name__, ("max_turns", "render_mode", "runtime")  # __init__'s own arguments
         if isinstance(family, TaskFamily):
             check_no_family_options(owner, options, family)
-            return family, split_options(owner, options, (), self.config_class)[1]
+            return family, split_options(owner, options, (), self.config_class, named)[1]
         family_options, config = split_options(f"{owner}(family={family.__name__})", options, family.option_names(),
-                                               self.config_class)
+                                               self.config_class, named)
         return family(**family_options), config
 
     # -- what the episode runs on -------------------------------------------------------------
