@@ -15,9 +15,9 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-from gymenvs.container.runtime import commands
+import gymenvs.container.runtime.commands as commands
 from gymenvs.container.runtime.base import (
     ChangeKind,
     ContainerGone,
@@ -28,13 +28,19 @@ from gymenvs.container.runtime.base import (
     Limits,
     OutOfMemory,
     PathStat,
+    Runtime,
     SandboxError,
 )
 from gymenvs.container.runtime.docker.exec import ExecStream
 from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
 
-if TYPE_CHECKING:
-    from gymenvs.container.runtime.docker.runtime import DockerRuntime
+
+class DockerEngine(Runtime, Protocol):
+    """What a sandbox needs of its `DockerRuntime`: a runtime with a docker SDK `client` (a protocol, so that
+    this module does not import the module that imports it)."""
+
+    client: Any
+
 
 #: Capabilities a container keeps (Docker's defaults minus NET_RAW, MKNOD, SETFCAP, SETPCAP, SYS_CHROOT
 #: and AUDIT_WRITE). DAC_OVERRIDE stays so root can still reach a bind-mounted unix socket it does not own.
@@ -77,7 +83,7 @@ class DockerSandbox:
     """One container of `image`, started (unless `start=False`) and removed when no longer needed. Made by
     `DockerRuntime.start` and `DockerRuntime.create`."""
 
-    def __init__(self, runtime: DockerRuntime, image: str, options: dict[str, Any], *, limits: Limits, workdir: str,
+    def __init__(self, runtime: DockerEngine, image: str, options: dict[str, Any], *, limits: Limits, workdir: str,
                  start: bool = True):
         self.runtime = runtime
         self.image = image
