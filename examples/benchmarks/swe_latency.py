@@ -80,7 +80,7 @@ def main() -> None:
     sandbox = runtime.start(image, role="benchmark", episode_id="benchmark", workdir=WORKDIR)
     per_exec = median_ms(lambda: sandbox.run(TRIVIAL, timeout=60), max(20, args.repeats // 10))
     sandbox.remove()
-    rows.append(("trivial command (`true`)", "gymenvs, one docker exec per command (docker SDK)", per_exec))
+    rows.append(("trivial command (`true`)", "gymenvs runtime sandbox.run, one docker exec per command", per_exec))
 
     mini = mini_swe_agent_environment(image)
     theirs = median_ms(lambda: mini.execute({"command": TRIVIAL}), max(20, args.repeats // 4))
