@@ -63,7 +63,7 @@ def make_env(swe_images):
 @pytest.fixture(scope="session")
 def ray_session():
     """One small local Ray for the whole session, shared by every test folder (it takes seconds to start)."""
-    from vector.testing_utils import local_ray  # as tests/vector imports it (pytest puts tests/ on sys.path)
+    from vector.vector_support import local_ray  # as tests/vector imports it (pytest puts tests/ on sys.path)
 
     with local_ray():
         yield

@@ -40,12 +40,13 @@ def summary(name: str, seconds: list[float], cpu_seconds: float | None = None) -
 
 def gymenvs_in_container(calls: int) -> tuple[list[float], float]:
     """Each call's round trip, and the CPU time this process (env and channel threads) spent on all of them."""
-    from gymenvs.container.agent.env import SWEAgentEnv
+    from gymenvs.container.agent.env import AgentEnv
     from gymenvs.container.agent.specs import AgentSpec
+    from gymenvs.swe.family import SWEFamily
 
     pinger = AgentSpec("pinger", command="exec python3 /run/gymenvs/pinger.py", files=(str(PINGER),),
                        environment={"GYMENVS_PINGS": str(calls + 1)})
-    env = SWEAgentEnv(agent=pinger, max_turns=calls + 10)
+    env = AgentEnv(family=SWEFamily, agent=pinger, max_turns=calls + 10)
     try:
         env.reset(seed=0)
         times = []

@@ -29,10 +29,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from gymenvs.container.agent.env import SWEAgentEnv
+import docker
+
+from gymenvs.container.agent.env import AgentEnv
 from gymenvs.container.agent.install import default_npm_cache, install_agent
 from gymenvs.container.agent.specs import agent_spec, derived_image
-from gymenvs.swe.sandbox.docker import docker_client
+from gymenvs.container.runtime import Runtime, default_runtime
+from gymenvs.swe.family import SWEFamily
 from gymenvs.swe.images import image_for
 from gymenvs.swe.tasks import FIXTURES, load_tasks
 
@@ -47,17 +50,19 @@ def shell(agent: str, command: str) -> dict:
     return {"name": name, "arguments": {argument: command, **extra}}
 
 
-def measure_install(client, agent: str, image: str) -> None:
+def measure_install(runtime: Runtime, agent: str, image: str) -> None:
+    """Install timings through the runtime; the image sizes read with a plain docker client, from outside."""
+    client = docker.from_env()
     spec = agent_spec(agent)
     added = []
     for label, keep_tarballs in (("tarballs downloaded", False), ("tarballs cached", True)):
         with tempfile.TemporaryDirectory(prefix="gymenvs-clis-bench-") as cache:
             if keep_tarballs and (default_npm_cache() / "tarballs").exists():
                 shutil.copytree(default_npm_cache() / "tarballs", Path(cache) / "tarballs")
-            if client.images.list(name=derived_image(image, spec)):
-                client.images.remove(derived_image(image, spec))
+            if runtime.image_exists(derived_image(image, spec)):
+                runtime.remove_image(derived_image(image, spec))
             started = time.perf_counter()
-            install_agent(client, spec, [image], cache=Path(cache), progress=False)
+            install_agent(runtime, spec, [image], cache=Path(cache), progress=False)
             seconds = time.perf_counter() - started
         size = client.images.get(derived_image(image, spec)).attrs["Size"] - client.images.get(image).attrs["Size"]
         added.append(size)
@@ -65,7 +70,7 @@ def measure_install(client, agent: str, image: str) -> None:
 
 
 def measure_first_request(agent: str, instance_id: str, resets: int) -> None:
-    env = SWEAgentEnv(agent=agent, instance_ids=[instance_id])
+    env = AgentEnv(family=SWEFamily, agent=agent, instance_ids=[instance_id])
     times = []
     try:
         for seed in range(resets):
@@ -79,7 +84,7 @@ def measure_first_request(agent: str, instance_id: str, resets: int) -> None:
 
 
 def measure_episodes(agent: str, instance_id: str, episodes: int, turns: int) -> None:
-    env = SWEAgentEnv(agent=agent, instance_ids=[instance_id], max_turns=turns + 5)
+    env = AgentEnv(family=SWEFamily, agent=agent, instance_ids=[instance_id], max_turns=turns + 5)
     appended = rewritten = side_calls = ended_ok = 0
     try:
         for seed in range(episodes):
@@ -114,11 +119,11 @@ def main() -> None:
     args = parser.parse_args()
     task = next(task for task in load_tasks(FIXTURES) if task.instance_id == args.instance_id)
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    client = docker_client()
+    runtime = default_runtime()
     for agent in args.agents:
         if args.install:
-            measure_install(client, agent, image_for(task))
-        install_agent(client, agent_spec(agent), [image_for(task)], progress=False)
+            measure_install(runtime, agent, image_for(task))
+        install_agent(runtime, agent_spec(agent), [image_for(task)], progress=False)
         if args.resets:
             measure_first_request(agent, args.instance_id, args.resets)
         if args.episodes:

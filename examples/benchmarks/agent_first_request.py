@@ -19,7 +19,8 @@ import os
 import statistics
 import time
 
-from gymenvs.container.agent.env import SWEAgentEnv
+from gymenvs.container.agent.env import AgentEnv
+from gymenvs.swe.family import SWEFamily
 
 
 def main() -> None:
@@ -32,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     for agent in args.agents:
-        env = SWEAgentEnv(agent=agent, warm_pool=args.warm_pool)
+        env = AgentEnv(family=SWEFamily, agent=agent, warm_pool=args.warm_pool)
         options = {"instance_id": args.instance_id} if args.instance_id else None
         times = []
         try:

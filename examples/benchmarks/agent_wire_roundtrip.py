@@ -29,8 +29,9 @@ REPLY = {"name": "bash", "arguments": {"command": "ls"}}
 
 def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float]:
     """Each call's round trip, and the CPU time this process (env and channel threads) spent on all of them."""
-    from gymenvs.container.agent.env import SWEAgentEnv
+    from gymenvs.container.agent.env import AgentEnv
     from gymenvs.container.agent.specs import AgentSpec
+    from gymenvs.swe.family import SWEFamily
 
     pinger = AgentSpec(
         f"wire-pinger-{wire}",
@@ -38,7 +39,7 @@ def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float
         files=(str(PINGER),),
         environment={"GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0", "GYMENVS_PINGS": str(calls + 1)},
     )
-    env = SWEAgentEnv(agent=pinger, max_turns=calls + 10)
+    env = AgentEnv(family=SWEFamily, agent=pinger, max_turns=calls + 10)
     try:
         _, info = env.reset(seed=0)
         assert info["request"]["wire"] == wire

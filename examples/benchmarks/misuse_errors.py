@@ -1,4 +1,4 @@
-"""Every misuse in the error table (tests/core/misuse_cases.py) and the error a user sees for it.
+"""Every misuse in the error table (tests/core/misuse_support.py) and the error a user sees for it.
 
 Prints one row per case (what, on what, the exception, how many of gymenvs' own frames its traceback
 shows, the message), then the number of cases, the longest message and the most library frames.
@@ -19,7 +19,7 @@ import gymnasium as gym
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "core"))
 
-from misuse_cases import (  # noqa: E402
+from misuse_support import (  # noqa: E402
     BACKENDS,
     REFUSED_VALUES,
     Case,

@@ -46,8 +46,9 @@ import docker
 import gymnasium as gym
 
 import gymenvs  # noqa: F401  (registers gymenvs/SWE-v0)
-from gymenvs.container.runtime.owners import LABEL_PID
+from gymenvs.container.runtime.docker import DockerRuntime
 from gymenvs.container.runtime.docker.chaos import DEFAULT_ENGINE_SOCKET, EngineProxy, GradingKiller
+from gymenvs.container.runtime.owners import LABEL_PID
 from gymenvs.swe.images import image_for
 from gymenvs.swe.tasks import FIXTURES, Task, load_tasks
 from wrappers.vector import ConcurrentVectorEnv
@@ -116,12 +117,15 @@ class Attempt:
 
 
 class Chaos:
-    """The run: the vector env, the injector's own engine client, and the attempts' bookkeeping."""
+    """The run: the vector env, the injector's own engine connections, and the attempts' bookkeeping."""
 
     def __init__(self, args: argparse.Namespace, proxy: EngineProxy):
         self.args, self.proxy = args, proxy
         self.random = random.Random(args.seed)
-        self.client = docker.DockerClient(base_url=f"unix://{DEFAULT_ENGINE_SOCKET}", timeout=120)  # not via the proxy
+        # Both straight to the engine, not via the proxy: a plain docker client that attacks containers from
+        # outside, and a runtime for the GradingKiller.
+        self.client = docker.DockerClient(base_url=f"unix://{DEFAULT_ENGINE_SOCKET}", timeout=120)
+        self.runtime = DockerRuntime(f"unix://{DEFAULT_ENGINE_SOCKET}", timeout=120)
         self.tasks = {task.instance_id: task for task in load_tasks(FIXTURES)}
         self.prefix = f"gymenvs-chaos-{os.getpid()}"
         self.queue: deque[Attempt] = deque(self._attempt(i, i, 0) for i in range(args.episodes))
@@ -188,14 +192,14 @@ class Chaos:
         fault, at, container = attempt.fault, attempt.done, state["container"]
         submitting = attempt.steps[at] is SUBMIT
         if fault == "container_killed" and at == attempt.fault_at:
-            self.client.api.kill(container)
+            self.client.containers.get(container).kill()
         elif fault == "env_exception" and at == attempt.fault_at:
             self.armed.add(slot)
         elif fault == "container_paused" and at == attempt.fault_at:
-            self.client.api.pause(container)
+            self.client.containers.get(container).pause()
         elif fault == "grading_killed" and submitting:
             # at its start, or once the tests run
-            killer = GradingKiller(self.client, "run-tests.sh" if attempt.fault_at else None, episode_id=state["episode_id"])
+            killer = GradingKiller(self.runtime, "run-tests.sh" if attempt.fault_at else None, episode_id=state["episode_id"])
             killer.start()
             self.cleanups.setdefault(slot, []).append(killer)
         elif fault == "image_removed" and submitting:
@@ -203,7 +207,7 @@ class Chaos:
             self.client.images.remove(self.template(slot).format(instance_id=attempt.task.instance_id))
             self.cleanups.setdefault(slot, []).append(functools.partial(self.tag, slot, attempt.task))
         elif fault == "engine_error" and (submitting if attempt.fault_at else at == 0):
-            container_id = self.client.api.inspect_container(container)["Id"]
+            container_id = self.client.containers.get(container).id
             path = "/changes" if attempt.fault_at else "/archive"  # grading's read of the changes, or view_file's
             self.cleanups.setdefault(slot, []).append(self.proxy.fail("GET", f"/containers/{container_id}{path}"))
 

@@ -17,12 +17,13 @@ import statistics
 import time
 from collections.abc import Callable
 
+import docker
 import gymnasium as gym
 
 import gymenvs  # noqa: F401  (registers gymenvs/SWE-v0)
+from gymenvs.container.runtime import default_runtime
 from gymenvs.swe.grading import grade
-from gymenvs.swe.sandbox import DockerSandbox, docker_client
-from gymenvs.swe.images import image_for
+from gymenvs.swe.images import WORKDIR, image_for
 from gymenvs.swe.tasks import FIXTURES, load_tasks
 
 TRIVIAL = "true"
@@ -51,8 +52,9 @@ def mini_swe_agent_environment(image: str):
 
 
 def remove_mini_container(client, environment) -> None:
-    # Its cleanup() backgrounds `docker stop` (10 s against `sleep`): remove it at once instead.
-    client.api.remove_container(environment.container_id, force=True)
+    # Its cleanup() backgrounds `docker stop` (10 s against `sleep`): remove it at once instead (a container of
+    # mini-swe-agent's, so with a plain docker client, from outside).
+    client.containers.get(environment.container_id).remove(force=True)
     environment.container_id = None
 
 
@@ -63,7 +65,8 @@ def main() -> None:
     parser.add_argument("--gradings", type=int, default=3, help="gradings timed per fixture task")
     args = parser.parse_args()
 
-    client = docker_client()
+    runtime = default_runtime()
+    client = docker.from_env()
     tasks = load_tasks(FIXTURES)
     task = tasks[0]
     image = image_for(task)
@@ -74,10 +77,10 @@ def main() -> None:
     call = {"name": "bash", "arguments": {"command": TRIVIAL}}
     ours = median_ms(lambda: env.step(call), args.repeats)
     rows.append(("trivial command (`true`)", "gymenvs SWE-v0 env.step(bash), persistent shell", ours))
-    sandbox = DockerSandbox(client, image, role="benchmark", episode_id="benchmark")
+    sandbox = runtime.start(image, role="benchmark", episode_id="benchmark", workdir=WORKDIR)
     per_exec = median_ms(lambda: sandbox.run(TRIVIAL, timeout=60), max(20, args.repeats // 10))
     sandbox.remove()
-    rows.append(("trivial command (`true`)", "gymenvs, one docker exec per command (docker SDK)", per_exec))
+    rows.append(("trivial command (`true`)", "gymenvs runtime sandbox.run, one docker exec per command", per_exec))
 
     mini = mini_swe_agent_environment(image)
     theirs = median_ms(lambda: mini.execute({"command": TRIVIAL}), max(20, args.repeats // 4))
@@ -95,7 +98,7 @@ def main() -> None:
     rows.append(("reset to first observation", "mini-swe-agent DockerEnvironment() (start + remove)", mini_start))
 
     for fixture in tasks:
-        grade_gold = functools.partial(grade, client, fixture, fixture.patch, image=image_for(fixture))
+        grade_gold = functools.partial(grade, runtime, fixture, fixture.patch, image=image_for(fixture))
         seconds = median_ms(grade_gold, args.gradings, warmup=0)
         rows.append(("grading (gold patch, fresh container)", fixture.instance_id, seconds))
 

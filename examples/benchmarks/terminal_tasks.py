@@ -24,7 +24,7 @@ import time
 import gymnasium as gym
 
 import gymenvs  # noqa: F401  (registers gymenvs/Terminal-v0)
-from gymenvs.swe.sandbox import shared_client
+from gymenvs.container.runtime import default_runtime
 from gymenvs.terminal.images import ensure_task_image, image_name
 from gymenvs.terminal.task import TerminalTask
 from gymenvs.terminal.tasks import load_terminal_tasks
@@ -33,14 +33,11 @@ SUBMIT = {"name": "submit", "arguments": {}}
 
 
 def build_seconds(task: TerminalTask, keep: bool) -> float:
-    client = shared_client()
+    runtime = default_runtime()
     if not keep:
-        try:
-            client.images.remove(image_name(task), force=True)
-        except Exception:
-            pass  # not built yet
+        runtime.remove_image(image_name(task))  # best effort: nothing to remove before the first build
     started = time.perf_counter()
-    ensure_task_image(client, task)
+    ensure_task_image(runtime, task)
     return time.perf_counter() - started
 
 

@@ -40,15 +40,15 @@ class ContainerConfig(BaseModel):
 
 
 def split_options(owner: str, options: Mapping[str, Any], family_options: Iterable[str],
-                  config_class: type[ContainerConfig]) -> tuple[dict[str, Any], ContainerConfig]:
+                  config_class: type[ContainerConfig], named: Iterable[str] = ()) -> tuple[dict[str, Any], ContainerConfig]:
     """`options` split into the family's (by name) and the env's validated config; `ConfigError` naming an
-    option neither takes, with both lists."""
+    option neither takes, with both lists and the `named` arguments the constructor takes itself."""
     family_names = frozenset(family_options)
     ours = {name: value for name, value in options.items() if name not in family_names}
     try:
         config = config_class(**ours)
     except ValidationError as exc:
-        raise config_error(owner, exc, family_names | frozenset(config_class.model_fields)) from None
+        raise config_error(owner, exc, family_names | frozenset(config_class.model_fields) | frozenset(named)) from None
     return {name: value for name, value in options.items() if name in family_names}, config
 
 

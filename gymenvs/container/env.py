@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any, ClassVar
 
@@ -88,14 +89,23 @@ class ContainerEnv(TextEnv):
         self._pools: list[WarmPool] = []  # the warm pools this env has joined
         self._removals: list[Future] = []  # containers of ended episodes still being removed in the background
 
+    @classmethod
+    def option_names_for(cls, kwargs: Mapping[str, Any]) -> frozenset[str]:
+        """The options of the family `kwargs` name besides the env's own (none for a family object, which holds
+        its own): what `make_vec` accepts for this env besides its signature and `config_class`."""
+        if "family" not in kwargs:
+            return frozenset()
+        family = resolve_family(kwargs["family"])
+        return frozenset() if isinstance(family, TaskFamily) else family.option_names()
+
     def _configure(self, family: TaskFamily | type[TaskFamily], options: dict[str, Any]) -> tuple[TaskFamily, ContainerConfig]:
         """The family (built from its options when given as a class) and the env's own config."""
-        owner = type(self).__name__
+        owner, named = type(self).__name__, ("max_turns", "render_mode", "runtime")  # __init__'s own arguments
         if isinstance(family, TaskFamily):
             check_no_family_options(owner, options, family)
-            return family, split_options(owner, options, (), self.config_class)[1]
+            return family, split_options(owner, options, (), self.config_class, named)[1]
         family_options, config = split_options(f"{owner}(family={family.__name__})", options, family.option_names(),
-                                               self.config_class)
+                                               self.config_class, named)
         return family(**family_options), config
 
     # -- what the episode runs on -------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 import pydantic
@@ -40,10 +40,12 @@ def validate_config(init: Init) -> Init:
     return checked  # type: ignore[return-value]
 
 
-def keyword_names(creator: Callable[..., Any]) -> list[str] | None:
+def keyword_names(creator: Callable[..., Any], kwargs: Mapping[str, Any] | None = None) -> list[str] | None:
     """The keyword arguments `creator` (an env class or a function that builds an env) accepts: its
     signature's names (not `self` or `*args`), and with `**kwargs` the fields of its `config_class`
-    (a pydantic model, as the SWE envs have). None when `**kwargs` leaves them unknown."""
+    (a pydantic model, as the container envs have) and the names its `option_names_for(kwargs)` adds for
+    the keyword arguments it is given (a container env: the options of the family they name). None when
+    `**kwargs` leaves them unknown."""
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     parameters = inspect.signature(creator).parameters.values()
     names = [param.name for param in parameters if param.kind in kinds and param.name != "self"]
@@ -52,4 +54,7 @@ def keyword_names(creator: Callable[..., Any]) -> list[str] | None:
         if config_class is None:
             return None
         names += [name for name in config_class.model_fields if name not in names]
+        option_names_for = getattr(creator, "option_names_for", None)
+        if option_names_for is not None:
+            names += [name for name in sorted(option_names_for(kwargs or {})) if name not in names]
     return names

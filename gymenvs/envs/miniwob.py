@@ -145,7 +145,7 @@ class MiniWoBEnv(TextEnv):
         Args:
             element: The element's id, the number in brackets in the page listing.
         """
-        return self._act(lambda: self._click(element))
+        return self._in_browser(lambda: self._click(element))
 
     @tool
     def type(self, element: int, text: str) -> Outcome:
@@ -161,7 +161,7 @@ class MiniWoBEnv(TextEnv):
             self._click(element)
             execute_type_text(text, self._instance.driver)
 
-        return self._act(click_and_type)
+        return self._in_browser(click_and_type)
 
     @tool
     def press(self, key: str) -> Outcome:
@@ -173,7 +173,7 @@ class MiniWoBEnv(TextEnv):
         """
         from miniwob.selenium_actions import execute_press_key
 
-        return self._act(lambda: execute_press_key(_checked_key(key), self._instance.driver))
+        return self._in_browser(lambda: execute_press_key(_checked_key(key), self._instance.driver))
 
     @tool
     def scroll(self, direction: Literal["up", "down"], element: int | None = None) -> Outcome:
@@ -190,11 +190,11 @@ class MiniWoBEnv(TextEnv):
             amount = SCROLL_PIXELS if direction == "down" else -SCROLL_PIXELS
             execute_scroll_coords(left, top, amount, 0, self._instance.driver)
 
-        return self._act(wheel)
+        return self._in_browser(wheel)
 
     # -- acting and observing ------------------------------------------------------------
 
-    def _act(self, action) -> Outcome:
+    def _in_browser(self, action) -> Outcome:
         if self.time_limit_s is None or not self._episode_done():  # with a clock, the task may have ended meanwhile
             action()
         page = self._instance.driver.execute_script(READ_PAGE)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import gymenvs
 from gymenvs.core import check_env
-from tests.action_strategies import actions, play_arbitrary_actions
+from tests.action_support import actions, play_arbitrary_actions
 
 # SWE-v0 drives Docker containers: tests/swe/test_swe_properties.py runs these properties on it.
 # SWEAgent-v0 drives Docker containers: tests/swe/test_swe_agent_env.py runs gymnasium's checker on it.

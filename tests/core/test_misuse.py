@@ -1,4 +1,4 @@
-"""Every misuse in tests/core/misuse_cases.py gives one clear error: its type (a subclass of the
+"""Every misuse in tests/core/misuse_support.py gives one clear error: its type (a subclass of the
 built-in a caller catches), a one-line message that matches, no second traceback, and at most
 `MAX_LIBRARY_FRAMES` frames of gymenvs' own code. Each registered env, each vector backend."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
-from misuse_cases import (
+from misuse_support import (
     BACKENDS,
     REFUSED_VALUES,
     construction_cases,

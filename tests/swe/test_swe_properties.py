@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.action_strategies import play_arbitrary_actions
+from tests.action_support import play_arbitrary_actions
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

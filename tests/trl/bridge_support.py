@@ -6,7 +6,7 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from tests.local_json_server import LocalJSONServer
+from tests.json_server_support import LocalJSONServer
 
 
 def tool_call(name: str, **arguments: Any) -> str:

@@ -1,4 +1,13 @@
-"""Shared set-up for the TRL bridge tests: offline, quiet, and a tiny model built in-process."""
+"""Shared set-up for the TRL bridge tests: offline, quiet, and a tiny model built in-process.
+
+The tests sit in rooms that mirror wrappers/trl (rollout/, generation/, serve/, async_grpo/, extras/). No folder
+under tests/trl is a package (a `tests/trl/__init__.py` would shadow the real `trl` library), so pytest's default
+"prepend" import mode puts each folder it imports a module from at the front of sys.path: the folder of each test
+file, and tests/trl itself, because this conftest lives there. That is how a test in any room imports the support
+modules shared by several rooms by their bare names (`from bridge_support import ...`, `from async_support
+import ...`), and a room's own support module (rollout/infra_support.py) likewise. It is also why every test file's
+basename must be unique across tests/.
+"""
 
 import os
 

@@ -148,8 +148,8 @@ def test_swe_agent_env_has_no_factory_prompt():
 def test_the_reference_agents_hand_written_tools_are_what_tool_makes_for_their_signatures():
     """reference_agent.py runs in task containers on the stdlib alone, so its TOOLS are written out by hand:
     they must be exactly the schemas `@tool` makes for the same signatures and descriptions."""
-    from gymenvs.core.tools import function_schema, tool_docstring
     from gymenvs.container.agent import reference_agent
+    from gymenvs.core.tools import function_schema, tool_docstring
 
     def bash(self, command: str): ...
 

@@ -1,13 +1,13 @@
 """Fixtures of the vector env tests: the backend parameter (the session's local Ray, `ray_session`, is in tests/conftest.py).
 
-Helpers that worker processes and Ray actors unpickle live in testing_utils.py, which imports no pytest.
+Helpers that worker processes and Ray actors unpickle live in vector_support.py, which imports no pytest.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from .testing_utils import BACKENDS
+from .vector_support import BACKENDS
 
 
 @pytest.fixture(params=BACKENDS)

@@ -16,7 +16,7 @@ import pytest
 
 from wrappers import ConcurrentVectorEnv
 
-from .testing_utils import faulty_echo_vector, our_processes, our_threads
+from .vector_support import faulty_echo_vector, our_processes, our_threads
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,7 +17,7 @@ import ray
 
 from wrappers import ConcurrentVectorEnv
 
-from .testing_utils import REPOSITORY, faulty_echo_vector
+from .vector_support import REPOSITORY, faulty_echo_vector
 
 pytestmark = pytest.mark.timeout(300)
 

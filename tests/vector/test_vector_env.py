@@ -28,7 +28,7 @@ import gymenvs  # noqa: F401
 from wrappers import ConcurrentVectorEnv
 from wrappers.vector import make_vector_env
 
-from .testing_utils import FaultyEcho, faulty_echo_vector, our_processes, our_threads
+from .vector_support import FaultyEcho, faulty_echo_vector, our_processes, our_threads
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -62,6 +62,13 @@ def test_make_vec_builds_it_with_the_backend_and_env_kwargs(backend):
         observations, infos = envs.reset(seed=0)
         assert all(isinstance(observation, str) and "5-letter word" in observation for observation in observations)
         assert infos["_tools"].all() and infos["tools"][0][0]["function"]["name"] == "guess"
+
+
+def test_make_vec_takes_a_container_envs_family_options_and_its_own():
+    """SWE-v0's keywords are its family's options and its own, as `gym.make` takes them (building touches no engine)."""
+    with gym.make_vec("gymenvs/SWE-v0", num_envs=2, instance_ids=["gymenvs-fixtures__romans-1"], warm_pool=1) as envs:
+        assert [family.options.instance_ids for family in envs.get_attr("family")] == [("gymenvs-fixtures__romans-1",)] * 2
+        assert [config.warm_pool for config in envs.get_attr("config")] == [1, 1]
 
 
 def test_make_vector_env_checks_num_envs_and_passes_make_keywords_on():

@@ -61,7 +61,7 @@ def check_env_kwargs(spec: EnvSpec, env_kwargs: dict[str, Any], backend: str) ->
     caller rather than once per slot; one of another backend's settings says which backend it belongs to.
     An env whose accepted names are unknown (a creator taking `**kwargs`) checks its own, in its slots."""
     creator = _creator(spec)
-    accepted = keyword_names(creator) if creator is not None else None
+    accepted = keyword_names(creator, {**spec.kwargs, **env_kwargs}) if creator is not None else None
     if accepted is None:
         return
     vector_names = setting_names(backend)

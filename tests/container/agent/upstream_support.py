@@ -6,7 +6,7 @@ import threading
 import time
 import uuid
 
-from tests.local_json_server import LocalJSONServer
+from tests.json_server_support import LocalJSONServer
 
 
 class TinyChatServer(LocalJSONServer):

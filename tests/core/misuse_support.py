@@ -118,7 +118,7 @@ def env_cases(env_id: str) -> list[Case]:
                           lambda env: env.reset(options={"instance_id": ["a"]})))
     if env_id.startswith("gymenvs/Terminal"):
         cases.append(Case("task and instance_id disagree", env_id, ResetOptionsError, ValueError,
-                          r"^reset\(options=\.\.\.\): task='a' and instance_id='b' name different tasks: give one$",
+                          r"^reset\(options=\.\.\.\): instance_id='b' and task='a' name different tasks: give one$",
                           lambda env: env.reset(options={"task": "a", "instance_id": "b"})))
     if env_id.startswith("gymenvs/SWE"):
         cases.append(Case("unknown instance_id", env_id, ResetOptionsError, ValueError,

@@ -21,7 +21,7 @@ from typing import Any
 from gymenvs.core import Outcome, TextEnv, ToolCall, tool
 from wrappers.vector import ConcurrentVectorEnv
 
-#: The tests folder (on the path of pytest and of every worker: this module is `vector.testing_utils`).
+#: The tests folder (on the path of pytest and of every worker: this module is `vector.vector_support`).
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REPOSITORY = os.path.dirname(TESTS)
 BACKENDS = ["thread", "process", "ray"]

@@ -15,8 +15,9 @@ TRAIN_AND_EXIT = textwrap.dedent(
     import os
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TRL_EXPERIMENTAL_SILENCE="1")
     import warnings; warnings.filterwarnings("ignore")
+    import docker
     from trl import GRPOConfig, GRPOTrainer
-    from gymenvs.swe.sandbox import LABEL_PID, docker_client
+    from gymenvs.container.runtime.owners import LABEL_PID
     from wrappers.trl import environment_factory, episode_dataset
     from wrappers.trl.extras.tiny_model import tiny_model
 
@@ -31,7 +32,7 @@ TRAIN_AND_EXIT = textwrap.dedent(
                         max_steps=1, max_tool_calling_iterations=2),
     )
     trainer.train()
-    alive = docker_client().containers.list(filters={{"label": f"{{LABEL_PID}}={{os.getpid()}}"}})
+    alive = docker.from_env().containers.list(filters={{"label": f"{{LABEL_PID}}={{os.getpid()}}"}})
     print("containers while the trainer lives:", len(alive), flush=True)
     # exit without closing anything, as a training script does
     """

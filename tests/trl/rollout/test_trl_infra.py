@@ -4,7 +4,7 @@ and what still fails reaches TRL as a missing reward (None, NaN in TRL), never a
 from types import SimpleNamespace
 
 import pytest
-from infra_envs import InfraEcho, register
+from infra_support import InfraEcho, register
 
 from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
 from wrappers.trl.rollout.base import env_reward
