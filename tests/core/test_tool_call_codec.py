@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from gymenvs.container.agent.messages import render as render_messages
 from gymenvs.container.agent.wire.common import reply_from_action
 from gymenvs.core import ActionError, ToolCall, parse_action, render_tool_call, split_tool_calls
-from tests.action_strategies import any_text, json_values
+from tests.action_support import any_text, json_values
 from wrappers.trl.extras.tiny_model import tool_call_text
 from wrappers.trl.rollout.transcript import called_tool
 
