@@ -26,14 +26,14 @@ class ExecStream:
         self.exec_id = api.exec_create(container_id, command, stdin=stdin, stdout=True, stderr=True,
                                        environment=environment, workdir=workdir)["Id"]
         self._raw = api.exec_start(self.exec_id, socket=True)  # holds the HTTP response alive
-        self._sock = _as_socket(self._raw)
+        self._socket = _as_socket(self._raw)
         self._buffer = bytearray()
         self._frame_left = 0
         self.eof = False
 
     def send(self, data: bytes) -> None:
         try:
-            self._sock.sendall(data)
+            self._socket.sendall(data)
         except OSError:
             self.eof = True
 
@@ -53,7 +53,7 @@ class ExecStream:
 
     def closed(self) -> bool:
         """Whether the process has closed its output (it exited, or its container stopped); never blocks."""
-        if not self.eof and select.select([self._sock], [], [], 0)[0]:
+        if not self.eof and select.select([self._socket], [], [], 0)[0]:
             chunk = self._recv(time.monotonic())
             if chunk:
                 self._buffer += chunk
@@ -69,20 +69,20 @@ class ExecStream:
             return None
 
     def close(self) -> None:
-        for closable in (self._sock, self._raw):
+        for closable in (self._socket, self._raw):
             try:
                 closable.close()
             except OSError:
                 pass
 
     def _recv(self, deadline: float) -> bytes | None:
-        pending = getattr(self._sock, "pending", None)  # TLS sockets buffer data select() cannot see
+        pending = getattr(self._socket, "pending", None)  # TLS sockets buffer data select() cannot see
         if not (pending and pending()):
-            ready, _, _ = select.select([self._sock], [], [], max(0.0, deadline - time.monotonic()))
+            ready, _, _ = select.select([self._socket], [], [], max(0.0, deadline - time.monotonic()))
             if not ready:
                 return None
         try:
-            return self._sock.recv(1 << 16)
+            return self._socket.recv(1 << 16)
         except OSError:  # reset by the engine: the stream is over
             return b""
 
