@@ -37,10 +37,12 @@ def _differs(where: str, shown: Any, expected: Any) -> str:
 
 
 def check_has_actions(env: TextEnv) -> None:
-    """An env with no `@tool` that understands no free text (`_parse_text` not overridden) rejects every action."""
-    takes_text = type(env)._parse_text is not TextEnv._parse_text
+    """An env with no `@tool` that understands no free text (neither `_parse_text` nor `_act` overridden) rejects
+    every action."""
+    takes_text = type(env)._parse_text is not TextEnv._parse_text or type(env)._act is not TextEnv._act
     assert env.tools or takes_text, (
-        f"{type(env).__name__} has no @tool methods and does not override _parse_text: every action would be rejected"
+        f"{type(env).__name__} has no @tool methods and does not override _parse_text (or _act): every action would be "
+        "rejected"
     )
 
 

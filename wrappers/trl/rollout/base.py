@@ -543,7 +543,9 @@ def _describe_env(env_id: str, env_kwargs: Mapping[str, Any]) -> tuple[list[dict
             f"{env_id}: {probed.env_class.__name__} is not a gymenvs TextEnv; "
             "make_rollout_func needs text observations and actions"
         )
-    return probed.tools, probed.env_class._parse_text is not TextEnv._parse_text
+    env_class = probed.env_class
+    # free text is read by an own `_parse_text`, or by an own `_act` (an env whose actions are not tool calls)
+    return probed.tools, env_class._parse_text is not TextEnv._parse_text or env_class._act is not TextEnv._act
 
 
 def _shortest_action(tokenizer: PreTrainedTokenizerBase, tools: list[dict], accepts_free_text: bool) -> tuple[int, str]:
