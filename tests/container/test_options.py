@@ -59,6 +59,10 @@ def host_port():
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     yield server.getsockname()[1], accepted, thread
+    try:
+        server.shutdown(socket.SHUT_RDWR)  # wakes a blocked accept() at once (close alone leaves it waiting)
+    except OSError:
+        pass
     server.close()
     thread.join(5)
 
