@@ -179,16 +179,22 @@ def play_episodes(
         thread.start()
     records: dict[int, EpisodeRecord] = {}
     working = len(threads)
-    while working:
-        try:
-            item = finished.get(timeout=0.2)  # a timeout, so that a signal handler runs promptly
-        except queue.Empty:
-            continue
-        if item is None:
-            working -= 1
-        else:
-            records[item[0]] = item[1]
-            on_done()
+    try:
+        while working:
+            try:
+                item = finished.get(timeout=0.2)  # a timeout, so that a signal handler runs promptly
+            except queue.Empty:
+                continue
+            if item is None:
+                working -= 1
+            else:
+                records[item[0]] = item[1]
+                on_done()
+    except BaseException:
+        # This thread is leaving (SIGTERM's SystemExit, a second Ctrl-C): the workers start no further episode,
+        # which at interpreter exit would start containers that no exit handler removes any more.
+        stop.set()
+        raise
     if stop.is_set():
         raise KeyboardInterrupt
     return [records[index] for index in range(len(seeds))]

@@ -8,12 +8,12 @@ import os
 import time
 
 import pytest
-
-from gymenvs.container.runtime.owners import LABEL_PID
-from gymenvs.container.pool import LABEL_POOL, WarmPool
-
 from swe.swe_support import FIXTURE_IDS, own_containers
-from .test_swe_env import bash
+
+from gymenvs.container.pool import LABEL_POOL, WarmPool
+from gymenvs.container.runtime.owners import LABEL_PID
+
+from .tools_support import bash
 
 pytestmark = pytest.mark.docker
 

@@ -1,4 +1,4 @@
-"""The SWE-v0 options that change what the engine does, each run on the real engine and checked by its
+"""The container env options that change what the engine does, each run on the real engine and checked by its
 effect, not by the arguments it passed: `grade_as_root` (who runs the tests), `network` (whether the
 agent's container reaches a port on the host) and `disk_limit` (the engine's `storage_opt` where the
 storage driver takes it, else the watch: either way a write past the limit stops)."""
@@ -10,12 +10,13 @@ import socket
 import threading
 
 import pytest
+from swe.swe_support import FIXTURE_TASKS
 
-from gymenvs.swe.sandbox import DiskLimitExceeded, DockerSandbox, Limits, PersistentShell
+from gymenvs.container.runtime import DiskLimitExceeded, Limits
+from gymenvs.container.shell import PersistentShell
 from gymenvs.swe.tasks import fixtures_path
 
-from swe.swe_support import FIXTURE_TASKS
-from .test_swe_env import bash
+from .tools_support import bash
 
 pytestmark = pytest.mark.docker
 TASK = next(task for task in FIXTURE_TASKS if task.instance_id == "gymenvs-fixtures__textkit-1")
@@ -58,6 +59,10 @@ def host_port():
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     yield server.getsockname()[1], accepted, thread
+    try:
+        server.shutdown(socket.SHUT_RDWR)  # wakes a blocked accept() at once (close alone leaves it waiting)
+    except OSError:
+        pass
     server.close()
     thread.join(5)
 
@@ -86,10 +91,10 @@ def test_network_decides_whether_the_container_reaches_the_host(make_env, host_p
         assert "no route to the host" in observation and not accepted
 
 
-def test_writing_past_the_disk_limit_stops_it(docker_client, swe_images):
+def test_writing_past_the_disk_limit_stops_it(runtime, docker_client, swe_images):
     """Six 10 MiB writes against a 20 MiB limit, then three seconds of quiet, whatever the host:
     the engine refuses the write (storage_opt), or the watch, which looks every second, stops the command."""
-    box = DockerSandbox(docker_client, swe_images, role="test", episode_id="disk", limits=Limits(disk_limit=20 << 20))
+    box = runtime.start(swe_images, role="test", episode_id="disk", limits=Limits(disk_limit=20 << 20))
     try:
         host_config = docker_client.api.inspect_container(box.id)["HostConfig"]
         assert bool(host_config.get("StorageOpt")) == box.disk_capped  # what the engine took, not what was asked

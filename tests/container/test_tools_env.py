@@ -1,4 +1,4 @@
-"""gymenvs/SWE-v0 end to end against the real Docker engine, on every shipped fixture task."""
+"""The tools env (`ToolsEnv`): gymenvs/SWE-v0 end to end against the real Docker engine, on every shipped fixture task."""
 
 from __future__ import annotations
 
@@ -12,56 +12,15 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from swe.swe_support import FIXTURE_IDS, FIXTURE_TASKS, own_containers
 
 from gymenvs.core import is_trainable
 from gymenvs.swe.grading import grade
 from gymenvs.swe.images import image_for
 
-from swe.swe_support import FIXTURE_IDS, FIXTURE_TASKS, own_containers
+from .tools_support import FORCE_PASS_CONFTEST, SUBMIT, TASKS, bash, ending, start, submit, write_and_apply
 
 pytestmark = pytest.mark.docker
-TASKS = {task.instance_id: task for task in FIXTURE_TASKS}
-FORCE_PASS_CONFTEST = '''import pytest
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    report.outcome = "passed"
-    report.longrepr = None
-'''
-
-
-def bash(command: str) -> dict:
-    return {"name": "bash", "arguments": {"command": command}}
-
-
-SUBMIT = {"name": "submit", "arguments": {}}
-
-
-def write_and_apply(patch: str, name: str) -> dict:
-    """A bash tool call that writes `patch` with a heredoc and applies it, as an agent would."""
-    return bash(f"cat > /tmp/{name} <<'GYMENVS_PATCH_END'\n{patch}GYMENVS_PATCH_END\ngit apply /tmp/{name} && git status --short")
-
-
-def start(make_env, instance_id: str, **kwargs):
-    env = make_env(**kwargs)
-    observation, info = env.reset(options={"instance_id": instance_id})
-    assert info["instance_id"] == instance_id and TASKS[instance_id].problem_statement.split("\n")[0] in observation
-    return env
-
-
-def submit(env) -> tuple[float, dict]:
-    observation, reward, terminated, truncated, info = env.step(SUBMIT)
-    assert terminated and not truncated, info.get("error")
-    assert observation.startswith("Grading: ")
-    assert info["outcome"] == "model"  # a verdict on the agent
-    return reward, info["report"]
-
-
-def ending(info: dict) -> tuple[str, str]:
-    return info["outcome"], info["outcome_reason"]
 
 
 @pytest.mark.parametrize("instance_id", FIXTURE_IDS)
@@ -219,10 +178,10 @@ def test_unknown_ids_and_missing_images_are_clear_errors_with_nothing_left_runni
     env.reset(options={"instance_id": FIXTURE_IDS[0]})  # the env is still usable
 
 
-def test_a_patch_that_does_not_apply_is_reported(docker_client, swe_images):
+def test_a_patch_that_does_not_apply_is_reported(runtime, docker_client, swe_images):
     task = TASKS[FIXTURE_IDS[0]]
     stale = task.patch.replace("    chars = []\n", "    letters = []\n")  # context the base commit does not have
-    report = grade(docker_client, task, stale, image=image_for(task), timeout=60)
+    report = grade(runtime, task, stale, image=image_for(task), timeout=60)
     assert report.status == "patch_failed" and report.reward == 0.0 and "does not apply" in report.error
     assert own_containers(docker_client) == []
 

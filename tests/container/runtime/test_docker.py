@@ -1,10 +1,10 @@
-"""The container sandbox and the persistent shell against the real Docker engine: state, timeouts,
-output limits, labels and limits, cleanup, and reaping the containers of killed processes."""
+"""The Docker runtime's sandbox and the persistent shell against the real Docker engine: state, timeouts,
+output limits, labels and limits, hardening, cleanup at exit, snapshots. (Reaping what killed processes left:
+tests/container/test_reaper.py.)"""
 
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -12,32 +12,23 @@ import time
 from pathlib import Path
 
 import pytest
-
-from gymenvs.swe.sandbox import (
-    KEPT_CAPABILITIES,
-    LABEL_EPISODE,
-    LABEL_HOST,
-    LABEL_PID,
-    SECURITY_OPTIONS,
-    ContainerGone,
-    DockerSandbox,
-    Limits,
-    owner_labels,
-    reap_orphans,
-)
-from gymenvs.container.shell import PersistentShell
-
 from swe.swe_support import own_containers
+
+from gymenvs.container.runtime import ContainerGone, Limits, Runtime, Sandbox
+from gymenvs.container.runtime.docker.sandbox import KEPT_CAPABILITIES, SECURITY_OPTIONS
+from gymenvs.container.runtime.owners import LABEL_EPISODE, LABEL_HOST, LABEL_PID, owner_labels
+from gymenvs.container.shell import PersistentShell
+from gymenvs.swe.images import WORKDIR
 
 pytestmark = pytest.mark.docker
 TIMEOUT = 3.0
 GRACE = 2.0  # the shell's kill_grace
-ROOT = str(Path(__file__).resolve().parents[2])
+ROOT = str(Path(__file__).resolve().parents[3])
 
 
 @pytest.fixture(scope="module")
-def sandbox(docker_client, swe_images):
-    box = DockerSandbox(docker_client, swe_images, role="test", episode_id="sandbox-tests", limits=Limits(pids_limit=256))
+def sandbox(runtime, swe_images):
+    box = runtime.start(swe_images, role="test", episode_id="sandbox-tests", limits=Limits(pids_limit=256), workdir=WORKDIR)
     yield box
     box.remove()
 
@@ -49,7 +40,7 @@ def shell(sandbox):
     shell.close()
 
 
-def processes(sandbox: DockerSandbox, name: str) -> int:
+def processes(sandbox: Sandbox, name: str) -> int:
     """How many processes called `name` run in the container (read from /proc: no procps needed)."""
     result = sandbox.run(f"grep -lx {name} /proc/[0-9]*/comm 2>/dev/null | wc -l", timeout=10)
     return int(result.output.text())
@@ -136,8 +127,8 @@ def test_containers_are_labelled_limited_and_offline(docker_client, sandbox):
     assert offline.exit_code == 1 and "Network is unreachable" in offline.output.text()
 
 
-def test_a_container_killed_from_outside_is_reported(docker_client, swe_images):
-    box = DockerSandbox(docker_client, swe_images, role="test", episode_id="kill-test")
+def test_a_container_killed_from_outside_is_reported(runtime, docker_client, swe_images):
+    box = runtime.start(swe_images, role="test", episode_id="kill-test", workdir=WORKDIR)
     shell = PersistentShell(box)
     docker_client.api.kill(box.id)
     with pytest.raises(ContainerGone, match="killed from outside"):
@@ -146,61 +137,17 @@ def test_a_container_killed_from_outside_is_reported(docker_client, swe_images):
     assert box.id not in [c.id for c in own_containers(docker_client)]
 
 
+#: A process that starts a sandbox, prints its id and returns with the sandbox still referenced, never removed.
 OWNER = textwrap.dedent("""
-    import sys, time
-    from gymenvs.swe.sandbox import DockerSandbox, docker_client
-    box = DockerSandbox(docker_client(), sys.argv[1], role="test", episode_id=sys.argv[2])
+    import sys
+    from gymenvs.container.runtime.docker import DockerRuntime
+    box = DockerRuntime().start(sys.argv[1], role="test", episode_id=sys.argv[2])
     print(box.id, flush=True)
-    time.sleep(600)
 """)
-
-
-def start_owner(image: str, episode: str) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen([sys.executable, "-c", OWNER, image, episode], stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": ROOT})
-    return process, process.stdout.readline().strip()
-
-
-NEXT_PROCESS = textwrap.dedent("""
-    import gymnasium as gym, gymenvs
-    from gymenvs.swe.sandbox import docker as sandbox
-    calls = []
-    reap = sandbox.reap_orphans
-    sandbox.reap_orphans = lambda client: calls.append(1) or reap(client)
-    envs = [gym.make("gymenvs/SWE-v0") for _ in range(3)]
-    assert not sandbox._shared_clients and not calls  # constructing touches no engine
-    for env in envs:
-        env.reset(seed=0)
-    print(len(calls), " ".join(envs[0].unwrapped.reaped))
-    for env in envs:
-        env.close()
-""")
-
-
-def test_orphans_of_killed_processes_are_reaped_once_by_the_next_process_and_live_ones_kept(docker_client, swe_images):
-    dead, dead_id = start_owner(swe_images, "orphan")
-    alive, alive_id = start_owner(swe_images, "still-owned")
-    try:
-        dead.send_signal(signal.SIGKILL)  # no atexit, no finalizer: the container stays behind
-        dead.wait(30)
-        assert docker_client.containers.get(dead_id).status == "running"
-        result = subprocess.run([sys.executable, "-c", NEXT_PROCESS], capture_output=True, text=True, timeout=300,
-                                env={**os.environ, "PYTHONPATH": ROOT})
-        assert result.returncode == 0, result.stderr
-        calls, reaped = result.stdout.split(" ", 1)
-        assert calls == "1" and docker_client.containers.get(alive_id).name not in reaped  # 3 envs, one reaping
-        remaining = {c.id for c in docker_client.containers.list(all=True, ignore_removed=True)}
-        assert dead_id not in remaining and alive_id in remaining
-        assert reap_orphans(docker_client) == []
-    finally:
-        alive.kill()
-        alive.wait(30)
-        docker_client.api.remove_container(alive_id, force=True)
 
 
 def test_containers_are_removed_at_exit_without_close(docker_client, swe_images):
-    code = OWNER.replace("time.sleep(600)", "")  # exits normally with the sandbox still referenced
-    result = subprocess.run([sys.executable, "-c", code, swe_images, "atexit"], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-c", OWNER, swe_images, "atexit"], capture_output=True, text=True,
                             timeout=120, env={**os.environ, "PYTHONPATH": ROOT})
     assert result.returncode == 0, result.stderr
     container_id = result.stdout.strip()
@@ -239,8 +186,8 @@ def test_the_hardening_still_lets_root_reach_a_bind_mounted_unix_socket(docker_c
 
 
 @pytest.mark.slow
-def test_a_timeout_kills_double_forked_jobs_and_a_fork_bomb(docker_client, swe_images):
-    box = DockerSandbox(docker_client, swe_images, role="test", episode_id="kill-all", limits=Limits(pids_limit=128))
+def test_a_timeout_kills_double_forked_jobs_and_a_fork_bomb(runtime, swe_images):
+    box = runtime.start(swe_images, role="test", episode_id="kill-all", limits=Limits(pids_limit=128), workdir=WORKDIR)
     shell = PersistentShell(box, kill_grace=GRACE)
     try:
         escaped = shell.run("(setsid sleep 1001 &); (nohup sleep 1002 >/dev/null 2>&1 &); sleep 1000", TIMEOUT)
@@ -255,34 +202,15 @@ def test_a_timeout_kills_double_forked_jobs_and_a_fork_bomb(docker_client, swe_i
         box.remove()
 
 
-SIGTERMED = textwrap.dedent("""
-    import time, gymnasium as gym, gymenvs
-    env = gym.make("gymenvs/SWE-v0")
-    env.reset(seed=0)
-    print(env.unwrapped.state()["container"], flush=True)
-    time.sleep(600)
-""")
-
-
-def test_sigterm_removes_the_containers_of_the_process(docker_client, swe_images):
-    process = subprocess.Popen([sys.executable, "-c", SIGTERMED], stdout=subprocess.PIPE, text=True,
-                               env={**os.environ, "PYTHONPATH": ROOT})
-    name = process.stdout.readline().strip()
-    assert docker_client.containers.get(name).status == "running"
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(60) == -signal.SIGTERM  # it still dies of the signal, as its supervisor expects
-    assert name not in {c.name for c in docker_client.containers.list(all=True, ignore_removed=True)}
-
-
-def test_a_snapshot_starts_a_sandbox_where_the_first_stood(docker_client, swe_images):
-    first = DockerSandbox(docker_client, swe_images, role="test", episode_id="snapshot")
+def test_a_snapshot_starts_a_sandbox_where_the_first_stood(runtime, docker_client, swe_images):
+    first = runtime.start(swe_images, role="test", episode_id="snapshot", workdir=WORKDIR)
     try:
         first.run("echo kept > /testbed/kept.txt", timeout=10)
-        image = first.snapshot("gymenvs/swe-test-snapshot", first.id[:12])
+        image = first.commit("gymenvs/container-test-snapshot", first.id[:12])
     finally:
         first.remove()
     try:
-        second = DockerSandbox(docker_client, image, role="test", episode_id="snapshot")
+        second = runtime.start(image, role="test", episode_id="snapshot", workdir=WORKDIR)
         try:
             assert second.read_file("/testbed/kept.txt", 100)[0] == b"kept\n"
         finally:
@@ -291,7 +219,6 @@ def test_a_snapshot_starts_a_sandbox_where_the_first_stood(docker_client, swe_im
         docker_client.images.remove(image, force=True)
 
 
-def test_docker_sandbox_is_a_sandbox(sandbox):
-    from gymenvs.swe.sandbox import Sandbox
-
+def test_docker_sandbox_is_a_sandbox_and_docker_runtime_a_runtime(runtime, sandbox):
     assert isinstance(sandbox, Sandbox)  # every method and attribute of the protocol is there
+    assert isinstance(runtime, Runtime)

@@ -1,4 +1,4 @@
-"""The properties every registered env has (tests/test_env_properties.py), on SWE-v0 with a real engine:
+"""The properties every registered env has (tests/core/test_env_properties.py), on SWE-v0 with a real engine:
 arbitrary actions never crash it or leave the observation space, and the same seed gives the same task."""
 
 import pytest

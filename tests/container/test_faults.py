@@ -12,14 +12,14 @@ from typing import Any, cast
 import docker
 import gymnasium as gym
 import pytest
+from swe.swe_support import FIXTURE_IDS, own_containers
 
-from gymenvs.core import is_trainable
-from gymenvs.swe.sandbox import docker as sandbox_docker
+from gymenvs.container.runtime.docker import DockerRuntime
 from gymenvs.container.runtime.docker.chaos import EngineProxy, GradingKiller
+from gymenvs.core import is_trainable
 from wrappers.vector import ConcurrentVectorEnv
 
-from swe.swe_support import FIXTURE_IDS, own_containers
-from .test_swe_env import SUBMIT, TASKS, bash, ending, start, write_and_apply
+from .tools_support import SUBMIT, TASKS, bash, ending, start, write_and_apply
 
 pytestmark = pytest.mark.docker
 
@@ -65,13 +65,14 @@ def test_a_container_the_oom_killer_stops_before_submit_is_not_graded(make_env, 
 
 
 @pytest.mark.parametrize("while_running", [None, "pytest"], ids=["at_start", "while_testing"])
-def test_a_grading_container_killed_mid_grading_ends_as_infra_with_nothing_left(make_env, docker_client, while_running):
+def test_a_grading_container_killed_mid_grading_ends_as_infra_with_nothing_left(make_env, runtime, docker_client,
+                                                                               while_running):
     task = TASKS[FIXTURE_IDS[0]]
     env = start(make_env, task.instance_id)
     env.step(write_and_apply(task.patch, "gold.patch"))  # work that would resolve the task
     if while_running:  # slowly: the tests import the package for some seconds, time enough to be killed
         env.step(bash("echo 'import time; time.sleep(5)' >> textkit/slug.py"))
-    with GradingKiller(docker_client, while_running) as killer:
+    with GradingKiller(runtime, while_running) as killer:
         observation, reward, terminated, truncated, info = env.step(SUBMIT)
     assert killer.killed, "the grading container was never seen running"
     assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
@@ -162,18 +163,24 @@ def test_the_disk_limit_hit_during_grading_ends_as_infra_disk_limit(make_env, do
 
 
 @pytest.fixture
-def faulty_engine(docker_client, monkeypatch):
-    """An `EngineProxy` that every env of this process talks to during the test (name it before `make_env`, so
-    that the envs are closed while the proxy still runs)."""
+def faulty_engine(runtime):
+    """An `EngineProxy` in front of the engine (name it before `make_env`, so that the envs are closed while the
+    proxy still runs); an env talks to it through `faulty_runtime`."""
     with EngineProxy() as proxy:
-        client = docker.DockerClient(base_url=proxy.url, timeout=60)
-        monkeypatch.setitem(sandbox_docker._shared_clients, os.getpid(), client)
         yield proxy
-        client.close()
 
 
-def test_the_engine_answering_an_error_to_a_file_tool_ends_the_episode_as_infra(faulty_engine, make_env, docker_client):
-    env = start(make_env, FIXTURE_IDS[0])
+@pytest.fixture
+def faulty_runtime(faulty_engine):
+    """A `DockerRuntime` of the engine behind `faulty_engine`: pass it to an env as `runtime=`."""
+    runtime = DockerRuntime(engine=faulty_engine.url, timeout=60)
+    yield runtime
+    runtime.close()
+
+
+def test_the_engine_answering_an_error_to_a_file_tool_ends_the_episode_as_infra(faulty_engine, faulty_runtime, make_env,
+                                                                                docker_client):
+    env = start(make_env, FIXTURE_IDS[0], runtime=faulty_runtime)
     container = docker_client.api.inspect_container(env.unwrapped.state()["container"])["Id"]
     rule = faulty_engine.fail("GET", f"/containers/{container}/archive", message="injected: the engine is overloaded")
     observation, reward, terminated, truncated, info = env.step({"name": "view_file", "arguments": {"path": "README.md"}})
@@ -184,9 +191,10 @@ def test_the_engine_answering_an_error_to_a_file_tool_ends_the_episode_as_infra(
     assert env.step(bash("echo back"))[0] == "back\n[exit code: 0]"
 
 
-def test_the_engine_refusing_to_create_the_grading_container_ends_as_infra(faulty_engine, make_env, docker_client):
+def test_the_engine_refusing_to_create_the_grading_container_ends_as_infra(faulty_engine, faulty_runtime, make_env,
+                                                                           docker_client):
     task = TASKS[FIXTURE_IDS[0]]
-    env = start(make_env, task.instance_id)
+    env = start(make_env, task.instance_id, runtime=faulty_runtime)
     env.step(write_and_apply(task.patch, "gold.patch"))
     rule = faulty_engine.fail("POST", "/containers/create", message="injected: no space left on device")
     observation, reward, terminated, truncated, info = env.step(SUBMIT)
@@ -230,7 +238,7 @@ def test_a_missing_image_fails_the_reset_of_its_slot_only_as_infra(swe_images, d
     assert own_containers(docker_client) == []
 
 
-def test_the_trl_bridge_replays_the_episode_whose_grading_was_killed(swe_images, docker_client):
+def test_the_trl_bridge_replays_the_episode_whose_grading_was_killed(swe_images, runtime, docker_client):
     from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
     from wrappers.trl.extras.tiny_model import tiny_model
 
@@ -240,7 +248,7 @@ def test_the_trl_bridge_replays_the_episode_whose_grading_was_killed(swe_images,
                                                               "command_timeout_s": 5.0},
                                 max_tokens_per_turn=8, infra_retries=2)
     try:
-        with GradingKiller(docker_client) as killer:  # kills the grading of one episode of the two
+        with GradingKiller(runtime) as killer:  # kills the grading of one episode of the two
             episodes = rollout.run(["Fix it."] * 2, generator, tokenizer, seeds=[0, 0], max_completion_length=40)
     finally:
         rollout.close()
@@ -269,7 +277,8 @@ def always_resolving_dataset(folder) -> str:
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
-def test_a_grpo_step_whose_grading_is_killed_trains_on_the_replay_never_on_a_fault_zero(swe_images, docker_client, tmp_path):
+def test_a_grpo_step_whose_grading_is_killed_trains_on_the_replay_never_on_a_fault_zero(swe_images, runtime, docker_client,
+                                                                                        tmp_path):
     from trl import GRPOConfig, GRPOTrainer
 
     from wrappers.trl import CPU_TRAINING_ARGS, episode_dataset, make_rollout_func
@@ -285,7 +294,7 @@ def test_a_grpo_step_whose_grading_is_killed_trains_on_the_replay_never_on_a_fau
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=episode_dataset(2),
                           rollout_func=rollout, reward_funcs=rollout.reward_func)
     try:
-        with GradingKiller(docker_client) as killer:  # kills the grading of one episode of the four
+        with GradingKiller(runtime) as killer:  # kills the grading of one episode of the four
             trainer.train()
     finally:
         rollout.close()
@@ -297,7 +306,7 @@ def test_a_grpo_step_whose_grading_is_killed_trains_on_the_replay_never_on_a_fau
     assert own_containers(docker_client) == []
 
 
-def test_the_agent_rollout_replays_the_agent_episode_whose_grading_was_killed(swe_images, docker_client, tmp_path):
+def test_the_agent_rollout_replays_the_agent_episode_whose_grading_was_killed(swe_images, runtime, docker_client, tmp_path):
     """SWEAgent-v0 through `make_rollout_func` (the agent rollout): the episode whose grading the engine killed
     ends `infra` and is replayed from the same seed; both reach TRL with the replay's verdict, no fault's 0."""
     from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
@@ -310,7 +319,7 @@ def test_the_agent_rollout_replays_the_agent_episode_whose_grading_was_killed(sw
                                 max_tokens_per_turn=8, infra_retries=2)
     assert isinstance(rollout, AgentRollout)
     try:
-        with GradingKiller(docker_client) as killer:  # kills the grading of one episode of the two
+        with GradingKiller(runtime) as killer:  # kills the grading of one episode of the two
             episodes = rollout.run(["Fix it."] * 2, generator, tokenizer, seeds=[0, 0], max_completion_length=200)
     finally:
         rollout.close()
@@ -350,8 +359,8 @@ FAULT_STEPS = {"oom_killed": bash(f"{MAIN_PROCESS_FIRST}; {FILL_MEMORY}"),
 
 
 @pytest.mark.parametrize("fault", list(FAULT_STEPS))
-def test_a_fault_in_one_slot_of_the_bridge_leaves_the_other_graded_and_is_replayed(faulty_engine, swe_images, docker_client,
-                                                                                   tmp_path, fault):
+def test_a_fault_in_one_slot_of_the_bridge_leaves_the_other_graded_and_is_replayed(faulty_engine, faulty_runtime, swe_images,
+                                                                                   docker_client, tmp_path, fault):
     """Two episodes of `make_rollout_func` in two slots of its vector env: the fault ends one `infra` with its own
     reason; the other is graded as if nothing happened; the bridge replays the first, and neither reaches TRL as 0."""
     import threading
@@ -361,8 +370,8 @@ def test_a_fault_in_one_slot_of_the_bridge_leaves_the_other_graded_and_is_replay
 
     shared: dict[str, Any] = {"lock": threading.Lock(), "armed": True, "proxy": faulty_engine, "client": docker_client}
     env_id = f"gymenvs-tests/FaultInOneSlot-{fault}-{os.getpid()}-v0"
-    gym.register(env_id, entry_point=lambda **kwargs: FaultInOneSlot(gym.make("gymenvs/SWE-v0", **kwargs), fault, shared),
-                 disable_env_checker=True)
+    gym.register(env_id, disable_env_checker=True, entry_point=lambda **kwargs: FaultInOneSlot(
+        gym.make("gymenvs/SWE-v0", runtime=faulty_runtime, **kwargs), fault, shared))
     model, tokenizer = tiny_model(seed=0)
     generator = TransformersGenerator(model, pad_token_id=tokenizer.pad_token_id, sampling=Sampling(temperature=1.0))
     rollout = make_rollout_func(env_id, env_kwargs={"dataset": always_resolving_dataset(tmp_path), "max_turns": 1,
