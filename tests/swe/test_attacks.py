@@ -12,13 +12,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from container.tools_support import FORCE_PASS_CONFTEST, bash, start, submit
 
 from gymenvs.swe.grading import check_against_runner, extract_diff, grade
 from gymenvs.swe.grading.patches import filter_diff, protected_reason
 from gymenvs.swe.images import image_for
 from swe.swe_support import FIXTURE_TASKS, own_containers
-
-from .test_swe_env import FORCE_PASS_CONFTEST, bash, start, submit
 
 pytestmark = pytest.mark.docker
 TASK = next(task for task in FIXTURE_TASKS if task.instance_id == "gymenvs-fixtures__textkit-1")
@@ -75,7 +74,7 @@ def test_a_fake_git_and_a_gitignored_conftest_in_the_agents_container_change_not
 
 
 def test_extract_diff_reads_the_agents_changes_without_its_git(make_env, runtime):
-    from .test_swe_env import write_and_apply
+    from container.tools_support import write_and_apply
 
     env = start(make_env, TASK.instance_id)
     env.step(write_and_apply(TASK.patch, "gold.patch"))

@@ -523,7 +523,7 @@ A.__lt__ = lambda self, other: True
 
 
 def test_an_episode_that_tampers_ends_with_the_detail_in_info(make_env):
-    from .test_swe_env import start, submit
+    from container.tools_support import start, submit
 
     env = start(make_env, TASK.instance_id)
     attack = ATTACKS[0]  # TestReport.from_item_and_call forced to pass

@@ -59,3 +59,13 @@ def forgetful_agent() -> Any:
     from gymenvs.container.agent.specs import AgentSpec
 
     return AgentSpec("forgetful", command="exec python3 /run/gymenvs/forgetful_agent.py", files=(str(FORGETFUL_AGENT),))
+
+
+SUBMIT = {"name": "submit", "arguments": {}}
+#: A script of a new process that makes SWEAgent-v0 (touching no engine), resets it and prints what it reaped.
+NEXT_PROCESS = ("import gymnasium as gym, gymenvs, json\n"
+                "from gymenvs.container import runtime\n"
+                "env = gym.make('gymenvs/SWEAgent-v0')\n"
+                "assert env.unwrapped._runtime is None and not runtime._defaults  # constructing touches no engine\n"
+                "env.reset(seed=0)\n"
+                "print(json.dumps(env.unwrapped.reaped)); env.close()\n")

@@ -15,29 +15,9 @@ from pathlib import Path
 import pytest
 from swe.swe_support import FIXTURE_IDS
 
-from .agent_support import TASKS, agent_threads, apply_patch, bash, forgetful_agent, own_containers
+from .agent_support import NEXT_PROCESS, SUBMIT, TASKS, agent_threads, apply_patch, bash, forgetful_agent, own_containers
 
 pytestmark = pytest.mark.docker
-SUBMIT = {"name": "submit", "arguments": {}}
-
-
-@pytest.fixture
-def make_agent_env(swe_images):
-    import gymnasium as gym
-
-    import gymenvs  # noqa: F401
-
-    envs = []
-
-    def make(**kwargs):
-        kwargs.setdefault("call_timeout_s", 60.0)
-        env = gym.make("gymenvs/SWEAgent-v0", **kwargs)
-        envs.append(env)
-        return env
-
-    yield make
-    for env in envs:
-        env.close()
 
 
 def start(make_agent_env, instance_id: str, **kwargs):
@@ -318,14 +298,6 @@ def test_nothing_is_left_after_close_or_a_failed_reset(make_agent_env, docker_cl
     assert not own_containers(docker_client) and not agent_threads()
     pid = str(__import__("os").getpid())
     assert not [p for p in Path(tempfile.gettempdir()).glob("gymenvs-agent-*") if str(p).split("-")[2] == pid]
-
-
-NEXT_PROCESS = ("import gymnasium as gym, gymenvs, json\n"
-                "from gymenvs.container import runtime\n"
-                "env = gym.make('gymenvs/SWEAgent-v0')\n"
-                "assert env.unwrapped._runtime is None and not runtime._defaults  # constructing touches no engine\n"
-                "env.reset(seed=0)\n"
-                "print(json.dumps(env.unwrapped.reaped)); env.close()\n")
 
 
 def test_a_sigkilled_process_leaves_nothing_the_next_process_does_not_reap(swe_images, docker_client):

@@ -18,8 +18,7 @@ from swe.swe_support import FIXTURE_IDS
 from gymenvs.container.agent.specs import MOUNT
 from gymenvs.container.pool import LABEL_POOL, WarmPool
 
-from .agent_support import TASKS, agent_threads, apply_patch, bash, own_containers
-from .test_agent_env import NEXT_PROCESS, SUBMIT, make_agent_env  # noqa: F401 - the fixture
+from .agent_support import NEXT_PROCESS, SUBMIT, TASKS, agent_threads, apply_patch, bash, own_containers
 
 pytestmark = pytest.mark.docker
 
