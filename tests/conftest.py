@@ -100,6 +100,29 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.docker)
 
 
+# -- the linters run beside the tests -------------------------------------------------------------
+
+_LINTERS = pytest.StashKey[dict]()
+
+
+def pytest_collection_finish(session):
+    """Start ruff and mypy as soon as the tests are collected, if tests/test_lint.py is among them."""
+    if any(item.path.name == "test_lint.py" for item in session.items):
+        from lint_support import start_linters
+
+        session.config.stash[_LINTERS] = start_linters()
+
+
+@pytest.fixture
+def linters(request):
+    return request.config.stash[_LINTERS]
+
+
+def pytest_unconfigure(config):
+    for process in config.stash.get(_LINTERS, {}).values():
+        process.kill()
+
+
 # -- in CI, a skip is a failure ---------------------------------------------------------------
 # `.ci/setup` installs every extra that pyproject.toml's `all` names and starts the Docker engine, so a
 # test that skips there has lost a dependency it should have: CI must go red, not silently shrink.
