@@ -30,6 +30,17 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                           "is harbor, anything else swe")
     validate.set_defaults(run=run_validate)
 
+    build = commands.add_parser("build-images", help="make every task's image present (a Harbor task's is built from its "
+                                "environment/), and with --agents each agent's derived image of it")
+    build.add_argument("dataset", nargs="?", default="fixtures", help="as for validate")
+    build.add_argument("--format", choices=FORMATS, default="auto", help="as for validate")
+    build.add_argument("--split", help="dataset split (default: the only one, or test)")
+    build.add_argument("--instance-ids", nargs="+", metavar="ID", help="only these tasks (Harbor: task names)")
+    build.add_argument("--agents", nargs="+", default=[], metavar="AGENT",
+                       help="also install these agents into derived images (as `gymenvs swe install-agent` does)")
+    build.add_argument("--quiet", action="store_true", help="no progress bars")
+    build.set_defaults(run=run_build_images)
+
 
 def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `gymenvs tasks validate` (and its alias `gymenvs swe validate`)."""
@@ -61,8 +72,38 @@ def detect_format(source: str) -> str:
     return "harbor" if path.is_dir() or (path.is_file() and source.endswith(ARCHIVE_SUFFIXES)) else "swe"
 
 
-def run_validate(args: argparse.Namespace) -> int:
+def run_build_images(args: argparse.Namespace) -> int:
+    from gymenvs.container.agent.install import install_agent
+    from gymenvs.container.agent.specs import agent_spec, derived_image
+    from gymenvs.container.family import select_tasks
+    from gymenvs.container.runtime import default_runtime
+
+    try:
+        family = _family_class(args)(dataset=args.dataset, split=args.split, instance_ids=args.instance_ids)
+        tasks = select_tasks(tuple(family.load_tasks()), family.options.instance_ids)
+        specs = [agent_spec(agent) for agent in args.agents]
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    runtime = default_runtime()
+    images = [family.image(task, runtime).name for task in tasks]
+    print(f"task images: {len(images)} present")
+    for spec in specs:
+        built = install_agent(runtime, spec, images, progress=not args.quiet)
+        print(f"{spec.name}: {len(built)} derived image(s) built, {len(set(images)) - len(built)} present"
+              + (f" ({', '.join(derived_image(image, spec) for image in images)})" if built else ""))
+    return 0
+
+
+def _family_class(args: argparse.Namespace) -> Any:
+    """The family class `--format` (or the form of the dataset) names."""
     from gymenvs.container.env import resolve_family
+
+    fmt = detect_format(args.dataset) if args.format == "auto" else args.format
+    return resolve_family(FAMILIES[fmt])
+
+
+def run_validate(args: argparse.Namespace) -> int:
     from gymenvs.container.family import TaskFamily, select_tasks
     from gymenvs.container.reaper import reap
     from gymenvs.container.runtime import default_runtime
@@ -71,9 +112,7 @@ def run_validate(args: argparse.Namespace) -> int:
     if args.runs < 1 or args.workers < 1:
         print(f"--runs={args.runs} --workers={args.workers}: give 1 or more", file=sys.stderr)
         return 2
-    fmt = detect_format(args.dataset) if args.format == "auto" else args.format
-    family_class = resolve_family(FAMILIES[fmt])
-    assert isinstance(family_class, type)
+    family_class = _family_class(args)
     try:
         family: TaskFamily = family_class(**_family_options(args, family_class))
         tasks = select_tasks(tuple(family.load_tasks()), family.options.instance_ids)
