@@ -128,7 +128,7 @@ def unpack_archive(archive: Path) -> Path:
 def materialise_rows(source: str, split: str | None, rows: Any = None) -> Path:
     """A dataset whose rows are task files (`task`, `path`, `content`[, `mode`]) written out as task folders
     in the cache (`rows`: already loaded); ValueError naming the missing columns or a path leaving its task folder."""
-    from gymenvs.swe.tasks.tasks import load_rows
+    from gymenvs.container.datasets import load_rows
 
     rows = load_rows(source, split) if rows is None else rows
     columns = list(getattr(rows, "column_names", None) or (rows[0].keys() if len(rows) else []))
@@ -199,7 +199,7 @@ def load_downloaded_rows(folder: Path, name: str, split: str | None) -> Any:
     """The rows of a downloaded dataset repository, read by `datasets` from its files (no second download)."""
     import datasets
 
-    from gymenvs.swe.tasks.tasks import _default_split
+    from gymenvs.container.datasets import default_split
 
     loaded = datasets.load_dataset(str(folder), split=split) if split else datasets.load_dataset(str(folder))
-    return _default_split(loaded, name) if isinstance(loaded, datasets.DatasetDict) else loaded
+    return default_split(loaded, name) if isinstance(loaded, datasets.DatasetDict) else loaded

@@ -17,11 +17,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from gymenvs.container.datasets import load_rows as load_dataset_rows
+
 FIXTURES = "fixtures"
 REQUIRED_FIELDS = ("instance_id", "repo", "base_commit", "test_patch", "problem_statement", "FAIL_TO_PASS", "PASS_TO_PASS")
 _TEST_LISTS = ("FAIL_TO_PASS", "PASS_TO_PASS")  # may be null (SWE-Gym): read as no test
 _STRING_FIELDS = ("instance_id", "repo", "base_commit", "test_patch", "problem_statement")
-_LOCAL_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 _DIFF_HEADER = re.compile(r"^diff --git a/.* b/(.*)$", re.MULTILINE)
 
 
@@ -127,28 +128,6 @@ def fixtures_path() -> Path:
 
 
 def load_rows(source: str, split: str | None) -> Sequence[Mapping[str, Any]]:
-    """The rows of "fixtures", a local .json/.jsonl/.parquet file or a Hub dataset, through `datasets`."""
-    try:
-        import datasets
-    except ImportError as exc:
-        raise ImportError("the SWE environment needs datasets: pip install 'gymenvs[swe]'") from exc
-    path = fixtures_path() / "tasks.jsonl" if source == FIXTURES else Path(source).expanduser()
-    if path.suffix in _LOCAL_FORMATS or path.exists():
-        if not path.is_file():
-            raise ValueError(f"dataset file {str(path)!r} does not exist")
-        builder = _LOCAL_FORMATS.get(path.suffix)
-        if builder is None:
-            raise ValueError(f"dataset file {str(path)!r}: expected a {', '.join(_LOCAL_FORMATS)} file")
-        return datasets.load_dataset(builder, data_files=str(path), split=split or "train")
-    loaded = datasets.load_dataset(source, split=split) if split else datasets.load_dataset(source)
-    if isinstance(loaded, datasets.DatasetDict):
-        return _default_split(loaded, source)
-    return loaded
+    """The rows of "fixtures" (the shipped tasks), a local .json/.jsonl/.parquet file or a Hub dataset."""
+    return load_dataset_rows(fixtures_path() / "tasks.jsonl" if source == FIXTURES else source, split)
 
-
-def _default_split(splits: Mapping[str, Any], source: str) -> Any:
-    if len(splits) == 1:
-        return next(iter(splits.values()))
-    if "test" in splits:
-        return splits["test"]
-    raise ValueError(f"dataset {source!r} has splits {sorted(splits)}: pass split=...")
