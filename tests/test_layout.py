@@ -106,6 +106,20 @@ def test_the_container_platform_imports_no_task_family():
     assert families == {}
 
 
+def test_a_task_family_imports_no_other_family():
+    """What two families share (dataset rows, validation, images) belongs to the platform: each family stands alone."""
+    code_shape = _code_shape()
+    crossing = {}
+    for name, path in code_shape.modules(ROOT).items():
+        family = next((family for family in FAMILIES if _within(name, family)), None)
+        if family is None:
+            continue
+        imported = code_shape.imported_names(ast.parse(path.read_text()), name, path.name == "__init__.py")
+        if found := sorted(n for n in imported if any(_within(n, other) for other in FAMILIES if other != family)):
+            crossing[name] = found
+    assert crossing == {}
+
+
 def test_only_the_docker_runtime_imports_docker_or_uses_a_clients_api():
     outside = {name: parsed for name, parsed in _parsed().items() if not _within(name, DOCKER_RUNTIME)}
 
