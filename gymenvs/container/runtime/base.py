@@ -8,7 +8,7 @@ every engine operation the container envs need, and nothing else in gymenvs touc
 - **images**: `image_exists`, `pull`, `image_config`, `build`, `import_image`, `remove_image`, `prune_images`;
 - **volumes**: `create_volume`, `remove_volume`;
 - **ownership**: everything it creates carries gymenvs' labels and its owner's (`owners.owner_labels`);
-  `reap` removes what the owners that are gone left behind, `remove_owned` what this process owns.
+  `reap` removes what the owners that are gone left behind.
 
 A **sandbox** is one isolated machine that an episode (or one grading run) owns from start to removal:
 
@@ -259,10 +259,6 @@ class Runtime(Protocol):
     def reap(self, orphaned: Callable[[Mapping[str, str]], bool]) -> list[str]:
         """Remove this host's gymenvs containers, snapshot images and volumes whose labels `orphaned` judges
         left behind; their names."""
-        ...
-
-    def remove_owned(self, labels: Mapping[str, str]) -> list[str]:
-        """Remove every container carrying all of `labels` (this process's: `owners.owner_labels()`); their ids."""
         ...
 
     def close(self) -> None: ...

@@ -137,13 +137,6 @@ class DockerRuntime:
                 removed.append(volume.name)
         return removed
 
-    def remove_owned(self, labels: Mapping[str, str]) -> list[str]:
-        filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
-        owned = self.client.containers.list(all=True, sparse=True, filters=filters)
-        for container in owned:
-            self._remove_container(container.id)
-        return [container.id for container in owned]
-
     def close(self) -> None:
         self.client.close()
 
