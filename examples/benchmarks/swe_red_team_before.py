@@ -3,11 +3,11 @@ docs/swe-security.md's red-team table.
 
     python examples/benchmarks/swe_red_team_before.py [--commit 7d1035a] [--attacks NAME ...]
 
-Checks the commit out in a temporary detached worktree, copies today's tests/swe/test_swe_red_team.py
-beside that commit's tests (so `ATTACKS` is today's list, its diffs built from the fixture repos
-there), and grades each attack (or those named) with that commit's `grading.grade` and its defaults, in
-a child Python whose import path is the worktree alone. Prints one line per attack: its name, then
-the old reward and status. Needs a Docker engine and the fixture images (`gymenvs swe build-images`).
+Builds today's attacks (tests/swe/test_red_team.py's `ATTACKS`, the stale-bytecode one in a container),
+checks the commit out in a temporary detached worktree, and grades each attack (or those named) with that
+commit's `grading.grade` and its defaults, in a child Python whose import path is the worktree alone: the
+child reads the diffs as JSON, so it needs nothing of today's code. Prints one line per attack: its name,
+then the old reward and status. Needs a Docker engine and the fixture images (`gymenvs swe build-images`).
 """
 
 from __future__ import annotations
@@ -22,23 +22,34 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Run in the worktree: grade each named attack with the old code (the stale-bytecode attack builds its diff in a container).
+#: Run in the worktree, on the old code: grade each (name, diff) read from stdin.
 CHILD = """
 import json, sys
 import docker
 from gymenvs.swe.grading import grade
-from gymenvs.swe.images import image_for
-from tests.swe import _red_team_today as red_team
+from gymenvs.swe.sandbox.images import image_for
+from gymenvs.swe.tasks import FIXTURES, load_tasks
 
+attacks = json.load(sys.stdin)
+task = next(task for task in load_tasks(FIXTURES) if task.instance_id == attacks["task"])
 client = docker.from_env()
-names = set(json.loads(sys.argv[1]))
-for attack in red_team.ATTACKS:
-    if names and attack.name not in names:
-        continue
-    diff = attack.diff or red_team.stale_bytecode(client)
-    report = grade(client, red_team.TASK, diff, image=image_for(red_team.TASK), timeout=300)
-    print(f"{attack.name} | {report.reward:g} ({report.status})", flush=True)
+for name, diff in attacks["diffs"]:
+    report = grade(client, task, diff, image=image_for(task), timeout=300)
+    print(f"{name} | {report.reward:g} ({report.status})", flush=True)
 """
+
+
+def todays_attacks(names: list[str]) -> dict:
+    """Today's attacks as {"task": instance id, "diffs": [(name, diff)]} (the named ones, or all)."""
+    import docker
+
+    sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+    from tests.swe import test_red_team as red_team
+
+    client = docker.from_env()
+    chosen = [attack for attack in red_team.ATTACKS if not names or attack.name in names]
+    return {"task": red_team.TASK.instance_id,
+            "diffs": [(attack.name, attack.diff or red_team.stale_bytecode(client)) for attack in chosen]}
 
 
 def main() -> None:
@@ -46,11 +57,11 @@ def main() -> None:
     parser.add_argument("--commit", default="7d1035a")
     parser.add_argument("--attacks", nargs="*", default=[], help="attack names (default: all)")
     args = parser.parse_args()
+    attacks = json.dumps(todays_attacks(args.attacks))
     worktree = Path(tempfile.mkdtemp(prefix="gymenvs-red-team-before-")) / "repo"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(worktree), args.commit], check=True)
     try:
-        shutil.copy(ROOT / "tests/swe/test_swe_red_team.py", worktree / "tests/swe/_red_team_today.py")
-        subprocess.run([sys.executable, "-c", CHILD, json.dumps(args.attacks)], cwd=worktree, check=True,
+        subprocess.run([sys.executable, "-c", CHILD], cwd=worktree, check=True, input=attacks, text=True,
                        env={**os.environ, "PYTHONPATH": str(worktree)})
     finally:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(worktree)], check=True)
