@@ -1,7 +1,7 @@
 """Test logs read into {test name: status}, keyed as the SWE-bench harness keys them.
 
 The FAIL_TO_PASS / PASS_TO_PASS lists of SWE-bench and SWE-Gym were made by the harness's own
-parsers, so a test is named here exactly as they name it (tests/swe/test_swe_parity.py checks it
+parsers, so a test is named here exactly as they name it (tests/swe/test_parity.py checks it
 on real logs against the `swebench` package):
 
 - pytest `-rA` short summary: the test is the first word after the status (`PASSED t.py::test_e[x y]`

@@ -1,5 +1,5 @@
 """SWE tasks: dataset rows as `Task`s (`tasks`), fixture tasks built from real releases (`upstream`),
-the shipped fixtures (`fixtures/`), and checking a dataset's tasks before training on them (`validate`)."""
+and the shipped fixtures (`fixtures/`)."""
 
 from gymenvs.swe.tasks.tasks import (
     FIXTURES,

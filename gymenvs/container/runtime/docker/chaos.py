@@ -7,7 +7,7 @@
 - `GradingKiller`: a thread that kills the grading container of one episode (or of any of this
   process's) as soon as the engine runs it, or once a named process runs in it.
 
-The fault-injection tests (tests/swe/test_swe_faults.py) and the chaos run
+The fault-injection tests (tests/container/test_faults.py) and the chaos run
 (examples/benchmarks/swe_chaos.py) use both. Nothing here changes how an episode runs.
 """
 
