@@ -160,3 +160,16 @@ def test_bench_and_eval_say_what_is_wrong_with_their_arguments_in_one_line_and_e
     for args, message in list(BAD_BENCH_ARGUMENTS.items())[:2]:
         result = gymenvs_cli("eval", *args)
         assert result.returncode == 2 and result.stderr.startswith(message.replace("bench", "eval")), result.stderr
+
+
+def test_tasks_build_images_makes_each_tasks_image_and_its_agents_derived_images(terminal_images, docker_client):
+    task, image = "gymenvs/edit-config", terminal_images["gymenvs/edit-config"]
+    result = subprocess.run([sys.executable, "-m", "gymenvs.cli", "tasks", "build-images", "fixtures", "--format", "harbor",
+                             "--instance-ids", task, "--agents", "mini-swe-agent", "--quiet"],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "task images: 1 present" in result.stdout and "mini-swe-agent: " in result.stdout
+    assert docker_client.images.get(f"{image}-mini-swe-agent-2.4.6")  # present now, built by this or an earlier run
+    for argv, error in ((["--instance-ids", "nope"], "['nope'] not in the dataset"), (["--agents", "nosuch"], "nosuch")):
+        bad = gymenvs_cli("tasks", "build-images", "fixtures", "--format", "harbor", *argv)
+        assert bad.returncode == 2 and error in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
