@@ -198,15 +198,15 @@ def test_eight_episodes_at_once_in_threads_without_cross_talk(make_env, docker_c
         seen = env.step(bash("cat /tmp/token; echo $TOKEN; tail -n 1 README.md"))[0]
         observation, reward, terminated, truncated, info = env.step(SUBMIT)
         env.close()
-        return token, seen, reward, info["patch"]
+        return token, seen, reward, info["patch"], (info["status"], info["outcome_reason"], info.get("error"))
 
     with ThreadPoolExecutor(8) as pool:
         results = list(pool.map(episode, range(8)))
     tokens = [token for token, *_ in results]
-    for slot, (token, seen, reward, patch) in enumerate(results):
+    for slot, (token, seen, reward, patch, ended) in enumerate(results):
         assert seen == f"{token}\n{token}\n{token}\n[exit code: 0]"
-        assert reward == (1.0 if slot % 2 == 0 else 0.0)
-        assert f"+{token}\n" in patch and not any(other in patch for other in tokens if other != token)
+        assert reward == (1.0 if slot % 2 == 0 else 0.0), (slot, ended)
+        assert f"+{token}\n" in patch and not any(other in patch for other in tokens if other != token), (slot, ended)
     assert own_containers(docker_client) == []
 
 
