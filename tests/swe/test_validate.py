@@ -137,7 +137,7 @@ def test_a_rerun_grades_only_the_tasks_the_report_has_not_judged(run, runtime, t
         return family.validate(task, runtime, runs=runs, timeout_s=300)
 
     verdicts = run_validation(tasks, validate_one, key=lambda task: task.instance_id, fingerprint_of=family.fingerprint,
-                              report=tmp_path / "report.jsonl", runs=2, progress=False)
+                              report=tmp_path / "report.jsonl", runs=2, workers=2, progress=False)
     assert sorted(validated) == sorted([TEXTKIT, FLAKY, ROMANS])  # missing, errored, changed
     redone = {v.instance_id: v for v in verdicts if v.instance_id in validated}
     assert all(len(v.empty_runs) == len(v.gold_runs) == 2 for v in redone.values())  # 2 runs x 2 patches each

@@ -65,7 +65,7 @@ def test_the_oracle_through_the_clis_own_shell_grades_one(cli_images, agent):
         env.close()
 
 
-@pytest.mark.parametrize("agent", sorted(CLIS))
+@pytest.mark.parametrize("agent", ["codex"])  # each CLI's run that changes nothing: tests/container/agent/test_agent_clis.py
 def test_a_run_that_does_nothing_grades_zero(cli_images, agent):
     env = make_env(agent)
     try:

@@ -148,7 +148,7 @@ def outcomes(runtime, docker_client, swe_images, tmp_path_factory):
     """Every attack and control, graded once for the module (two at a time)."""
     root = tmp_path_factory.mktemp("harbor-attacks")
     rows = {**ATTACKS, **CONTROLS, **INHERENT}
-    with ThreadPoolExecutor(2) as pool:
+    with ThreadPoolExecutor(4) as pool:
         futures = {name: pool.submit(attack, runtime, docker_client, root, name, *rows[name]) for name in rows}
         return {name: future.result() for name, future in futures.items()}
 
