@@ -43,21 +43,10 @@ def swe_images(runtime):
 @pytest.fixture
 def make_env(swe_images):
     """Build SWE-v0 envs for a test (a command may run 20 s) and close them all afterwards."""
-    import gymnasium as gym
+    from env_support import envs_made
 
-    import gymenvs  # noqa: F401
-
-    envs = []
-
-    def make(**kwargs):
-        kwargs.setdefault("command_timeout_s", 20.0)
-        env = gym.make("gymenvs/SWE-v0", **kwargs)
-        envs.append(env)
-        return env
-
-    yield make
-    for env in envs:
-        env.close()
+    with envs_made("gymenvs/SWE-v0", command_timeout_s=20.0) as make:
+        yield make
 
 
 @pytest.fixture(scope="session")

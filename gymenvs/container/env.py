@@ -13,7 +13,7 @@ import dataclasses
 import importlib
 from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import PositiveInt
 
@@ -26,6 +26,7 @@ from gymenvs.core import EndedBy, Outcome, TextEnv, ending
 from gymenvs.core.errors import ResetOptionsError, did_you_mean, short_repr
 from gymenvs.core.outcomes import DETAIL_KEY, OUTCOME_KEY, REASON_KEY
 
+T = TypeVar("T")
 #: A family as `ContainerEnv` takes it: an object, its class, or "module:Class".
 FamilyLike = TaskFamily | type[TaskFamily] | str
 
@@ -47,6 +48,13 @@ def grade_ending(grade: Grade, ended: dict[str, str] | None = None) -> dict[str,
     if ended is not None and not grade.resolved:
         return ending(EndedBy.MODEL, ended[REASON_KEY], f"{ended[DETAIL_KEY]} (graded: {grade.status})".strip())
     return grade.ending()
+
+
+def present(value: T | None, missing: str) -> T:
+    """`value`, or a `RuntimeError` saying what is `missing` (a part of an episode used outside one)."""
+    if value is None:
+        raise RuntimeError(missing)
+    return value
 
 
 def resolve_family(family: FamilyLike) -> TaskFamily | type[TaskFamily]:
@@ -126,22 +134,16 @@ class ContainerEnv(TextEnv):
     @property
     def episode_task(self) -> Task:
         """The task of the current (or last) episode."""
-        if self.task is None:
-            raise RuntimeError("no episode has started: call reset()")
-        return self.task
+        return present(self.task, "no episode has started: call reset()")
 
     @property
     def episode_image(self) -> TaskImage:
-        if self.image is None:
-            raise RuntimeError("no episode has started: call reset()")
-        return self.image
+        return present(self.image, "no episode has started: call reset()")
 
     @property
     def episode_sandbox(self) -> Sandbox:
         """The container the current episode runs in."""
-        if self._sandbox is None:
-            raise RuntimeError("the episode has no container: it has ended, or none started")
-        return self._sandbox
+        return present(self._sandbox, "the episode has no container: it has ended, or none started")
 
     @property
     def workdir(self) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import PositiveInt
 
-from gymenvs.container.env import ContainerEnv, FamilyLike
+from gymenvs.container.env import ContainerEnv, FamilyLike, present
 from gymenvs.container.family import Task
 from gymenvs.container.output import decode_output
 from gymenvs.container.pool import start_container
@@ -178,9 +178,7 @@ class ToolsEnv(ContainerEnv):
 
     @property
     def _episode_shell(self) -> PersistentShell:
-        if self._shell is None:
-            raise RuntimeError("the episode has no shell: it has ended, or none started")
-        return self._shell
+        return present(self._shell, "the episode has no shell: it has ended, or none started")
 
     def _absolute(self, path: str) -> str:
         if not path.strip():

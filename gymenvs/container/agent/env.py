@@ -36,7 +36,7 @@ from gymenvs.container.agent.specs import MOUNT, derived_image
 from gymenvs.container.agent.upstream import Upstream
 from gymenvs.container.agent.wire import Reply, reply_from_action, respond
 from gymenvs.container.agent.wire import anthropic as anthropic_wire
-from gymenvs.container.env import ContainerEnv, FamilyLike, sandbox_ending
+from gymenvs.container.env import ContainerEnv, FamilyLike, present, sandbox_ending
 from gymenvs.container.family import Task
 from gymenvs.container.images import ensure_image
 from gymenvs.container.runtime import Runtime, Sandbox, SandboxError
@@ -296,15 +296,11 @@ class AgentEnv(ContainerEnv):
 
     @property
     def _episode_channel(self) -> LLMChannel:
-        if self._channel is None:
-            raise RuntimeError("the episode has no channel: it has ended, or none started")
-        return self._channel
+        return present(self._channel, "the episode has no channel: it has ended, or none started")
 
     @property
     def _pending_call(self) -> Call:
-        if self._call is None:
-            raise RuntimeError("no request of the agent is waiting for a reply")
-        return self._call
+        return present(self._call, "no request of the agent is waiting for a reply")
 
     def _release(self, wait: bool = True) -> None:
         """Close the channel (removing its directory), stop the agent and remove its container (`wait=False`:
