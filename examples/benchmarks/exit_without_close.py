@@ -2,7 +2,8 @@
 
     python examples/benchmarks/exit_without_close.py [--env gymenvs/TerminalAgent-v0] [--runs 3] [--limit 60]
 
-Each run starts a Python program that makes the env, resets it and returns without closing it, and prints
+Each run starts a Python program (on the gymenvs this script imports: set PYTHONPATH to measure another
+checkout) that makes the env, resets it and returns without closing it, and prints
 the seconds from its reset to its exit (the program is killed at `--limit` seconds: "hung"), then the
 containers labelled with its pid and the host directories of its pid that are still there once it is gone.
 Needs a Docker engine and the fixture images (`gymenvs swe build-images`).
@@ -38,7 +39,10 @@ def one_run(env_id: str, limit: float) -> tuple[float | None, int, int]:
     except ImportError:  # a checkout from before the container platform (issue 26), for the "before" figure
         from gymenvs.swe.sandbox import LABEL_PID  # type: ignore[no-redef]
 
-    process = subprocess.Popen([sys.executable, "-c", PROGRAM, env_id], stdout=subprocess.PIPE, text=True)
+    import gymenvs
+
+    checkout = Path(gymenvs.__file__).resolve().parents[1]  # the program runs the gymenvs this script imports
+    process = subprocess.Popen([sys.executable, "-c", PROGRAM, env_id], stdout=subprocess.PIPE, text=True, cwd=checkout)
     assert process.stdout is not None
     reset_at = float(process.stdout.readline())
     try:
