@@ -180,7 +180,7 @@ def plumbing(mods: dict[str, Path], top: Path) -> dict[str, list[str]]:
     """The places of each plumbing figure: sandbox constructions and `.api.` uses outside the runtime, private
     docker-SDK attributes, module aliases, and imports of a task family inside the platform."""
     found: dict[str, list[str]] = {"sandboxes": [], "api": [], "private": [], "alias calls": [], "aliases": [],
-                                   "family imports": []}
+                                   "family imports": [], "cross-family names": []}
     for name, path in mods.items():
         rel = path.relative_to(top).as_posix()
         tree = ast.parse(path.read_text())
@@ -203,12 +203,20 @@ def plumbing(mods: dict[str, Path], top: Path) -> dict[str, list[str]]:
                     found["api"].append(f"{where} {dotted(node) or '.api.' + node.attr}")
                 if node.attr in PRIVATE_SDK:
                     found["private"].append(f"{where} .{node.attr}")
-            elif isinstance(node, (ast.Import, ast.ImportFrom)) and rel.startswith(PLATFORM):
-                for target in import_targets(node, package):
-                    if target.startswith(tuple(f"{family}." for family in FAMILIES)) or target in FAMILIES:
-                        found["family imports"].append(f"{where} {target}")
-                        break
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                targets = [target for target in import_targets(node, package) if family_of(target)]
+                if targets and rel.startswith(PLATFORM):
+                    found["family imports"].append(f"{where} {targets[0]}")
+                own = family_of(name)
+                for target in targets:
+                    if own and family_of(target) != own:  # a name imported from another task family
+                        found["cross-family names"] += [f"{where} {target}.{alias.name}" for alias in node.names]
     return found
+
+
+def family_of(module: str) -> str | None:
+    """The task family package `module` belongs to, or None."""
+    return next((family for family in FAMILIES if module == family or module.startswith(family + ".")), None)
 
 
 def import_targets(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
@@ -431,7 +439,8 @@ def main() -> None:
                        ("private", "private docker-SDK attributes used (" + ", ".join(f".{a}" for a in PRIVATE_SDK) + ")"),
                        ("alias calls", "alias_moved_modules calls"),
                        ("aliases", "module aliases (entries of the dicts given to alias_moved_modules)"),
-                       ("family imports", f"imports of a task family ({', '.join(FAMILIES)}) inside {PLATFORM}")):
+                       ("family imports", f"imports of a task family ({', '.join(FAMILIES)}) inside {PLATFORM}"),
+                       ("cross-family names", "names one task family imports from another")):
         absent = " (no such folder in this checkout)" if key == "family imports" and not (top / PLATFORM).is_dir() else ""
         print(f"\n{title}: {len(found[key])}{absent}")
         for where, times in sorted(Counter(found[key]).items(), key=lambda item: place(item[0])):
