@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from concurrent_support import play_all
+from env_support import envs_made
 from swe.swe_support import FIXTURE_IDS, FIXTURE_TASKS, own_containers
 
 from gymenvs.core import is_trainable
@@ -23,15 +25,81 @@ from .tools_support import FORCE_PASS_CONFTEST, SUBMIT, TASKS, bash, ending, sta
 pytestmark = pytest.mark.docker
 
 
-@pytest.mark.parametrize("instance_id", FIXTURE_IDS)
-def test_gold_patch_applied_through_bash_grades_one(make_env, instance_id):
+#: Episodes played at once by `episodes` (they wait on the engine and on pytest in their containers, which takes the
+#: CPU: on 2 loaded cores the 15 took 35-41 s one at a time, 19-33 s three at a time, 20-30 s four or six at a time).
+WORKERS = 3
+#: The tasks the editing-the-tests cheat is tried on (not the upstream task: its regression test checks with
+#: pytest.raises, which `assert True` leaves failing).
+EDITABLE_IDS = [i for i in FIXTURE_IDS if TASKS[i].extra.get("upstream") is None]
+
+
+def why(info: dict) -> tuple:
+    """How an episode's step ended, for an assertion's message."""
+    report = info.get("report") or {}
+    return info.get("status"), info.get("outcome"), info.get("outcome_reason"), info.get("error"), report.get("status")
+
+
+def play_gold(make, instance_id):
+    """The gold patch applied with bash, then submitted: both steps."""
+    env = start(make, instance_id)
+    return env.step(write_and_apply(TASKS[instance_id].patch, "gold.patch")), env.step(SUBMIT)
+
+
+def play_empty(make, instance_id):
+    """Submitted at once: the reward and the report."""
+    return submit(start(make, instance_id))
+
+
+def play_edited_tests(make, instance_id):
+    """The failing tests edited to pass: what pytest said in the agent's container, the reward and the report."""
     task = TASKS[instance_id]
-    env = start(make_env, instance_id)
-    observation, reward, terminated, truncated, info = env.step(write_and_apply(task.patch, "gold.patch"))
-    assert info["exit_code"] == 0 and reward == 0.0 and not terminated and "report" not in info
-    observation, reward, terminated, truncated, info = env.step(SUBMIT)
+    env = start(make, instance_id)
+    env.step(write_and_apply(task.test_patch, "tests.patch"))
+    files = " ".join(task.test_files)
+    env.step(bash(f"sed -i 's/^\\( *\\)assert .*/\\1assert True/' {files}"))
+    local = env.step(bash(f"python3 -m pytest -rA -p no:cacheprovider {files}"))[0]
+    return (local, *submit(env))
+
+
+def play_forced_conftest(make, instance_id):
+    """A conftest.py that forces passes: what pytest said in the agent's container, the reward and the report."""
+    task = TASKS[instance_id]
+    env = start(make, instance_id)
+    env.step({"name": "create_file", "arguments": {"path": "conftest.py", "content": FORCE_PASS_CONFTEST}})
+    env.step(write_and_apply(task.test_patch, "tests.patch"))
+    local = env.step(bash(f"python3 -m pytest -rA -p no:cacheprovider {' '.join(task.test_files)}"))[0]
+    env.step(bash("git checkout -q -- . && git clean -fdq tests && git status --short"))
+    return (local, *submit(env))
+
+
+PLAYS = {"gold": (play_gold, FIXTURE_IDS), "empty": (play_empty, FIXTURE_IDS),
+         "edited tests": (play_edited_tests, EDITABLE_IDS), "forced conftest": (play_forced_conftest, FIXTURE_IDS)}
+
+
+@pytest.fixture(scope="module")
+def episodes(swe_images):
+    """The episodes of the per-task tests below, each played once in its own env (closed when it ends), `WORKERS`
+    at a time: by (kind, instance id), what its test asserts on."""
+
+    def episode(play, instance_id):
+        def played():
+            with envs_made("gymenvs/SWE-v0", command_timeout_s=20.0) as make:  # as the `make_env` fixture
+                return play(make, instance_id)
+        return played
+
+    return play_all({(kind, instance_id): episode(play, instance_id)
+                     for kind, (play, ids) in PLAYS.items() for instance_id in ids}, WORKERS)
+
+
+@pytest.mark.parametrize("instance_id", FIXTURE_IDS)
+def test_gold_patch_applied_through_bash_grades_one(episodes, instance_id):
+    task = TASKS[instance_id]
+    applied, submitted = episodes["gold", instance_id].result()
+    observation, reward, terminated, truncated, info = applied
+    assert info["exit_code"] == 0 and reward == 0.0 and not terminated and "report" not in info, (observation, why(info))
+    observation, reward, terminated, truncated, info = submitted
     report = info["report"]
-    assert reward == 1.0 and report["status"] == "resolved" and terminated and not truncated
+    assert reward == 1.0 and report["status"] == "resolved" and terminated and not truncated, why(info)
     assert ending(info) == ("model", "solved")
     assert report["fail_to_pass"] == dict.fromkeys(task.fail_to_pass, "PASSED")
     assert report["pass_to_pass"] == dict.fromkeys(task.pass_to_pass, "PASSED")
@@ -39,41 +107,30 @@ def test_gold_patch_applied_through_bash_grades_one(make_env, instance_id):
 
 
 @pytest.mark.parametrize("instance_id", FIXTURE_IDS)
-def test_empty_submission_grades_zero_with_the_failing_tests_reported(make_env, instance_id):
+def test_empty_submission_grades_zero_with_the_failing_tests_reported(episodes, instance_id):
     task = TASKS[instance_id]
-    reward, report = submit(start(make_env, instance_id))
-    assert reward == 0.0 and report["status"] == "unresolved" and report["patch_is_empty"]
+    reward, report = episodes["empty", instance_id].result()
+    assert reward == 0.0 and report["status"] == "unresolved" and report["patch_is_empty"], report["status"]
     assert report["fail_to_pass"] == dict.fromkeys(task.fail_to_pass, "FAILED")
     assert report["pass_to_pass"] == dict.fromkeys(task.pass_to_pass, "PASSED")
 
 
-# (not the upstream task: its regression test checks with pytest.raises, which `assert True` leaves failing)
-@pytest.mark.parametrize("instance_id", [i for i in FIXTURE_IDS if TASKS[i].extra.get("upstream") is None])
-def test_editing_the_failing_tests_to_pass_grades_zero(make_env, instance_id):
+@pytest.mark.parametrize("instance_id", EDITABLE_IDS)
+def test_editing_the_failing_tests_to_pass_grades_zero(episodes, instance_id):
     task = TASKS[instance_id]
-    env = start(make_env, instance_id)
-    env.step(write_and_apply(task.test_patch, "tests.patch"))
-    files = " ".join(task.test_files)
-    env.step(bash(f"sed -i 's/^\\( *\\)assert .*/\\1assert True/' {files}"))
-    local = env.step(bash(f"python3 -m pytest -rA -p no:cacheprovider {files}"))[0]
-    assert all(f"PASSED {name}" in local for name in task.fail_to_pass)  # the cheat works in the agent's container
-    reward, report = submit(env)
-    assert reward == 0.0 and report["status"] == "unresolved"
+    local, reward, report = episodes["edited tests", instance_id].result()
+    assert all(f"PASSED {name}" in local for name in task.fail_to_pass), local  # the cheat works in the agent's container
+    assert reward == 0.0 and report["status"] == "unresolved", report["status"]
     assert set(report["ignored_files"]) == set(task.test_files)
     assert report["fail_to_pass"] == dict.fromkeys(task.fail_to_pass, "FAILED")
 
 
 @pytest.mark.parametrize("instance_id", FIXTURE_IDS)
-def test_a_conftest_that_forces_passes_grades_zero(make_env, instance_id):
+def test_a_conftest_that_forces_passes_grades_zero(episodes, instance_id):
     task = TASKS[instance_id]
-    env = start(make_env, instance_id)
-    env.step({"name": "create_file", "arguments": {"path": "conftest.py", "content": FORCE_PASS_CONFTEST}})
-    env.step(write_and_apply(task.test_patch, "tests.patch"))
-    local = env.step(bash(f"python3 -m pytest -rA -p no:cacheprovider {' '.join(task.test_files)}"))[0]
-    assert all(f"PASSED {name}" in local for name in task.fail_to_pass)  # the cheat works in the agent's container
-    env.step(bash("git checkout -q -- . && git clean -fdq tests && git status --short"))
-    reward, report = submit(env)
-    assert reward == 0.0 and report["ignored_files"] == {"conftest.py": "pytest configuration"}
+    local, reward, report = episodes["forced conftest", instance_id].result()
+    assert all(f"PASSED {name}" in local for name in task.fail_to_pass), local  # the cheat works in the agent's container
+    assert reward == 0.0 and report["ignored_files"] == {"conftest.py": "pytest configuration"}, report["status"]
     assert report["fail_to_pass"] == dict.fromkeys(task.fail_to_pass, "FAILED")
 
 

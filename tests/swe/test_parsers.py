@@ -1,12 +1,14 @@
 """Log parsers and verdicts on real logs (produced here by pytest and unittest, or recorded from
-Django's and sympy's runners by data/parity/record.py), diff filtering, output capping and shell
-quoting. No Docker needed."""
+Django's and sympy's runners by data/parity/record.py), diff filtering, output capping, shell
+quoting, and the static screen's parsing in threads. No Docker needed."""
 
 from __future__ import annotations
 
+import gc
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 
 from gymenvs.container.output import OutputCapture, decode_output
 from gymenvs.container.shell import ansi_c_quote
+from gymenvs.swe.grading import screen
 from gymenvs.swe.grading.logparsers import parse_django, parse_pytest, parse_sympy
 from gymenvs.swe.grading.patches import filter_diff, split_diff
 from gymenvs.swe.grading.report import MISSING, RESOLVED_FULL, RESOLVED_NO, RESOLVED_PARTIAL, Verdict, invalid_log_reason, lookup
@@ -225,3 +228,22 @@ def test_ansi_c_quoting_gives_bash_back_the_exact_text(text):
     result = subprocess.run(["bash", "-c", f"printf %s {ansi_c_quote(text)}"], capture_output=True, timeout=30)
     assert result.stdout.decode("utf-8") == text.replace("\x00", "")
     assert "\n" not in ansi_c_quote(text)
+
+
+def test_the_screen_parses_in_threads_at_once():
+    """Graders in threads screen patches at once. On CPython 3.11, two `ast.parse` at once while the GC runs Python
+    code (a gc callback here; finalizers in a real run) raised "SystemError: AST constructor recursion depth mismatch"
+    (gh-106905): an SWE episode of the agent env tests ended on it."""
+    source = Path(screen.__file__).read_bytes()
+
+    def collecting(phase, info):
+        [str(i) for i in range(50)]  # Python code run by the GC: where another thread can take the GIL
+
+    gc.callbacks.append(collecting)
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            found = list(pool.map(lambda _: [screen.screen_file("pkg/mod.py", source, is_new=False) for _ in range(5)],
+                                  range(4)))
+    finally:
+        gc.callbacks.remove(collecting)
+    assert all(findings == found[0][0] for thread in found for findings in thread)

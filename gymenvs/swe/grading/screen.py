@@ -35,6 +35,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -56,6 +57,9 @@ _INTROSPECTION_CALLS = frozenset({"gc.get_objects", "gc.get_referrers", "sys._cu
 _FD_CALLS = frozenset({"os.write", "os.fdopen", "open", "io.open", "os.dup2", "os.lseek", "os.ftruncate", "os.close"})
 _FRAMEWORK_NAME = re.compile(r"^(?:_pytest|pluggy)(?:\.|$)|/proc/(?:self|\d+)/fd")
 _SHADOWED = frozenset(sys.stdlib_module_names) | {"pytest", "_pytest", "pluggy", "py", "conftest"}
+#: `ast.parse` one thread at a time: graders in threads parsing at once can fail with "SystemError: AST constructor
+#: recursion depth mismatch" on CPython 3.11 (a race in the AST constructor's shared depth counter, gh-106905).
+_PARSE_LOCK = threading.Lock()
 _CONFIG_FILES = frozenset({"setup.cfg", "pyproject.toml", "tox.ini", "pytest.ini", ".pytest.ini", "pytest.toml",
                            ".pytest.toml", "setup.py", "entry_points.txt"})
 _CONFIG_PATTERN = re.compile(r"pytest11|addopts|pytest_plugins|(?:^|\s|[\"'])-p\s*[\w.\"']|\[tool:pytest\]|\[pytest\]",
@@ -127,7 +131,8 @@ def screen_file(path: str, content: bytes, *, is_new: bool) -> list[Finding]:
     if is_new and shadow in _SHADOWED:
         found.append(Finding(path, 1, "shadowing", f"a new top-level module {shadow!r} shadows an installed one"))
     try:
-        tree = ast.parse(text, filename=path)
+        with _PARSE_LOCK:
+            tree = ast.parse(text, filename=path)
     except (SyntaxError, ValueError):
         return found  # the tests will say what a file that does not parse is worth
     return found + _Visitor(path, framework_source=_is_framework_source(path)).findings_of(tree)

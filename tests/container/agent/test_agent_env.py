@@ -4,6 +4,7 @@ scripted policy; and `info["request"]`, the `AgentRequest` each observation come
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import shlex
 import subprocess
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from concurrent_support import play_all
+from env_support import envs_made
 from swe.swe_support import FIXTURE_IDS
 
 from .agent_support import NEXT_PROCESS, SUBMIT, TASKS, agent_threads, apply_patch, bash, forgetful_agent, own_containers
@@ -32,25 +35,84 @@ def test_gymnasium_env_checker_passes(make_agent_env):
     check_env(make_agent_env(max_turns=3).unwrapped, skip_render_check=True)
 
 
+#: Episodes played at once by `episodes`: all seven, the three limits (mostly waiting on their timers) with the four
+#: gold patches (7 at once measured ~10-11 s on 2 loaded cores, 5 at once 10-14 s, 3 at once 14-16 s).
+WORKERS = 7
+
+
+def play_gold(make, instance_id):
+    """The reference agent given a look around, the gold patch, then submit: the reset and each step."""
+    env = make()
+    started = env.reset(options={"instance_id": instance_id})
+    looked = env.step(bash("pwd; echo marker-$((6 * 7))"))
+    return started, looked, env.step(apply_patch(TASKS[instance_id].patch)), env.step(SUBMIT)
+
+
+def play_step_limit(make):
+    """Two replies under a 2-reply step limit: the second step."""
+    env, _, _ = start(make, FIXTURE_IDS[0], max_turns=2)
+    env.step(bash("true"))
+    return env.step(bash("true"))
+
+
+def play_call_timeout(make):
+    """A 30 s command under a 2 s call limit: the step, and how long it took (timed on its own)."""
+    env, _, _ = start(make, FIXTURE_IDS[0], call_timeout_s=2.0)
+    started = time.monotonic()
+    stepped = env.step(bash("sleep 30"))
+    return stepped, time.monotonic() - started
+
+
+def play_wall_clock_limit(make):
+    """A 30 s command under an 8 s wall-clock limit: the step."""
+    env, _, _ = start(make, FIXTURE_IDS[0], episode_timeout_s=8.0)
+    return env.step(bash("sleep 30"))
+
+
+#: The limits first: they wait longest.
+PLAYS = {"step limit": play_step_limit, "call timeout": play_call_timeout, "wall-clock limit": play_wall_clock_limit,
+         **{("gold", instance_id): functools.partial(play_gold, instance_id=instance_id) for instance_id in FIXTURE_IDS}}
+
+
+@pytest.fixture(scope="module")
+def episodes(swe_images):
+    """The episodes of the gold-patch and limit tests, each played once in its own env (closed when it ends), `WORKERS`
+    at a time: by name, what its test asserts on."""
+
+    def episode(play):
+        def played():
+            with envs_made("gymenvs/SWEAgent-v0", call_timeout_s=60.0) as make:  # as the `make_agent_env` fixture
+                return play(make)
+        return played
+
+    return play_all({name: episode(play) for name, play in PLAYS.items()}, WORKERS)
+
+
+def why(info: dict) -> tuple:
+    """How an episode's step ended, for an assertion's message."""
+    return info.get("outcome"), info.get("outcome_reason"), info.get("error"), (info.get("report") or {}).get("status")
+
+
 @pytest.mark.parametrize("instance_id", FIXTURE_IDS)
-def test_gold_patch_applied_through_the_reference_agent_grades_one(make_agent_env, instance_id):
+def test_gold_patch_applied_through_the_reference_agent_grades_one(episodes, instance_id):
     task = TASKS[instance_id]
-    env, observation, info = start(make_agent_env, instance_id)
+    started, looked, applied, submitted = episodes["gold", instance_id].result()
+    observation, info = started
     # The agent's own system prompt and the task reach the policy as the first request.
-    assert observation.startswith("[system]\nYou are an autonomous software engineer")
+    assert observation.startswith("[system]\nYou are an autonomous software engineer"), observation[:200]
     assert task.problem_statement.split("\n")[0] in observation
     assert [tool["function"]["name"] for tool in info["tools"]] == ["bash", "submit"]
     assert info["request"]["messages"][0]["role"] == "system"
 
-    observation, reward, terminated, truncated, info = env.step(bash("pwd; echo marker-$((6 * 7))"))
-    assert observation.startswith("[tool]\n/testbed\nmarker-42\n[exit code: 0]")  # ran in the container
-    assert not (terminated or truncated) and not info["request"]["history_rewritten"]
+    observation, reward, terminated, truncated, info = looked
+    assert observation.startswith("[tool]\n/testbed\nmarker-42\n[exit code: 0]"), observation  # ran in the container
+    assert not (terminated or truncated) and not info["request"]["history_rewritten"], why(info)
 
-    observation, reward, terminated, truncated, info = env.step(apply_patch(task.patch))
-    assert "[exit code: 0]" in observation
-    observation, reward, terminated, truncated, info = env.step(SUBMIT)
-    assert terminated and not truncated and info["exit_code"] == 0, info.get("error")
-    assert reward == 1.0 and info["report"]["status"] == "resolved"
+    observation, reward, terminated, truncated, info = applied
+    assert "[exit code: 0]" in observation, observation
+    observation, reward, terminated, truncated, info = submitted
+    assert terminated and not truncated and info["exit_code"] == 0, why(info)
+    assert reward == 1.0 and info["report"]["status"] == "resolved", why(info)
     assert (info["outcome"], info["outcome_reason"]) == ("model", "solved")
     assert "reference agent: submitted" in info["agent_log"]
     assert len(info["trajectory"]) == 3
@@ -223,23 +285,22 @@ def test_a_malformed_request_from_inside_ends_the_episode_with_a_clear_error(mak
     assert info["report"]["status"] == "unresolved"  # the work so far is still graded
 
 
-def test_limits_end_the_episode_truncated_with_an_error(make_agent_env):
-    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], max_turns=2)
-    env.step(bash("true"))
-    *_, terminated, truncated, info = env.step(bash("true"))
-    assert truncated and not terminated and "step limit (2 replies)" in info["error"]
+def test_a_step_limit_ends_the_episode_truncated_with_an_error(episodes):
+    *_, terminated, truncated, info = episodes["step limit"].result()
+    assert truncated and not terminated and "step limit (2 replies)" in info["error"], why(info)
     assert (info["outcome"], info["outcome_reason"]) == ("model", "turn_limit")
 
-    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], call_timeout_s=2.0)
-    started = time.monotonic()
-    *_, truncated, info = env.step(bash("sleep 30"))
-    assert truncated and "no request within the call limit (2 s)" in info["error"]
-    assert (info["outcome"], info["outcome_reason"]) == ("model", "time_limit")
-    assert time.monotonic() - started < 25
 
-    env, _, _ = start(make_agent_env, FIXTURE_IDS[0], episode_timeout_s=8.0)
-    *_, truncated, info = env.step(bash("sleep 30"))
-    assert truncated and "wall-clock limit (8 s)" in info["error"]
+def test_a_call_timeout_ends_the_episode_truncated_with_an_error(episodes):
+    (*_, truncated, info), seconds = episodes["call timeout"].result()
+    assert truncated and "no request within the call limit (2 s)" in info["error"], why(info)
+    assert (info["outcome"], info["outcome_reason"]) == ("model", "time_limit")
+    assert seconds < 25
+
+
+def test_a_wall_clock_limit_ends_the_episode_truncated_with_an_error(episodes):
+    *_, truncated, info = episodes["wall-clock limit"].result()
+    assert truncated and "wall-clock limit (8 s)" in info["error"], why(info)
 
 
 ROOT_ONLY = "\nimport os as _gymenvs_os\nassert _gymenvs_os.geteuid() == 0, 'this module needs root'\n"

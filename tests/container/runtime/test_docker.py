@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from concurrent_support import play_all
 from swe.swe_support import own_containers
 
 from gymenvs.container.runtime import ContainerGone, Limits, Runtime, Sandbox
@@ -64,36 +65,99 @@ def test_commands_cannot_read_the_shells_input_or_break_its_framing(shell):
     assert multi.output == "line one\n'quoted' \\\\ $HOME\n"
 
 
-@pytest.mark.parametrize("command", ["sleep 1000", "yes", "sleep 1000 & sleep 2000"])
-@pytest.mark.slow
-def test_a_command_that_never_ends_is_stopped_at_the_timeout(shell, sandbox, command):
-    shell.run("cd /tmp", TIMEOUT)
-    started = time.monotonic()
-    result = shell.run(command, TIMEOUT)
-    elapsed = time.monotonic() - started
-    assert result.timed_out and elapsed >= TIMEOUT  # not stopped early (how soon after is load-dependent: not asserted)
-    assert not result.restarted and result.exit_code == 143  # SIGTERM, inside the container
-    assert len(result.output) < 2200  # `yes` streamed gigabytes; the head and tail were kept
-    assert processes(sandbox, "sleep") == 1 and processes(sandbox, "yes") == 0  # only the container's own sleep
-    assert shell.run("pwd", TIMEOUT).output == "/tmp\n"  # the same shell goes on
+NEVER_ENDING = ["sleep 1000", "yes", "sleep 1000 & sleep 2000"]
+IGNORE_SIGTERM = ("python3 -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                  "print(\"up\", flush=True); time.sleep(1000)'")
 
 
-@pytest.mark.slow
-def test_a_process_ignoring_sigterm_is_killed(shell, sandbox):
-    ignore = ("python3 -c 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-              "print(\"up\", flush=True); time.sleep(1000)'")
-    result = shell.run(ignore, TIMEOUT)
-    assert result.timed_out and result.exit_code == 137 and result.output.startswith("up\n")
-    assert processes(sandbox, "python3") == 0
+def never_ending(command: str):
+    """`command` run to its timeout, timed on its own; the counts of `sleep` and `yes` after, and `pwd`'s result."""
+    def case(shell, box):
+        shell.run("cd /tmp", TIMEOUT)
+        started = time.monotonic()
+        result = shell.run(command, TIMEOUT)
+        elapsed = time.monotonic() - started
+        return result, elapsed, processes(box, "sleep"), processes(box, "yes"), shell.run("pwd", TIMEOUT)
+    return case
 
 
-@pytest.mark.slow
-def test_a_busy_shell_builtin_is_stopped_by_replacing_the_shell(shell):
+def ignoring_sigterm(shell, box):
+    """A process that ignores SIGTERM run to its timeout; the count of `python3` after."""
+    return shell.run(IGNORE_SIGTERM, TIMEOUT), processes(box, "python3")
+
+
+def busy_builtin(shell, box):
+    """A busy loop of shell builtins run to its timeout, after state was set; what the shell says after."""
     shell.run("cd /tmp && export KEPT=no", TIMEOUT)
     result = shell.run("while :; do :; done", TIMEOUT)  # never ending: a hang here is pytest-timeout's to report
-    assert result.timed_out and result.restarted and result.exit_code is None
+    return result, shell.run("pwd; echo ${KEPT:-reset}", TIMEOUT).output
+
+
+def escapes_and_a_fork_bomb(shell, box):
+    """Double-forked jobs, then a fork bomb, each run to its timeout; what is left running after each."""
+    escaped = shell.run("(setsid sleep 1001 &); (nohup sleep 1002 >/dev/null 2>&1 &); sleep 1000", TIMEOUT)
+    sleeps = processes(box, "sleep")
+    bomb = shell.run("bomb() { bomb | bomb & }; bomb; sleep 1000", TIMEOUT)
+    alive = shell.run("echo alive", TIMEOUT).output
+    left = box.run("ls -d /proc/[0-9]* | wc -l", timeout=10).output.text()
+    return escaped, sleeps, bomb, alive, left
+
+
+#: The timeout cases: by name, what each runs, its sandbox's pids limit and episode id, and its shell's options
+#: (the first five as the `sandbox` and `shell` fixtures have them; the fork bomb's as it always had them).
+TIMEOUT_CASES = {
+    **{command: (never_ending(command), 256, "sandbox-tests", {"output_limit": 2000}) for command in NEVER_ENDING},
+    "ignoring sigterm": (ignoring_sigterm, 256, "sandbox-tests", {"output_limit": 2000}),
+    "busy builtin": (busy_builtin, 256, "sandbox-tests", {"output_limit": 2000}),
+    "escapes and a fork bomb": (escapes_and_a_fork_bomb, 128, "kill-all", {}),
+}
+
+
+@pytest.fixture(scope="module")
+def timed_out(runtime, swe_images):
+    """Every timeout case run once, all at once, each in its own sandbox and shell (removed when it ends): by name,
+    what its test asserts on. Each waits mostly on its timeout and kill grace; each times its own commands."""
+
+    def in_own_sandbox(case, pids_limit, episode_id, shell_options):
+        def played():
+            box = runtime.start(swe_images, role="test", episode_id=episode_id, limits=Limits(pids_limit=pids_limit),
+                                workdir=WORKDIR)
+            shell = PersistentShell(box, kill_grace=GRACE, **shell_options)
+            try:
+                return case(shell, box)
+            finally:
+                shell.close()
+                box.remove()
+        return played
+
+    return play_all({name: in_own_sandbox(*case) for name, case in TIMEOUT_CASES.items()}, len(TIMEOUT_CASES))
+
+
+@pytest.mark.parametrize("command", NEVER_ENDING)
+@pytest.mark.slow
+def test_a_command_that_never_ends_is_stopped_at_the_timeout(timed_out, command):
+    result, elapsed, sleeps, yeses, pwd = timed_out[command].result()
+    # not stopped early, timed on its own (how soon after is load-dependent: not asserted)
+    assert result.timed_out and elapsed >= TIMEOUT, (elapsed, result)
+    assert not result.restarted and result.exit_code == 143, result  # SIGTERM, inside the container
+    assert len(result.output) < 2200  # `yes` streamed gigabytes; the head and tail were kept
+    assert sleeps == 1 and yeses == 0, (sleeps, yeses)  # only the container's own sleep
+    assert pwd.output == "/tmp\n"  # the same shell goes on
+
+
+@pytest.mark.slow
+def test_a_process_ignoring_sigterm_is_killed(timed_out):
+    result, pythons = timed_out["ignoring sigterm"].result()
+    assert result.timed_out and result.exit_code == 137 and result.output.startswith("up\n"), result
+    assert pythons == 0
+
+
+@pytest.mark.slow
+def test_a_busy_shell_builtin_is_stopped_by_replacing_the_shell(timed_out):
+    result, after = timed_out["busy builtin"].result()
+    assert result.timed_out and result.restarted and result.exit_code is None, result
     assert "a new shell was started" in result.output
-    assert shell.run("pwd; echo ${KEPT:-reset}", TIMEOUT).output == "/testbed\nreset\n"
+    assert after == "/testbed\nreset\n"
 
 
 def test_exit_starts_a_new_shell(shell):
@@ -186,20 +250,12 @@ def test_the_hardening_still_lets_root_reach_a_bind_mounted_unix_socket(docker_c
 
 
 @pytest.mark.slow
-def test_a_timeout_kills_double_forked_jobs_and_a_fork_bomb(runtime, swe_images):
-    box = runtime.start(swe_images, role="test", episode_id="kill-all", limits=Limits(pids_limit=128), workdir=WORKDIR)
-    shell = PersistentShell(box, kill_grace=GRACE)
-    try:
-        escaped = shell.run("(setsid sleep 1001 &); (nohup sleep 1002 >/dev/null 2>&1 &); sleep 1000", TIMEOUT)
-        assert escaped.timed_out and processes(box, "sleep") == 1  # only the container's own sleep is left
-        bomb = shell.run("bomb() { bomb | bomb & }; bomb; sleep 1000", TIMEOUT)
-        assert bomb.timed_out
-        assert shell.run("echo alive", TIMEOUT).output.endswith("alive\n")  # after what the bomb printed as it died
-        left = box.run("ls -d /proc/[0-9]* | wc -l", timeout=10).output.text()
-        assert int(left) < 12  # init, sleep, the shell and this count's few: the bomb's 128 are gone
-    finally:
-        shell.close()
-        box.remove()
+def test_a_timeout_kills_double_forked_jobs_and_a_fork_bomb(timed_out):
+    escaped, sleeps, bomb, alive, left = timed_out["escapes and a fork bomb"].result()
+    assert escaped.timed_out and sleeps == 1, (escaped, sleeps)  # only the container's own sleep is left
+    assert bomb.timed_out, bomb
+    assert alive.endswith("alive\n")  # after what the bomb printed as it died
+    assert int(left) < 12  # init, sleep, the shell and this count's few: the bomb's 128 are gone
 
 
 def test_a_snapshot_starts_a_sandbox_where_the_first_stood(runtime, docker_client, swe_images):
