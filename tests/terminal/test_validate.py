@@ -31,6 +31,9 @@ TASKS = {
               f"if {CHECK} && [ $(( $(cat /tests/seed) % 2 )) -eq 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt"),
     "empty-run-passes": ("echo hello > /app/out.txt", "echo 1 > /logs/verifier/reward.txt"),
 }
+#: Tasks validated at a time (a report's content does not depend on it). Measured on two cores: the four tasks'
+#: validation took a median 8.7 s with 2, 9.4 s with 3 (a wave of three, then one) and 7.9 s with 4.
+WORKERS = 4
 
 
 def write_task(root: Path, name: str, solve: str, test: str) -> None:
@@ -81,7 +84,7 @@ def verdicts(runtime, swe_images, task_root, tmp_path_factory):
 
     report = tmp_path_factory.mktemp("report") / "validation.jsonl"
     verdicts = run_validation(tasks, lambda task, runs: validate_task(task, run_one, runs), key=lambda task: task.instance_id,
-                              fingerprint_of=HarborFamily().fingerprint, report=report, runs=2, workers=2, progress=False)
+                              fingerprint_of=HarborFamily().fingerprint, report=report, runs=2, workers=WORKERS, progress=False)
     return {v.instance_id: v for v in verdicts}
 
 

@@ -5,12 +5,14 @@ Each agent runs on a fixture task of its own, so that every agent and every task
 cross product (the run that changes nothing pairs them the other way round): it speaks the wire format it is
 configured for, its own system prompt reaches the policy, its own shell tool round-trips (streamed, as every
 one of them asks) and shows its compaction switch set, the gold patch applied through that tool grades 1.0
-and a run that changes nothing grades 0. Pi past its compaction threshold sends no summary request. Then
-eight agents of mixed kinds, on mixed tasks, share one ConcurrentVectorEnv.
+and a run that changes nothing grades 0 (those eight episodes are played once for the module, several at a time,
+and each test checks what its own episode's steps returned). Pi past its compaction threshold sends no summary
+request. Then eight agents of mixed kinds, on mixed tasks, share one ConcurrentVectorEnv.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -18,6 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from episode_support import Episode, play_all
 
 from .agent_support import TASKS, agent_threads, own_containers, swe_agent_env
 from .cli_support import CLI, CLIS, FIXTURES, gold_patch_call
@@ -25,11 +28,19 @@ from .cli_support import CLI, CLIS, FIXTURES, gold_patch_call
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
-def pairs(shift: int) -> list:
+#: How many of the module's episodes are played at a time (measured on two cores: see `episodes`).
+WORKERS = 4
+
+
+def paired(shift: int) -> list[tuple[str, str]]:
     """Each agent with a fixture task of its own, every task taken once (`shift` turns the pairing)."""
     assert len(CLIS) == len(FIXTURES), "pair every agent with one task and every task with one agent"
     tasks = [FIXTURES[(i + shift) % len(FIXTURES)] for i in range(len(CLIS))]
-    return [pytest.param(agent, task, id=f"{agent}-{task.split('__')[1]}") for agent, task in zip(sorted(CLIS), tasks)]
+    return list(zip(sorted(CLIS), tasks))
+
+
+def pairs(shift: int) -> list:
+    return [pytest.param(agent, task, id=f"{agent}-{task.split('__')[1]}") for agent, task in paired(shift)]
 
 
 def shell_call(cli: CLI, command: str) -> dict:
@@ -75,47 +86,70 @@ def tool_round_trip(request: dict, name: str) -> tuple[dict, dict]:
     return call, results[0]
 
 
+def compaction_probe(cli: CLI) -> str:
+    return f" && {cli.compaction_probe}" if cli.compaction_probe else ""
+
+
+def gold_actions(agent: str, instance_id: str) -> list:
+    """The gold-patch episode's steps: a marker and the compaction probe through the agent's own shell, the gold
+    patch applied through it, then a text reply that ends the run."""
+    cli = CLIS[agent]
+    return [shell_call(cli, f"pwd && echo marker-$((6 * 7)){compaction_probe(cli)}"), gold_patch_call(cli, instance_id),
+            "The issue is fixed."]
+
+
+@pytest.fixture(scope="module")
+def episodes(cli_images) -> dict[tuple[str, str, str], Episode]:
+    """The episodes of the two tests below, played once, WORKERS at a time, one env each: ("gold" or "nothing",
+    agent, instance_id) -> what each step returned. They wait mostly on the engine, the CLI's start-up and pytest
+    in the container; the CLIs (Node.js) also take CPU: on two cores 4 at a time beat 2 and 3, and 8 were no faster."""
+    plays = {}
+    for kind, shift in (("gold", 0), ("nothing", 1)):
+        for agent, instance_id in paired(shift):
+            actions = gold_actions(agent, instance_id) if kind == "gold" else ["Nothing to do."]
+            plays[kind, agent, instance_id] = (f"{kind} {agent} on {instance_id}",
+                                               functools.partial(make_env, agent, instance_id), actions)
+    return play_all(plays, WORKERS)
+
+
 @pytest.mark.parametrize(("agent", "instance_id"), pairs(0))
-def test_the_gold_patch_through_the_agents_own_shell_grades_one(cli_images, agent, instance_id):
+def test_the_gold_patch_through_the_agents_own_shell_grades_one(episodes, agent, instance_id):
     cli = CLIS[agent]
     task = TASKS[instance_id]
-    env = make_env(agent, instance_id)
-    try:
-        observation, info = env.reset()
-        assert info["image"].endswith(env.unwrapped.agent.image_suffix) and info["request"]["wire"] == cli.wire
-        assert observation.startswith("[system]\n") and cli.system_prompt in observation
-        assert task.problem_statement.split("\n")[0] in observation
-        assert cli.shell_tool in [tool["function"]["name"] for tool in info["tools"]]
-        assert info["request"]["stream"] is True  # each CLI streams by default, and gets server-sent events back
+    episode = episodes["gold", agent, instance_id]
+    env = episode.env
+    observation, info = episode.reset()
+    assert info["image"].endswith(env.unwrapped.agent.image_suffix) and info["request"]["wire"] == cli.wire
+    assert observation.startswith("[system]\n") and cli.system_prompt in observation
+    assert task.problem_statement.split("\n")[0] in observation
+    assert cli.shell_tool in [tool["function"]["name"] for tool in info["tools"]]
+    assert info["request"]["stream"] is True  # each CLI streams by default, and gets server-sent events back
 
-        probe = f" && {cli.compaction_probe}" if cli.compaction_probe else ""
-        observation, reward, terminated, truncated, info = env.step(shell_call(cli, f"pwd && echo marker-$((6 * 7)){probe}"))
-        assert "/testbed\nmarker-42" in observation and not (terminated or truncated), (observation, info.get("error"))
-        assert ("compaction-off" in observation) == bool(probe), observation
-        call, result = tool_round_trip(info["request"], cli.shell_tool)
-        assert "marker-$((6 * 7))" in json.loads(call["function"]["arguments"])[cli.command_argument]
-        assert "marker-42" in json.dumps(result["content"])
+    probe = compaction_probe(cli)
+    observation, reward, terminated, truncated, info = episode.step(0)
+    assert "/testbed\nmarker-42" in observation and not (terminated or truncated), (observation, info.get("error"))
+    assert ("compaction-off" in observation) == bool(probe), observation
+    call, result = tool_round_trip(info["request"], cli.shell_tool)
+    assert "marker-$((6 * 7))" in json.loads(call["function"]["arguments"])[cli.command_argument]
+    assert "marker-42" in json.dumps(result["content"])
 
-        observation, reward, terminated, truncated, info = env.step(gold_patch_call(cli, instance_id))
-        assert f"M {patched_file(task.patch)}" in observation and not (terminated or truncated), (observation, info.get("error"))
-        observation, reward, terminated, truncated, info = env.step("The issue is fixed.")
-        assert terminated and not truncated and info["exit_code"] == 0, (info.get("error"), info["agent_log"][-2000:])
-        assert reward == 1.0 and info["report"]["status"] == "resolved"
-        assert {record["wire"] for record in info["trajectory"]} == {cli.wire}
-    finally:
-        env.close()
+    observation, reward, terminated, truncated, info = episode.step(1)
+    assert f"M {patched_file(task.patch)}" in observation and not (terminated or truncated), (observation, info.get("error"))
+    observation, reward, terminated, truncated, info = episode.step(2)
+    assert terminated and not truncated and info["exit_code"] == 0, (info.get("error"), info["agent_log"][-2000:])
+    assert reward == 1.0 and info["report"]["status"] == "resolved"
+    assert {record["wire"] for record in info["trajectory"]} == {cli.wire}
+    assert episode.error is None, f"episode {episode.name}: {episode.error}"  # closing it raised nothing
 
 
 @pytest.mark.parametrize(("agent", "instance_id"), pairs(1))
-def test_a_run_that_changes_nothing_grades_zero(cli_images, agent, instance_id):
-    env = make_env(agent, instance_id)
-    try:
-        env.reset()
-        observation, reward, terminated, truncated, info = env.step("Nothing to do.")
-        assert terminated and not truncated and info["exit_code"] == 0, (info.get("error"), info["agent_log"][-2000:])
-        assert reward == 0.0 and info["report"]["status"] != "resolved" and info["patch"] == ""
-    finally:
-        env.close()
+def test_a_run_that_changes_nothing_grades_zero(episodes, agent, instance_id):
+    episode = episodes["nothing", agent, instance_id]
+    episode.reset()
+    observation, reward, terminated, truncated, info = episode.step(0)
+    assert terminated and not truncated and info["exit_code"] == 0, (info.get("error"), info["agent_log"][-2000:])
+    assert reward == 0.0 and info["report"]["status"] != "resolved" and info["patch"] == ""
+    assert episode.error is None, f"episode {episode.name}: {episode.error}"  # closing it raised nothing
 
 
 def test_pi_past_its_compaction_threshold_sends_no_summary_request(cli_images, tmp_path):
