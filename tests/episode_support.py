@@ -1,21 +1,61 @@
-"""Scripted episodes played once for a module, several at a time, with what each step returned kept for the
-tests that assert on it (tests/container/agent/test_agent_clis.py, tests/terminal/test_agent_clis.py).
+"""Episodes (or commands) that a module's tests share: each played once, several at a time in threads, and kept for
+the tests that assert on them. Imported as `episode_support` (pytest puts tests/ on the path).
 
-Each episode is played in an env of its own, made, reset, stepped through its actions and closed in one worker
-thread (the env, the engine and grading are thread-safe). An episode stops early when a step ends it
-(terminated or truncated) or when something raises. A test reads only its own episode: `reset()` is what
-`env.reset()` returned, `step(i)` what the i-th `env.step` returned; asking for what the episode never reached
-fails naming the episode and saying why (the traceback of what raised, or how it ended)."""
+- `play_all(plays, workers)`: any callables (`key -> play()`), by key what each returned or raised (`Played`);
+  one that raised fails only the tests that read it, naming it and saying why.
+- `play_episodes(episodes, workers)`: scripted episodes, each in an env of its own, made, reset, stepped through its
+  actions and closed in one worker thread (the env, the engine and grading are thread-safe). An episode stops
+  early when a step ends it (terminated or truncated) or when something raises. A test reads only its own
+  episode: `reset()` is what `env.reset()` returned, `step(i)` what the i-th `env.step` returned; asking for what
+  the episode never reached fails naming the episode and saying why (the traceback, or how it ended).
+"""
 
 from __future__ import annotations
 
+import time
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
-__all__ = ["Episode", "play", "play_all"]
+
+class EpisodeFailed(AssertionError):
+    """A played episode raised: its name and why (the original error is chained)."""
+
+
+@dataclass(frozen=True)
+class Played:
+    """One episode as it was played: what it kept, or the error it raised; and how long it took."""
+
+    name: str
+    value: Any
+    error: BaseException | None
+    seconds: float
+
+    def result(self) -> Any:
+        """What the episode kept; if it raised, an `EpisodeFailed` that names it and says why."""
+        if self.error is not None:
+            raise EpisodeFailed(f"episode {self.name} failed after {self.seconds:.1f} s: {self.error!r}") from self.error
+        return self.value
+
+
+def play_all(plays: Mapping[Hashable, Callable[[], Any]], workers: int) -> dict[Hashable, Played]:
+    """Call every play, `workers` at a time; by key, what each kept or raised (one failing fails only its own tests)."""
+
+    def played(key: Hashable, play: Callable[[], Any]) -> Played:
+        started = time.monotonic()
+        try:
+            value, error = play(), None
+        except Exception as exc:  # kept for the test that asserts on this episode
+            value, error = None, exc
+        name = " ".join(map(str, key)) if isinstance(key, tuple) else str(key)
+        return Played(name, value, error, time.monotonic() - started)
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {key: pool.submit(played, key, play) for key, play in plays.items()}
+        return {key: future.result() for key, future in futures.items()}
 
 
 @dataclass
@@ -65,8 +105,8 @@ def play(name: str, make: Callable[[], Any], actions: Sequence[Any]) -> Episode:
     return episode
 
 
-def play_all(episodes: Mapping[Any, tuple[str, Callable[[], Any], Sequence[Any]]], workers: int) -> dict[Any, Episode]:
-    """Every episode (key -> (name, make, actions)) played, `workers` at a time: key -> its `Episode`."""
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {key: pool.submit(play, *episode) for key, episode in episodes.items()}
-        return {key: future.result() for key, future in futures.items()}
+def play_episodes(episodes: Mapping[Hashable, tuple[str, Callable[[], Any], Sequence[Any]]],
+                  workers: int) -> dict[Hashable, Episode]:
+    """Every scripted episode (key -> (name, make, actions)) played, `workers` at a time: key -> its `Episode`."""
+    played = play_all({key: partial(play, *episode) for key, episode in episodes.items()}, workers)
+    return {key: outcome.result() for key, outcome in played.items()}  # `play` keeps its own errors

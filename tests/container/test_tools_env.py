@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from concurrent_support import play_all
 from env_support import envs_made
+from episode_support import play_all
 from swe.swe_support import FIXTURE_IDS, FIXTURE_TASKS, own_containers
 
 from gymenvs.core import is_trainable

@@ -12,7 +12,7 @@ import functools
 
 import gymnasium as gym
 import pytest
-from episode_support import Episode, play_all
+from episode_support import Episode, play_episodes
 
 import gymenvs  # noqa: F401
 from gymenvs.terminal.tasks import load_terminal_tasks
@@ -73,7 +73,7 @@ def episodes(cli_images) -> dict[tuple[str, str], Episode]:
     plays.update({("nothing", agent): (f"nothing {agent}", functools.partial(make_env, agent), ["Nothing to do."])
                   for agent in DOES_NOTHING})
     alone = {key: play for key, play in plays.items() if key[1] in ALONE}
-    return {**play_all(alone, 1), **play_all({key: play for key, play in plays.items() if key not in alone}, WORKERS)}
+    return {**play_episodes(alone, 1), **play_episodes({key: play for key, play in plays.items() if key not in alone}, WORKERS)}
 
 
 @pytest.mark.parametrize("agent", sorted(CLIS))

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from episode_support import Episode, play_all
+from episode_support import Episode, play_episodes
 
 from .agent_support import TASKS, agent_threads, own_containers, swe_agent_env
 from .cli_support import CLI, CLIS, FIXTURES, gold_patch_call
@@ -109,7 +109,7 @@ def episodes(cli_images) -> dict[tuple[str, str, str], Episode]:
             actions = gold_actions(agent, instance_id) if kind == "gold" else ["Nothing to do."]
             plays[kind, agent, instance_id] = (f"{kind} {agent} on {instance_id}",
                                                functools.partial(make_env, agent, instance_id), actions)
-    return play_all(plays, WORKERS)
+    return play_episodes(plays, WORKERS)
 
 
 @pytest.mark.parametrize(("agent", "instance_id"), pairs(0))

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from concurrent_support import play_all
 from env_support import envs_made
+from episode_support import play_all
 from swe.swe_support import FIXTURE_IDS
 
 from .agent_support import NEXT_PROCESS, SUBMIT, TASKS, agent_threads, apply_patch, bash, forgetful_agent, own_containers

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from concurrent_support import play_all
+from episode_support import play_all
 from swe.swe_support import own_containers
 
 from gymenvs.container.runtime import ContainerGone, Limits, Runtime, Sandbox
