@@ -2,20 +2,33 @@
 
 One `DockerRuntime` holds one client of one engine (`DOCKER_HOST`, or the local socket); its connection
 pool is thread-safe, so a process's envs, pools and threads share it (`gymenvs.container.runtime.default_runtime`).
+
+Each container goes at `remove()` or, forgotten, by its finalizer at interpreter exit. One can be starting on
+a daemon thread as the process exits (an episode of `gymenvs eval` that a SIGTERM cut short): too late for a
+finalizer. So at exit each runtime of the process first refuses new starts, waits for those under way, then
+removes every container still labelled with this process as its owner (`_sweep_at_exit`).
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 import threading
-from collections.abc import Callable, Iterable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from gymenvs.container.runtime.base import ImageBuildError, ImageConfig, ImageMissing, Limits, SandboxError
 from gymenvs.container.runtime.docker.sandbox import DockerSandbox, container_options
-from gymenvs.container.runtime.owners import LABEL, LABEL_HOST, LABEL_ROLE, hostname, labels_for
+from gymenvs.container.runtime.owners import LABEL, LABEL_HOST, LABEL_ROLE, hostname, labels_for, owner_labels
 
 _LOG_LINES = 20
+#: Seconds the exit sweep waits for the containers being started to be started.
+_EXIT_WAIT_S = 30.0
+_runtimes: weakref.WeakSet[DockerRuntime] = weakref.WeakSet()  # this process's, swept at exit
+_sweep_registered_in: set[int] = set()
 
 
 class DockerRuntime:
@@ -36,6 +49,14 @@ class DockerRuntime:
             self.client.ping()
         except docker.errors.DockerException as exc:
             raise SandboxError(f"no Docker engine answers ({exc}); start one (e.g. `dockerd`) or set DOCKER_HOST") from None
+        self._pid = os.getpid()
+        self._starting = 0
+        self._exiting = False
+        self._starts = threading.Condition()
+        if self._pid not in _sweep_registered_in:  # once per process (a forked child registers its own)
+            atexit.register(_sweep_at_exit)
+            _sweep_registered_in.add(self._pid)
+        _runtimes.add(self)
 
     # -- sandboxes --------------------------------------------------------------------------------
 
@@ -44,11 +65,38 @@ class DockerRuntime:
               volumes: Mapping[str, str] | None = None) -> DockerSandbox:
         options = container_options(role, episode_id, limits, workdir, labels=labels, read_only_binds=read_only_binds,
                                     volumes=volumes)
-        return DockerSandbox(self, self.client, image, options, limits=limits, workdir=workdir)
+        with self._starting_one():
+            return DockerSandbox(self, self.client, image, options, limits=limits, workdir=workdir)
 
     def create(self, image: str, *, role: str) -> DockerSandbox:
         options = {"command": ["true"], "labels": labels_for(role)}
-        return DockerSandbox(self, self.client, image, options, limits=Limits(disk_limit=None), workdir="/", start=False)
+        with self._starting_one():
+            return DockerSandbox(self, self.client, image, options, limits=Limits(disk_limit=None), workdir="/", start=False)
+
+    @contextmanager
+    def _starting_one(self) -> Iterator[None]:
+        with self._starts:
+            if self._exiting:
+                raise SandboxError("the process is exiting: no container starts now")
+            self._starting += 1
+        try:
+            yield
+        finally:
+            with self._starts:
+                self._starting -= 1
+                self._starts.notify_all()
+
+    def _sweep(self) -> None:
+        """Refuse new starts, wait for those under way, and remove every container this process owns here."""
+        with self._starts:
+            self._exiting = True
+            self._starts.wait_for(lambda: self._starting == 0, timeout=_EXIT_WAIT_S)
+        mine = {"label": [f"{key}={value}" for key, value in owner_labels().items()]}
+        try:
+            for container in self.client.containers.list(all=True, sparse=True, filters=mine):
+                self._remove_container(container.id)
+        except Exception:  # the engine is gone: the next process's reaper removes them
+            pass
 
     # -- images -----------------------------------------------------------------------------------
 
@@ -141,6 +189,7 @@ class DockerRuntime:
         self.client.close()
 
     def _remove_container(self, container_id: str) -> None:
+        """Remove a container, if it is still there."""
         try:
             self.client.api.remove_container(container_id, force=True, v=True)
         except Exception:  # gone meanwhile
@@ -224,3 +273,10 @@ class _Build:
 
     def _tail(self) -> str:
         return "".join(self.log[-_LOG_LINES:])
+
+
+def _sweep_at_exit() -> None:
+    """At interpreter exit: each runtime this process made removes the containers it still owns."""
+    for runtime in list(_runtimes):
+        if runtime._pid == os.getpid():  # not a forked child's copy: its client belongs to the parent
+            runtime._sweep()
