@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import gymenvs
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "user_env" / "guess_number"
@@ -49,6 +51,7 @@ def test_play_reports_bad_ids_and_bad_arguments():
     assert bad.returncode == 2 and "rows" in bad.stderr and "greater than or equal to 2" in bad.stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_an_eval_without_starting_the_remaining_episodes():
     # 200,000 Wordle episodes take minutes; Ctrl-C must end the run within seconds, as a shell expects.
     # Sent at any moment once the episodes run (the old thread pool hung at exit when it landed inside its locks).
@@ -151,6 +154,7 @@ BAD_BENCH_ARGUMENTS = {
 }
 
 
+@pytest.mark.slow
 def test_bench_and_eval_say_what_is_wrong_with_their_arguments_in_one_line_and_exit_2():
     for args, message in BAD_BENCH_ARGUMENTS.items():
         result = gymenvs_cli("bench", *args)

@@ -8,11 +8,14 @@ envs): `split_options` does it, and an option neither knows is one `ConfigError`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
 from gymenvs.core.errors import ConfigError, config_error
+
+if TYPE_CHECKING:
+    from gymenvs.container.family import TaskFamily
 
 #: The size syntax of every size option: a number of bytes with an optional unit ("512m", "10g").
 Size = Annotated[str, Field(pattern=r"^[0-9]+[bkmgBKMG]?$")]
@@ -52,7 +55,7 @@ def split_options(owner: str, options: Mapping[str, Any], family_options: Iterab
     return {name: value for name, value in options.items() if name in family_names}, config
 
 
-def check_no_family_options(owner: str, options: Mapping[str, Any], family: Any) -> None:
+def check_no_family_options(owner: str, options: Mapping[str, Any], family: TaskFamily) -> None:
     """`ConfigError` for options of a family given beside a family object that already holds its own."""
     clashing = sorted(set(options) & family.option_names())
     if clashing:

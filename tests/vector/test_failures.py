@@ -139,6 +139,7 @@ def test_a_dead_worker_hosting_several_slots_costs_only_those_slots():
 # -- timeouts ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_slow_step_is_truncated_and_its_late_reply_never_reaches_a_later_step(backend):
     with faulty_vector(backend, step_timeout_s=0.4) as envs:
         envs.reset()

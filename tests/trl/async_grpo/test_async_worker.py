@@ -128,6 +128,7 @@ def test_groups_that_fall_more_than_max_staleness_behind_are_dropped(server, mod
     assert len(worker.version_lags) == 1 and worker.version_lags[0] > 0
 
 
+@pytest.mark.slow
 def test_without_retries_a_crashed_or_timed_out_slot_is_dropped_from_its_own_group_only(server, model_and_tokenizer):
     samples, metrics = _play_through_two_faults(server, model_and_tokenizer, infra_retries=0)
     sizes = np.unique([s.group_id for s in samples], return_counts=True)[1].tolist()
@@ -136,6 +137,7 @@ def test_without_retries_a_crashed_or_timed_out_slot_is_dropped_from_its_own_gro
     assert (_total(metrics, "rollout/infra_failures"), _total(metrics, "rollout/retries")) == (2, 0)
 
 
+@pytest.mark.slow
 def test_a_crashed_or_timed_out_slot_is_replayed_from_its_groups_seed_and_every_group_stays_full(
     server, model_and_tokenizer
 ):

@@ -138,7 +138,7 @@ def flaky_echo():
     del gym.registry["gymenvs_tests/FlakyEcho-v0"]
 
 
-@pytest.mark.parametrize("failure", ["crash", "hang"])
+@pytest.mark.parametrize("failure", ["crash", pytest.param("hang", marks=pytest.mark.slow)])
 def test_an_env_that_fails_mid_rollout_ends_only_its_own_episode(model_and_tokenizer, flaky_echo, failure):
     model, tokenizer = model_and_tokenizer
     rollout = make_rollout_func(

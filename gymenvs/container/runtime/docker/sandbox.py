@@ -15,7 +15,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymenvs.container.runtime.commands as commands
 from gymenvs.container.runtime.base import (
@@ -33,6 +33,9 @@ from gymenvs.container.runtime.base import (
 )
 from gymenvs.container.runtime.docker.exec import ExecStream
 from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
+
+if TYPE_CHECKING:
+    import docker
 
 #: Capabilities a container keeps (Docker's defaults minus NET_RAW, MKNOD, SETFCAP, SETPCAP, SYS_CHROOT
 #: and AUDIT_WRITE). DAC_OVERRIDE stays so root can still reach a bind-mounted unix socket it does not own.
@@ -75,8 +78,8 @@ class DockerSandbox:
     """One container of `image`, started (unless `start=False`) and removed when no longer needed. Made by
     `DockerRuntime.start` and `DockerRuntime.create`."""
 
-    def __init__(self, runtime: Runtime, client: Any, image: str, options: dict[str, Any], *, limits: Limits, workdir: str,
-                 start: bool = True):
+    def __init__(self, runtime: Runtime, client: docker.DockerClient, image: str, options: dict[str, Any], *,
+                 limits: Limits, workdir: str, start: bool = True):
         """`client`: the runtime's docker SDK client."""
         self.runtime = runtime
         self._client = client
