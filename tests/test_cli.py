@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from keyboard_support import ctrl_c_as_in_a_terminal
 
 import gymenvs
 
@@ -57,7 +58,8 @@ def test_ctrl_c_stops_an_eval_without_starting_the_remaining_episodes():
     # Sent at any moment once the episodes run (the old thread pool hung at exit when it landed inside its locks).
     for delay in (0.0, 1.0, 2.5):
         process = subprocess.Popen([sys.executable, "-m", "gymenvs.cli", "eval", "gymenvs/Wordle-v0", "-n", "200000",
-                                    "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                    "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   preexec_fn=ctrl_c_as_in_a_terminal)
         try:
             shown = ""
             while "gymenvs/Wordle-v0:" not in shown:  # the progress bar: past start-up, the episodes run
@@ -87,7 +89,8 @@ def act(messages, tools):
 def test_the_first_ctrl_c_lets_running_episodes_finish_and_a_second_quits_at_once(tmp_path):
     (tmp_path / "sleepy.py").write_text(SLEEPY_POLICY)
     process = subprocess.Popen([sys.executable, "-m", "gymenvs.cli", "eval", "gymenvs/Wordle-v0", "-n", "10", "--workers", "2",
-                                "--policy", "sleepy:act", "--no-progress"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+                                "--policy", "sleepy:act", "--no-progress"], cwd=tmp_path, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=ctrl_c_as_in_a_terminal)
     started = tmp_path / "started"
     try:
         deadline = time.monotonic() + 60

@@ -6,6 +6,7 @@ import sys
 
 import pexpect
 import pytest
+from keyboard_support import ctrl_c_as_in_a_terminal
 
 from gymenvs.play import format_state, history_path
 
@@ -21,7 +22,8 @@ def terminal(tmp_path):
     def start(*args):
         env = {**os.environ, "TERM": "xterm", "INPUTRC": os.devnull, "GYMENVS_PLAY_HISTORY": str(tmp_path / "history")}
         child = pexpect.spawn(
-            sys.executable, ["-m", "gymenvs.cli", "play", *args], env=env, encoding="utf-8", timeout=60, dimensions=(40, 200)
+            sys.executable, ["-m", "gymenvs.cli", "play", *args], env=env, encoding="utf-8", timeout=60, dimensions=(40, 200),
+            preexec_fn=ctrl_c_as_in_a_terminal,
         )
         sessions.append(child)
         child.expect_exact(PROMPT)
