@@ -36,14 +36,18 @@ class ToolCall:
 def parse_action(action: Any, parse_text: Callable[[str], ToolCall]) -> ToolCall:
     """The tool call an action asks for, or `ActionError` saying why there is none.
 
-    Accepted forms, in order: a mapping (`{"name": ..., "arguments": {...}}` or OpenAI's
-    `{"type": "function", "function": {...}}`); text holding one `<tool_call>` block; text
-    that is a JSON tool call; any other text, read by the env's `parse_text`.
+    Accepted forms, in order: an assistant message (`{"role": "assistant", "content": ..., "tool_calls":
+    [...]}`, as chat APIs and response parsers give a model's turn: its one call, else its content read as
+    text); a mapping (`{"name": ..., "arguments": {...}}` or OpenAI's `{"type": "function", "function":
+    {...}}`); text holding one `<tool_call>` block; text that is a JSON tool call; any other text, read by
+    the env's `parse_text`.
     """
     if not isinstance(action, str):
         if isinstance(action, Mapping):
+            if action.get("role") == "assistant":
+                return _parse_message(action, parse_text)
             return tool_call_from_mapping(action)
-        raise ActionError(f"an action is text or a tool-call mapping, not {type(action).__name__}")
+        raise ActionError(f"an action is text, a tool-call mapping or an assistant message, not {type(action).__name__}")
     if "<tool_call>" in action:  # TOOL_CALL_OPEN, as a constant: this is the hot step path
         tagged = _TOOL_CALL_BLOCK.findall(action)
         if len(tagged) > 1:
@@ -59,6 +63,19 @@ def parse_action(action: Any, parse_text: Callable[[str], ToolCall]) -> ToolCall
         if "name" in decoded or "function" in decoded:
             return tool_call_from_mapping(decoded)
     return parse_text(action)
+
+
+def _parse_message(message: Mapping, parse_text: Callable[[str], ToolCall]) -> ToolCall:
+    calls = message.get("tool_calls") or []
+    if len(calls) > 1:
+        names = ", ".join(str((call.get("function") or call).get("name")) for call in calls)
+        raise ActionError(f"one tool call per turn, got {len(calls)} ({names}): call one tool, then the next")
+    if calls:
+        return tool_call_from_mapping(calls[0])
+    content = message.get("content") or ""
+    if not isinstance(content, str):
+        raise ActionError(f"an assistant message's content is text, not {type(content).__name__}")
+    return parse_action(content, parse_text)
 
 
 def split_tool_calls(text: str) -> tuple[str, list[ToolCall]]:

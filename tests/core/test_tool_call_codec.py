@@ -77,7 +77,7 @@ def test_several_blocks_are_several_calls_to_a_reply_and_too_many_for_one_env_st
         "First ls, then pwd.", [("bash", {"command": "ls"}), ("bash", {"command": "pwd"})])
     with pytest.raises(ActionError, match="one tool call per turn, got 2 <tool_call> blocks"):
         parse_action(text, no_free_text)
-    assert called_tool(text) is None
+    assert called_tool({"role": "assistant", "content": text}) is None
 
 
 def test_a_think_prefix_is_text_to_the_codec_and_reasoning_to_the_wire():
@@ -85,7 +85,7 @@ def test_a_think_prefix_is_text_to_the_codec_and_reasoning_to_the_wire():
     text = f"<think>\nFive letters, common ones.\n</think>\n\n{block}"
     assert split_tool_calls(text) == ("<think>\nFive letters, common ones.\n</think>", [ToolCall("guess", {"word": "crane"})])
     assert parse_action(text, no_free_text) == ToolCall("guess", {"word": "crane"})
-    assert called_tool(text) == "guess"
+    assert called_tool({"role": "assistant", "content": text}) == "guess"
     reply = reply_from_action(text)
     assert (reply.reasoning, reply.content) == ("Five letters, common ones.", None)
     assert [(call.name, json.loads(call.arguments)) for call in reply.tool_calls] == [("guess", {"word": "crane"})]
@@ -98,7 +98,7 @@ def test_malformed_json_in_a_block_is_an_action_error_naming_it(text):
     for read in (split_tool_calls, lambda t: parse_action(t, no_free_text), reply_from_action):
         with pytest.raises(ActionError, match="malformed JSON in tool call"):
             read(text)
-    assert called_tool(text) is None
+    assert called_tool({"role": "assistant", "content": text}) is None
 
 
 def test_arguments_text_that_is_no_json_object_is_refused_by_the_renderer_and_kept_by_the_observation():

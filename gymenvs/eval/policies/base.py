@@ -43,8 +43,20 @@ class Conversation:
 
     def act(self) -> Action:
         action = self.policy.act(self.messages, self.tools)
-        self.messages.append({"role": "assistant", "content": as_text(action)})
+        if isinstance(action, dict) and is_assistant_message(action):
+            self.messages.append(dict(action))
+        else:
+            self.messages.append({"role": "assistant", "content": as_text(action)})
         return action
 
     def observe(self, action: Action, observation: str) -> None:
-        self.messages.append({"role": "tool" if isinstance(action, dict) else "user", "content": observation})
+        """The observation as the tool's answer to one call, else as the user's (an env takes one call a turn)."""
+        if isinstance(action, dict) and is_assistant_message(action):
+            answers_a_call = len(action.get("tool_calls") or []) == 1
+        else:
+            answers_a_call = isinstance(action, dict)
+        self.messages.append({"role": "tool" if answers_a_call else "user", "content": observation})
+
+
+def is_assistant_message(action: dict[str, Any]) -> bool:
+    return action.get("role") == "assistant"

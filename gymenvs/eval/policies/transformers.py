@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gymenvs.dialects import TurnReader, action_of
 from gymenvs.eval.policies.base import Action, Messages
 
 
 class TransformersPolicy:
-    """Generates each turn with a local causal LM (a path or a loaded model) and its chat template; the
-    env reads the reply as text (a `<tool_call>` block or free text).
+    """Generates each turn with a local causal LM (a path or a loaded model) and its chat template, and reads
+    the reply in the model's own dialect (`gymenvs.dialects.TurnReader`): tool calls as an assistant message,
+    else its text, which the env reads (a `<tool_call>` block, JSON or free text).
 
     Args:
         model: a model path / name for `AutoModelForCausalLM.from_pretrained`, or a loaded model.
@@ -30,6 +32,7 @@ class TransformersPolicy:
         if tokenizer is None:
             raise ValueError("tokenizer=None: a loaded model needs its tokenizer")
         self.model, self.tokenizer = model.eval(), tokenizer
+        self._readers: dict[int, TurnReader] = {}
         self.generation: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": temperature > 0}
         if temperature > 0:
             self.generation["temperature"] = temperature
@@ -45,4 +48,6 @@ class TransformersPolicy:
         )
         with torch.no_grad():
             output = self.model.generate(**inputs, **self.generation, pad_token_id=self.tokenizer.pad_token_id)
-        return self.tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+        prompt_ids = inputs["input_ids"][0].tolist()
+        reader = self._readers.setdefault(id(tools), TurnReader(self.tokenizer, tools))
+        return action_of(reader.read(output[0, len(prompt_ids) :].tolist(), prompt_ids))

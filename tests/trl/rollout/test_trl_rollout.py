@@ -57,16 +57,16 @@ def test_env_tokens_are_exactly_the_rendered_env_replies_and_carry_env_mask_0(mo
             runs.append(current)
             current = []
     replies = [message["content"] for message in episode.messages if message["role"] == "user"][1:]  # after the prompt
-    assistant = [message["content"] for message in episode.messages if message["role"] == "assistant"]
+    assistant = [message for message in episode.messages if message["role"] == "assistant"]
     assert len(runs) == 2  # turns 1 and 2 get a reply in tokens; the last observation ends the episode
     for run, reply, said in zip(runs, replies, assistant):
-        expected = renderer.reply_ids(reply, said)
+        expected = renderer.reply_ids(reply, said, tokenizer.eos_token_id)
         assert run[-len(expected) :] == expected
         assert run[: len(run) - len(expected)] in (
             [],
             [tokenizer.eos_token_id],
         )  # a turn cut at its cap is closed by the env
-    assert replies[:2] == assistant[:2]  # Echo's replies are the model's own words
+    assert replies[:2] == [message["content"] for message in assistant[:2]]  # Echo's replies are the model's own words
 
 
 def test_invalid_tool_calls_get_the_env_error_observation_and_the_episode_goes_on(model_and_tokenizer):

@@ -62,9 +62,9 @@ class AgentEpisode(Episode):
         if request["history_rewritten"]:
             self._restart(request_prompt_ids(renderer, request), request["messages"])
             return
-        model_text = self.messages[-1]["content"]  # the model's turn, added by add_model_turn
+        model_message = self.messages[-1]  # the model's turn, added by add_model_turn
         self.messages.extend(request["new_messages"])
-        tokens = renderer.continuation_ids(request["new_messages"], model_text)
+        tokens = renderer.continuation_ids(request["new_messages"], model_message, self.completion_ids[-1])
         if len(self.completion_ids) + len(tokens) >= max_completion_length:  # no room left for the model to answer
             self.end("max_completion_length")
             return

@@ -329,7 +329,7 @@ class EnvRollout:
         while live := [index for index, episode in enumerate(episodes) if not episode.finished]:
             budgets = [self._turn_budget(episodes[index], max_length) for index in live]
             completions = generator.generate([episodes[index].input_ids for index in live], budgets)
-            actions: dict[int, str | None] = {}
+            actions: dict[int, Any] = {}
             for index, completion in zip(live, completions):
                 renderer = renderers[starts[index].env_name]
                 actions[index] = episodes[index].add_model_turn(completion, renderer, max_length)
@@ -341,7 +341,7 @@ class EnvRollout:
         self,
         name: str,
         indices: list[int],
-        actions: Mapping[int, str | None],
+        actions: Mapping[int, Any],
         episodes: list[Episode],
         renderer: ChatRenderer,
         max_length: int,

@@ -7,12 +7,14 @@ tokens the model sampled. Env tokens carry `env_mask` 0 and logprob 0.0, as in T
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from gymenvs.core import ActionError, split_tool_calls
 from gymenvs.core.outcomes import OUTCOME_KEY, REASON_KEY, EndedBy, ended_by
+from gymenvs.dialects import TurnReader, action_of, tool_names
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -23,7 +25,8 @@ EndReason = Literal["terminated", "truncated", "max_completion_length", "env_err
 
 
 class ChatRenderer:
-    """Renders the pieces a rollout appends, as token ids, with the tokenizer's chat template.
+    """Renders the pieces a rollout appends, as token ids, with the tokenizer's chat template, and reads the
+    model's turns in its family's dialect (`gymenvs.dialects.TurnReader`).
 
     Args:
         tokenizer: a tokenizer with a chat template whose end-of-turn token is its `eos_token`.
@@ -44,48 +47,57 @@ class ChatRenderer:
         self.tools = list(tools) if tools else None
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.end_of_turn_id = tokenizer.eos_token_id
+        self.chat_template = training_template(tokenizer)
+        self.reader = TurnReader(tokenizer, self.tools)
 
     def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
         return self._render(messages, add_generation_prompt=True, tools=self.tools)
 
-    def reply_ids(self, text: str, model_text: str) -> list[int]:
-        """The tokens after the model's end-of-turn token that carry the env's reply and open the next
-        assistant turn. A reply to a tool call is a tool result; a reply to plain text is a user message."""
-        tool_name = called_tool(model_text)
-        reply = {"role": "user", "content": text} if tool_name is None else {"role": "tool", "name": tool_name, "content": text}
-        return self.continuation_ids([reply], model_text)
+    def read(self, token_ids: Sequence[int], prompt_ids: Sequence[int]) -> dict[str, Any]:
+        """A sampled turn as an assistant message (see `gymenvs.dialects.TurnReader`)."""
+        return self.reader.read(token_ids, prompt_ids)
 
-    def continuation_ids(self, messages: list[dict[str, Any]], model_text: str) -> list[int]:
-        """The tokens after the model's end-of-turn token that carry `messages` (what followed the model's
-        turn `model_text`) and open the next assistant turn."""
-        tool_name = called_tool(model_text)
+    def reply_ids(self, text: str, model_message: dict[str, Any], stop_id: int) -> list[int]:
+        """The tokens after the model's turn that carry the env's reply and open the next assistant turn. A
+        reply to one tool call is a tool result; any other reply is a user message."""
+        tool_name = called_tool(model_message)
+        reply = {"role": "user", "content": text} if tool_name is None else {"role": "tool", "name": tool_name, "content": text}
+        return self.continuation_ids([reply], model_message, stop_id)
+
+    def continuation_ids(self, messages: list[dict[str, Any]], model_message: dict[str, Any], stop_id: int) -> list[int]:
+        """The tokens after the model's turn `model_message`, which ended with `stop_id` (the token the model
+        stopped on: `<|im_end|>`, `<|eot_id|>`, gpt-oss's `<|call|>`, Gemma 4's `<|tool_response>`, GLM's
+        `<|observation|>`), that carry `messages` and open the next assistant turn.
+
+        They are what the template writes after that stop token, for a stand-in turn that calls the same tools:
+        the model's own tokens are never rendered again. Where the template writes the stop token itself as the
+        opener of the next message (GLM-4), the sampled one stands for it."""
+        names = called_tools(model_message)
         previous: dict[str, Any]
-        if tool_name is None:
+        if not names:
             previous = {"role": "assistant", "content": "x"}
         else:
-            previous = {
-                "role": "assistant",
-                "content": "",
-                "tool_calls": [{"type": "function", "function": {"name": tool_name, "arguments": {}}}],
-            }
+            calls = [{"type": "function", "function": {"name": name, "arguments": {}}} for name in names]
+            previous = {"role": "assistant", "content": "", "tool_calls": calls}
         head = [{"role": "user", "content": "x"}, previous]
         # Tool schemas only change the system block, which the slicing below drops: leave them out.
+        before_turn = self._render(head[:1], add_generation_prompt=True, tools=None)
         prefix = self._render(head, add_generation_prompt=False, tools=None)
         full = self._render([*head, *messages], add_generation_prompt=True, tools=None)
-        if self.end_of_turn_id in prefix:  # keep what a template writes after the end-of-turn token (a newline)
-            prefix = prefix[: len(prefix) - prefix[::-1].index(self.end_of_turn_id)]
+        turn_start = len(os.path.commonprefix([before_turn, prefix]))
+        if stop_id in prefix[turn_start:]:  # keep what a template writes after the stop token (a newline)
+            prefix = prefix[: len(prefix) - prefix[::-1].index(stop_id)]
         if full[: len(prefix)] != prefix:
             raise ValueError("the chat template is not prefix-preserving: an env reply cannot be appended as tokens")
-        return full[len(prefix) :]
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
+        continuation = full[len(prefix) :]
+        return continuation[1:] if continuation[:1] == [stop_id] else continuation
 
     def _render(
         self, messages: list[dict[str, Any]], add_generation_prompt: bool, tools: list[dict] | None = None
     ) -> list[int]:
         rendered: Any = self.tokenizer.apply_chat_template(
             messages,
+            chat_template=self.chat_template,
             tools=list(tools) if tools is not None else None,
             add_generation_prompt=add_generation_prompt,
             tokenize=True,
@@ -95,14 +107,36 @@ class ChatRenderer:
         return list(rendered["input_ids"])
 
 
-def called_tool(text: str) -> str | None:
-    """The name of the tool a model turn calls in one `<tool_call>` block, or None when it holds no
-    well-formed one (or several: the env takes one call a turn)."""
+def training_template(tokenizer: PreTrainedTokenizerBase) -> str | None:
+    """TRL's training variant of the tokenizer's chat template when the template is not prefix-preserving (Qwen3
+    drops earlier turns' reasoning when it renders a longer conversation), as TRL's own tool loop chooses; None
+    (the tokenizer's own) otherwise, or when TRL has no variant for it."""
+    from jinja2 import TemplateError
+    from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving
+
     try:
-        calls = split_tool_calls(text)[1]
-    except ActionError:
+        if is_chat_template_prefix_preserving(tokenizer):
+            return None
+        return get_training_chat_template(tokenizer)
+    except (TemplateError, ValueError, TypeError):
         return None
-    return calls[0].name if len(calls) == 1 else None
+
+
+def called_tools(message: dict[str, Any]) -> list[str]:
+    """The names of the tools a model turn calls: its parsed `tool_calls`, or, for a turn read as text (a
+    template without a known parser), its well-formed `<tool_call>` blocks."""
+    if message.get("tool_calls"):
+        return tool_names(message)
+    try:
+        return [call.name for call in split_tool_calls(message.get("content") or "")[1]]
+    except ActionError:
+        return []
+
+
+def called_tool(message: dict[str, Any]) -> str | None:
+    """The tool a model turn calls, or None when it calls none or several (an env takes one call a turn)."""
+    names = called_tools(message)
+    return names[0] if len(names) == 1 else None
 
 
 def first_message_with(prompt: list[dict[str, Any]] | str, observation: str) -> list[dict[str, Any]]:
@@ -174,18 +208,20 @@ class Episode:
         """What the model reads before its next turn."""
         return self.prompt_ids + self.completion_ids
 
-    def add_model_turn(self, completion: Completion, renderer: ChatRenderer, max_completion_length: int) -> str | None:
-        """Append a sampled turn; return the action text for the env, or None if the episode ended here."""
+    def add_model_turn(
+        self, completion: Completion, renderer: ChatRenderer, max_completion_length: int
+    ) -> dict[str, Any] | str | None:
+        """Append a sampled turn; return the action for the env (see `action_of`), or None if the episode ended here."""
+        message = renderer.read(completion.token_ids, self.input_ids)
         self._append(completion.token_ids, completion.logprobs, model=True)
-        text = renderer.decode(completion.token_ids)
-        self.messages.append({"role": "assistant", "content": text})
+        self.messages.append(message)
         if completion.finish_reason == "length":
             if len(self.completion_ids) >= max_completion_length:
                 self.end("max_completion_length")
                 return None
             # The turn hit its own cap: close it as the template would, with env-written tokens.
             self._append([renderer.end_of_turn_id], [0.0], model=False)
-        return text
+        return action_of(message)
 
     def add_env_turn(
         self,
@@ -205,14 +241,14 @@ class Episode:
             self.record_ending(info, env_failed=True)
             self.end("env_error")
             return
-        model_text = self.messages[-1]["content"]
+        model_message = self.messages[-1]
         self.reward += float(reward)
-        self.messages.append({"role": "tool" if called_tool(model_text) else "user", "content": observation})
+        self.messages.append({"role": "tool" if called_tool(model_message) else "user", "content": observation})
         if terminated or truncated:
             self.record_ending(info)
             self.end("terminated" if terminated else "truncated")
             return
-        reply = renderer.reply_ids(observation, model_text)
+        reply = renderer.reply_ids(observation, model_message, self.completion_ids[-1])
         if len(self.completion_ids) + len(reply) >= max_completion_length:  # no room left for the model to answer
             self.end("max_completion_length")
             return

@@ -1,0 +1,82 @@
+"""Reading a model's turn in its own dialect: the tool calls of every model family TRL knows.
+
+Models write tool calls in their family's own syntax: Qwen and Hermes `<tool_call>` blocks, Llama 3's
+`{"name": ..., "parameters": ...}`, gpt-oss's harmony channels, Gemma 4's `<|tool_call>call:NAME{...}`,
+GLM-4's XML arguments. A `TurnReader` reads a sampled turn with the tokenizer's response parser, the one
+TRL's `add_response_schema` sets for the chat templates it ships (or the tokenizer's own), into an
+assistant message: `{"role": "assistant", "content": ..., "tool_calls": [...], "reasoning_content": ...}`,
+which every gymenvs env takes as an action. A tokenizer whose template has no known parser gets the
+turn's text, which the env reads as it always has: `<tool_call>` blocks, a JSON call, or its own free
+text. A turn the parser cannot read is text too, so the env answers it with an invalid-action observation.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+
+#: How much of the prompt the parser sees before the turn: enough to hold the assistant header and what
+#: the template pre-writes after it (an opening `<think>`); the parser cuts the rest away anyway, and a
+#: whole agent prompt would be decoded again on every turn.
+PREFIX_TOKENS = 64
+
+
+class TurnReader:
+    """Reads sampled turns of one tokenizer's model.
+
+    Args:
+        tokenizer: the model's tokenizer, with its chat template. It is not changed: the parser is set on a
+            shallow copy.
+        tools: the tool schemas the model was shown; the parser types arguments by them (`"7"` is `7` for an
+            integer parameter).
+    """
+
+    def __init__(self, tokenizer: Any, tools: Sequence[dict[str, Any]] | None = None):
+        self.tokenizer = tokenizer
+        self.tools = list(tools) if tools else None
+        self.parser = response_parser(tokenizer)
+
+    @property
+    def knows_dialect(self) -> bool:
+        """Whether turns are read by the family's parser (else they are handed to the env as text)."""
+        return self.parser is not None
+
+    def read(self, token_ids: Sequence[int], prompt_ids: Sequence[int]) -> dict[str, Any]:
+        """The turn `token_ids`, sampled after `prompt_ids`, as an assistant message."""
+        if self.parser is None:
+            return {"role": "assistant", "content": self.text(token_ids)}
+        from trl.chat_template_utils import parse_response
+
+        prefix = list(prompt_ids[-PREFIX_TOKENS:])
+        return parse_response(self.parser, list(token_ids), prefix=prefix, tools=self.tools)  # type: ignore[arg-type]
+
+    def text(self, token_ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
+
+
+def response_parser(tokenizer: Any) -> Any | None:
+    """`tokenizer` itself when it carries a response parser, a copy of it with the one TRL ships for its chat
+    template, or None when neither knows the template."""
+    if getattr(tokenizer, "response_template", None) is not None:
+        return tokenizer
+    from trl.chat_template_utils import add_response_schema
+
+    parser = copy.copy(tokenizer)
+    try:
+        add_response_schema(parser)
+    except ValueError:  # a template TRL does not know
+        return None
+    return parser
+
+
+def action_of(message: dict[str, Any]) -> dict[str, Any] | str:
+    """What an env is given for a model turn: the parsed message when it holds tool calls or reasoning, else its
+    text, which the env reads as it reads any text (so a call the parser could not read is an invalid action
+    that says why, not a message)."""
+    return message if message.get("tool_calls") or message.get("reasoning_content") else str(message.get("content") or "")
+
+
+def tool_names(message: dict[str, Any]) -> list[str]:
+    """The names of the tools an assistant message calls, in order."""
+    return [call["function"]["name"] if "function" in call else call["name"] for call in message.get("tool_calls") or []]
