@@ -13,7 +13,9 @@ text. A turn the parser cannot read is text too, so the env answers it with an i
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 #: How much of the prompt the parser sees before the turn: enough to hold the assistant header and what
@@ -55,9 +57,32 @@ class TurnReader:
         return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
 
 
+#: Response templates (transformers' `response_template` format) for chat templates TRL ships without one, by the
+#: template's file name in trl/chat_templates.
+OWN_RESPONSE_TEMPLATES: dict[str, dict[str, Any]] = {
+    # DeepSeek V3: <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME\n```json\n{...}\n```<｜tool▁call▁end｜>
+    "deepseekv3": {
+        "defaults": {"role": "assistant"},
+        "start_anchor_pattern": r"<｜Assistant｜>|<｜tool▁outputs▁end｜>",  # a turn after tool results has no header
+        "fields": {
+            "reasoning_content": {"open": "<think>", "close_pattern": r"</think>\s*", "content": "text"},
+            "tool_calls": {
+                "open_pattern": (r"(?:<｜tool▁calls▁begin｜>)?\s*<｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+                                 r"(?P<name>[^\n]+)\n```json\n"),
+                "close_pattern": r"\n```<｜tool▁call▁end｜>\s*(?:<｜tool▁calls▁end｜>)?\s*",
+                "repeats": True,
+                "content": "json",
+                "transform": {"type": "function", "function": {"name": "{name}", "arguments": "{content}"}},
+            },
+            "content": {"close_pattern": r"<｜end▁of▁sentence｜>\s*|$", "content": "text"},
+        },
+    },
+}
+
+
 def response_parser(tokenizer: Any) -> Any | None:
-    """`tokenizer` itself when it carries a response parser, a copy of it with the one TRL ships for its chat
-    template, or None when neither knows the template."""
+    """`tokenizer` itself when it carries a response parser, else a copy of it with the one TRL ships for its chat
+    template (or one of `OWN_RESPONSE_TEMPLATES`), or None when none knows the template."""
     if getattr(tokenizer, "response_template", None) is not None:
         return tokenizer
     from trl.chat_template_utils import add_response_schema
@@ -66,8 +91,21 @@ def response_parser(tokenizer: Any) -> Any | None:
     try:
         add_response_schema(parser)
     except ValueError:  # a template TRL does not know
-        return None
+        own = own_response_template(tokenizer.chat_template)
+        if own is None:
+            return None
+        parser.response_template = own
     return parser
+
+
+def own_response_template(chat_template: Any) -> dict[str, Any] | None:
+    import trl
+
+    for name, response_template in OWN_RESPONSE_TEMPLATES.items():
+        shipped = Path(trl.__file__).parent / "chat_templates" / f"{name}.jinja"
+        if shipped.is_file() and chat_template == shipped.read_text(encoding="utf-8"):
+            return response_template
+    return None
 
 
 def action_of(message: dict[str, Any]) -> dict[str, Any] | str:
@@ -75,6 +113,19 @@ def action_of(message: dict[str, Any]) -> dict[str, Any] | str:
     text, which the env reads as it reads any text (so a call the parser could not read is an invalid action
     that says why, not a message)."""
     return message if message.get("tool_calls") or message.get("reasoning_content") else str(message.get("content") or "")
+
+
+def with_json_arguments(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` with every tool call's arguments as JSON text, for the templates that take no mapping there
+    (DeepSeek V3's concatenates them to a string)."""
+    def call_as_json(call: dict[str, Any]) -> dict[str, Any]:
+        function = call.get("function", call)
+        arguments = function.get("arguments")
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments or {}, ensure_ascii=False)
+        return {**call, "function": {**function, "arguments": text}} if "function" in call else {**call, "arguments": text}
+
+    return [{**message, "tool_calls": [call_as_json(call) for call in message["tool_calls"]]} if message.get("tool_calls")
+            else message for message in messages]
 
 
 def tool_names(message: dict[str, Any]) -> list[str]:

@@ -6,6 +6,8 @@ the sequence trained what the model saw?
 For each family a tiny tokenizer carries the family's real template (wrappers/trl/extras/tiny_families.py) and a
 tiny random model plays a 3-turn Wordle episode whose turns are tool calls written as the template writes them.
 Prints per family:
+- `parser`: whose response parser reads its turns (`trl`: TRL's `add_response_schema`; `own`: gymenvs'
+  `OWN_RESPONSE_TEMPLATES`; `no`: none, the turn's text goes to the env);
 - `prefix`: whether the template is prefix-preserving, and the template the rollout renders with (`own`, or TRL's
   `training` variant where it is not);
 - `read`: the share of the model's tool calls read as tool calls (the call and its arguments, not free text);
@@ -19,6 +21,7 @@ Prints per family:
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import time
 import warnings
@@ -57,10 +60,10 @@ def measure(family: str, repeats: int) -> str:
     if not supports_tool_calling(tokenizer):
         return f"{family:24} the template renders no tool calls"
     try:
-        add_response_schema(__import__("copy").copy(tokenizer))
-        parser = "yes"
+        add_response_schema(copy.copy(tokenizer))
+        parser = "trl"
     except ValueError:
-        parser = "no"
+        parser = "own" if TurnReader(tokenizer).knows_dialect else "no"
     preserving = is_chat_template_prefix_preserving(tokenizer)
     template = None if preserving else get_training_chat_template(tokenizer)
     model = family_model(tokenizer)
@@ -117,7 +120,11 @@ def main() -> None:
 
     transformers.logging.set_verbosity_error()
     for family in args.families or text_templates():
-        print(measure(family, args.repeats), flush=True)
+        try:
+            line = measure(family, args.repeats)
+        except Exception as exc:  # a template that breaks on the way is a row that says how
+            line = f"{family:24} fails: {type(exc).__name__}: {exc}"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":

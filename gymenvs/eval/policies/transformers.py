@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gymenvs.dialects import TurnReader, action_of
+from gymenvs.dialects import TurnReader, action_of, with_json_arguments
 from gymenvs.eval.policies.base import Action, Messages
 
 
@@ -43,9 +43,15 @@ class TransformersPolicy:
     def act(self, messages: Messages, tools: Sequence[dict[str, Any]]) -> Action:
         import torch
 
-        inputs = self.tokenizer.apply_chat_template(
-            messages, tools=list(tools) or None, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
+        try:
+            inputs = self.tokenizer.apply_chat_template(
+                messages, tools=list(tools) or None, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )
+        except TypeError:  # a template that takes tool-call arguments only as JSON text (DeepSeek V3's)
+            inputs = self.tokenizer.apply_chat_template(
+                with_json_arguments(messages), tools=list(tools) or None, add_generation_prompt=True,
+                return_tensors="pt", return_dict=True,
+            )
         with torch.no_grad():
             output = self.model.generate(**inputs, **self.generation, pad_token_id=self.tokenizer.pad_token_id)
         prompt_ids = inputs["input_ids"][0].tolist()

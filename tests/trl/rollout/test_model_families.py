@@ -10,34 +10,25 @@ the model's turns are tool calls written as that template writes them. A 3-turn 
 
 from __future__ import annotations
 
-import copy
 import functools
 
 import pytest
 
+from gymenvs.dialects import TurnReader, with_json_arguments
 from tests.trl.bridge_support import teacher_forced_logprobs
 from wrappers.trl import make_rollout_func
 from wrappers.trl.extras.tiny_families import ScriptedTurns, family_model, family_tokenizer, text_templates, tool_call_turns
 
 GUESSES = ("crane", "slate", "pious")
 
-#: The families TRL 1.16 ships a response parser for (`add_response_schema`), text models only.
+#: The text templates TRL 1.16 ships that render tool calls and have a response parser: TRL's (`add_response_schema`),
+#: or gymenvs' own (DeepSeek V3, `gymenvs.dialects.OWN_RESPONSE_TEMPLATES`).
 PARSED_FAMILIES = [
-    "gemma4", "gemma4_v2", "gemma4_v3", "gemma4_v4", "gemma4_v5", "glm4moe", "gptoss", "lfm2_2_5", "lfm2_2_5_v2",
+    "deepseekv3", "gemma4", "gemma4_v2", "gemma4_v3", "gemma4_v4", "gemma4_v5", "glm4moe", "gptoss", "lfm2_2_5", "lfm2_2_5_v2",
     "lfm2_v2", "llama3_1", "llama3_2", "nemotron_3_5_lightning", "nemotron_3_nano", "nemotron_3_super",
     "nemotron_3_ultra", "qwen2_5", "qwen3", "qwen3_5_nothink", "qwen3_5_think", "qwen3_6", "qwen3_8",
     "qwen3_instruct_2507",
 ]
-
-
-def knows_parser(tokenizer) -> bool:
-    from trl.chat_template_utils import add_response_schema
-
-    try:
-        add_response_schema(copy.copy(tokenizer))
-    except ValueError:
-        return False
-    return True
 
 
 def test_the_matrix_is_every_text_template_trl_ships_with_tool_calls_and_a_parser():
@@ -48,7 +39,7 @@ def test_the_matrix_is_every_text_template_trl_ships_with_tool_calls_and_a_parse
             tokenizer = family_tokenizer(family)
         except ValueError:  # no stop marker of ours: a template without tool calls (Cohere, DeepSeek, muse)
             return False
-        return supports_tool_calling(tokenizer) and knows_parser(tokenizer)
+        return supports_tool_calling(tokenizer) and TurnReader(tokenizer).knows_dialect
 
     assert [family for family in text_templates() if tool_capable(family)] == PARSED_FAMILIES
 
@@ -89,7 +80,15 @@ def test_the_sequence_trained_is_what_the_model_saw(family):
     assert max(gaps) < 1e-4
 
 
-@pytest.mark.parametrize("family", PARSED_FAMILIES)
+#: DeepSeek V3's template renders a second round of tool calls differently once outputs follow it (so does TRL's
+#: training variant): the env turns follow the one-round rendering, which differs from the whole conversation's.
+NOT_PREFIX_PRESERVING_ACROSS_ROUNDS = pytest.mark.xfail(strict=True, reason="DeepSeek V3's template, across tool rounds")
+
+
+@pytest.mark.parametrize("family", [
+    pytest.param(family, marks=NOT_PREFIX_PRESERVING_ACROSS_ROUNDS) if family == "deepseekv3" else family
+    for family in PARSED_FAMILIES
+])
 def test_env_turns_are_what_the_template_renders_for_them(family):
     tokenizer, _, _, episode = played(family)
     runs, current = [], []  # the env-written runs between model turns
@@ -103,7 +102,9 @@ def test_env_turns_are_what_the_template_renders_for_them(family):
     tool_results = [i for i, message in enumerate(episode.messages) if message["role"] == "tool"]
     for run, last in zip(runs, tool_results):
         # what the template writes for the conversation up to this tool result, ready for the model's next turn
-        rendered = tokenizer.apply_chat_template(episode.messages[: last + 1], add_generation_prompt=True, tokenize=False)
+        conversation = episode.messages[: last + 1]
+        conversation = with_json_arguments(conversation) if family == "deepseekv3" else conversation
+        rendered = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
         assert rendered.endswith(tokenizer.decode(run))
 
 
@@ -138,3 +139,36 @@ def test_a_template_without_a_known_parser_is_read_as_text_as_before():
     assistant, reply = episode.messages[1:]
     assert "tool_calls" not in assistant and assistant["content"].startswith("<tool_call>")  # text, as it was sampled
     assert reply == {"role": "tool", "content": reply["content"]} and reply["content"].startswith("C R A N E")
+
+
+def test_a_qwen3_thinking_episode_trains_on_the_reasoning_it_sampled():
+    """Qwen3's template drops earlier turns' reasoning when it renders a longer conversation; the rollout renders
+    with TRL's training variant and never renders the model's turns again, so every turn's reasoning stays in the
+    sequence, as sampled (`env_mask` 1), and the call after it is still read."""
+    from trl.chat_template_utils import get_training_chat_template
+
+    from wrappers.trl.extras.tiny_families import model_turn_text
+
+    tokenizer = family_tokenizer("qwen3")
+    model = family_model(tokenizer)
+    template = get_training_chat_template(tokenizer)
+    thoughts = [f"Thought {i}: common letters first." for i in range(len(GUESSES))]
+    after = [{"role": "tool", "name": "guess", "content": "ok"}]
+    turns = []
+    for thought, word in zip(thoughts, GUESSES):
+        message = {"role": "assistant", "reasoning_content": thought, "content": "",
+                   "tool_calls": [{"type": "function", "function": {"name": "guess", "arguments": {"word": word}}}]}
+        turns.append(tokenizer.encode(model_turn_text(tokenizer, message, word, after, template), add_special_tokens=False))
+    generator = ScriptedTurns(model, turns)
+    rollout = make_rollout_func("gymenvs/Wordle-v0", env_kwargs={"max_turns": len(GUESSES)})
+    try:
+        (episode,) = rollout.run(["Play."], generator, tokenizer, seeds=[0], max_completion_length=2000)
+    finally:
+        rollout.close()
+    trained = tokenizer.decode([token for token, mask in zip(episode.completion_ids, episode.env_mask) if mask])
+    assert all(f"<think>\n{thought}\n</think>" in trained for thought in thoughts)
+    said = [message for message in episode.messages if message["role"] == "assistant"]
+    assert [message["reasoning_content"].strip() for message in said] == thoughts
+    assert [message["tool_calls"][0]["function"]["arguments"] for message in said] == [{"word": w} for w in GUESSES]
+    forward = teacher_forced_logprobs(model, episode.prompt_ids, episode.completion_ids).tolist()
+    assert max(abs(lp - forward[i]) for i, (lp, m) in enumerate(zip(episode.logprobs, episode.env_mask)) if m) < 1e-4

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import os
 import re
 from pathlib import Path
@@ -18,8 +19,8 @@ from typing import Any
 
 #: Stop tokens: what a family's model ends a turn with (its generation config's `eos_token_id`s).
 STOP_MARKERS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|call|>", "<|return|>", "<|end|>", "<turn|>",
-                "<|tool_response>", "<|observation|>", "<|user|>", "<end_of_turn>")
-_MARKUP = re.compile(r"<\|[^<>\s]*?>|<[^<>\s|]+\|>")
+                "<|tool_response>", "<|observation|>", "<|user|>", "<end_of_turn>", "<｜end▁of▁sentence｜>")
+_MARKUP = re.compile(r"<\|[^<>\s]*?>|<[^<>\s|]+\|>|<｜[^｜]+｜>")
 #: Templates of vision models: their processors take images, not the text rollouts here.
 VISION = ("_vl", "llava", "idefics", "smolvlm")
 
@@ -68,12 +69,17 @@ def model_turn_text(
     the first stop marker after `last_text` (the turn's last words), looking into what follows the turn (`after`,
     say a tool result) for templates that write the stop marker there.
 
-    A thinking template's prompt pre-writes an opening `<think>\n` that its history writes as `<think></think>`:
-    the model's turn then starts where the two part (`</think>...`), as a model continues what its prompt opened."""
+    A thinking template's prompt pre-writes an opening `<think>\n` that its history writes as `<think></think>`
+    (Nemotron 3) or leaves out (DeepSeek V3): the model's turn then starts where the two part, closing the thought
+    its prompt opened (`</think>...`)."""
     user = [{"role": "user", "content": "Play."}]
     prompt = tokenizer.apply_chat_template(user, add_generation_prompt=True, tokenize=False, chat_template=chat_template)
     rendered = tokenizer.apply_chat_template([*user, message, *after], tokenize=False, chat_template=chat_template)
-    turn = rendered[len(os.path.commonprefix([prompt, rendered])):]
+    shared = os.path.commonprefix([prompt, rendered])
+    shared = shared[: shared.rindex(">") + 1] if prompt != shared and ">" in shared else shared  # whole markup only
+    turn = rendered[len(shared):]
+    if "<think>" in prompt[len(shared):] and "</think>" not in turn:  # the prompt opened a thought the turn must close
+        turn = "</think>\n\n" + turn
     end = turn.rindex(last_text) + len(last_text)
     at, marker = min((turn.index(marker, end), marker) for marker in STOP_MARKERS if marker in turn[end:])
     return turn[: at + len(marker)]
@@ -97,9 +103,14 @@ def tool_call_turns(
     after = [{"role": "tool", "name": name, "content": "ok"}]
     turns = []
     for value in values:
-        call = {"type": "function", "function": {"name": name, "arguments": {argument: value}}}
+        call: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": {argument: value}}}
         message = {"role": "assistant", "content": "", "tool_calls": [call]}
-        turns.append(tokenizer.encode(model_turn_text(tokenizer, message, value, after, chat_template), add_special_tokens=False))
+        try:
+            text = model_turn_text(tokenizer, message, value, after, chat_template)
+        except TypeError:  # a template that takes arguments only as JSON text (DeepSeek V3's)
+            call["function"]["arguments"] = json.dumps({argument: value})
+            text = model_turn_text(tokenizer, message, value, after, chat_template)
+        turns.append(tokenizer.encode(text, add_special_tokens=False))
     return turns
 
 

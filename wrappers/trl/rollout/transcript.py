@@ -82,7 +82,12 @@ class ChatRenderer:
         head = [{"role": "user", "content": "x"}, previous]
         # Tool schemas only change the system block, which the slicing below drops: leave them out.
         before_turn = self._render(head[:1], add_generation_prompt=True, tools=None)
-        prefix = self._render(head, add_generation_prompt=False, tools=None)
+        try:
+            prefix = self._render(head, add_generation_prompt=False, tools=None)
+        except TypeError:  # a template that takes arguments only as JSON text (DeepSeek V3's)
+            for call in previous["tool_calls"]:
+                call["function"]["arguments"] = "{}"
+            prefix = self._render(head, add_generation_prompt=False, tools=None)
         full = self._render([*head, *messages], add_generation_prompt=True, tools=None)
         turn_start = len(os.path.commonprefix([before_turn, prefix]))
         if stop_id in prefix[turn_start:]:  # keep what a template writes after the stop token (a newline)
