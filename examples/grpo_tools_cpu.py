@@ -66,7 +66,10 @@ def main() -> None:
         for seed in range(6)
     ]
     calls = [tool_call_text("catch", {"column": column}) for column in COLUMNS]
-    teach_tool_calls(model, tokenizer, conversations, calls, tools=[probe.catch], steps=100, seed=options.seed)
+    # 200 gentle steps: 100 at 1e-2 left seeds 1 and 2 writing broken calls (TRL counted 0.01 and 0.05 of them)
+    teach_tool_calls(
+        model, tokenizer, conversations, calls, tools=[probe.catch], steps=200, learning_rate=3e-3, seed=options.seed
+    )
 
     progress = Progress()
     with tempfile.TemporaryDirectory() as output_dir:
