@@ -9,6 +9,19 @@ from typing import Any
 from tests.json_server_support import LocalJSONServer
 
 
+def env_runs(episode: Any) -> list[list[int]]:
+    """The runs of env-written tokens (`env_mask` 0) between an episode's model turns, in order."""
+    runs: list[list[int]] = []
+    current: list[int] = []
+    for token, mask in zip(episode.completion_ids, episode.env_mask):
+        if not mask:
+            current.append(token)
+        elif current:
+            runs.append(current)
+            current = []
+    return runs
+
+
 def tool_call(name: str, **arguments: Any) -> str:
     """A tool call as the Qwen2.5 chat template writes it."""
     return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 from container.agent.cli_support import CLIS, FIXTURES
 
-from tests.trl.bridge_support import teacher_forced_logprobs
+from tests.trl.bridge_support import env_runs, teacher_forced_logprobs
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -80,13 +80,7 @@ def test_the_episode_is_token_exact_in_the_familys_template(played):
     assert sampled == [t for turn in generator.sampled for t in turn]
     forward = teacher_forced_logprobs(model, episode.prompt_ids, episode.completion_ids).tolist()
     assert max(abs(lp - forward[i]) for i, (lp, m) in enumerate(zip(episode.logprobs, episode.env_mask)) if m) < 1e-4
-    runs, current = [], []
-    for token, mask in zip(episode.completion_ids, episode.env_mask):
-        if not mask:
-            current.append(token)
-        elif current:
-            runs.append(current)
-            current = []
+    runs = env_runs(episode)
     model_turns = [i for i, message in enumerate(episode.messages) if message["role"] == "assistant"]
     # the messages after the first model turn, up to the next: the tool results the agent inserted
     (run,) = runs

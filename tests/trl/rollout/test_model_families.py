@@ -15,7 +15,7 @@ import functools
 import pytest
 
 from gymenvs.dialects import TurnReader, with_json_arguments
-from tests.trl.bridge_support import teacher_forced_logprobs
+from tests.trl.bridge_support import env_runs, teacher_forced_logprobs
 from wrappers.trl import make_rollout_func
 from wrappers.trl.extras.tiny_families import ScriptedTurns, family_model, family_tokenizer, text_templates, tool_call_turns
 
@@ -91,13 +91,7 @@ NOT_PREFIX_PRESERVING_ACROSS_ROUNDS = pytest.mark.xfail(strict=True, reason="Dee
 ])
 def test_env_turns_are_what_the_template_renders_for_them(family):
     tokenizer, _, _, episode = played(family)
-    runs, current = [], []  # the env-written runs between model turns
-    for token, mask in zip(episode.completion_ids, episode.env_mask):
-        if not mask:
-            current.append(token)
-        elif current:
-            runs.append(current)
-            current = []
+    runs = env_runs(episode)
     assert len(runs) == len(GUESSES) - 1  # the last reply ends the episode and is not appended
     tool_results = [i for i, message in enumerate(episode.messages) if message["role"] == "tool"]
     for run, last in zip(runs, tool_results):
