@@ -30,13 +30,10 @@ class TurnReader:
     Args:
         tokenizer: the model's tokenizer, with its chat template. It is not changed: the parser is set on a
             shallow copy.
-        tools: the tool schemas the model was shown; the parser types arguments by them (`"7"` is `7` for an
-            integer parameter).
     """
 
-    def __init__(self, tokenizer: Any, tools: Sequence[dict[str, Any]] | None = None):
+    def __init__(self, tokenizer: Any):
         self.tokenizer = tokenizer
-        self.tools = list(tools) if tools else None
         self.parser = response_parser(tokenizer)
 
     @property
@@ -44,14 +41,17 @@ class TurnReader:
         """Whether turns are read by the family's parser (else they are handed to the env as text)."""
         return self.parser is not None
 
-    def read(self, token_ids: Sequence[int], prompt_ids: Sequence[int]) -> dict[str, Any]:
-        """The turn `token_ids`, sampled after `prompt_ids`, as an assistant message."""
+    def read(
+        self, token_ids: Sequence[int], prompt_ids: Sequence[int], tools: Sequence[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """The turn `token_ids`, sampled after `prompt_ids`, as an assistant message. `tools`: the schemas the model
+        was shown; the parser types arguments by them (`"7"` is `7` for an integer parameter)."""
         if self.parser is None:
             return {"role": "assistant", "content": self.text(token_ids)}
         from trl.chat_template_utils import parse_response
 
         prefix = list(prompt_ids[-PREFIX_TOKENS:])
-        return parse_response(self.parser, list(token_ids), prefix=prefix, tools=self.tools)  # type: ignore[arg-type]
+        return parse_response(self.parser, list(token_ids), prefix=prefix, tools=list(tools) if tools else None)
 
     def text(self, token_ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(token_ids), skip_special_tokens=True))
@@ -113,6 +113,15 @@ def action_of(message: dict[str, Any]) -> dict[str, Any] | str:
     text, which the env reads as it reads any text (so a call the parser could not read is an invalid action
     that says why, not a message)."""
     return message if message.get("tool_calls") or message.get("reasoning_content") else str(message.get("content") or "")
+
+
+def apply_chat_template(tokenizer: Any, messages: Sequence[dict[str, Any]], **options: Any) -> Any:
+    """`tokenizer.apply_chat_template(messages, **options)`, with tool-call arguments given as JSON text to a template
+    that takes no mapping there (DeepSeek V3's concatenates them to a string, and raises `TypeError`)."""
+    try:
+        return tokenizer.apply_chat_template(list(messages), **options)
+    except TypeError:
+        return tokenizer.apply_chat_template(with_json_arguments(messages), **options)
 
 
 def with_json_arguments(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import copy
 import statistics
-import time
+import timeit
 import warnings
 from typing import Any
 
@@ -31,12 +31,7 @@ GUESSES = ["crane", "slate", "pious"]
 
 
 def median_us(function, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1e6
+    return statistics.median(timeit.repeat(function, number=1, repeat=repeats)) * 1e6
 
 
 def measure(family: str, repeats: int) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gymenvs.dialects import TurnReader, action_of, with_json_arguments
+from gymenvs.dialects import TurnReader, action_of, apply_chat_template
 from gymenvs.eval.policies.base import Action, Messages
 
 
@@ -32,7 +32,7 @@ class TransformersPolicy:
         if tokenizer is None:
             raise ValueError("tokenizer=None: a loaded model needs its tokenizer")
         self.model, self.tokenizer = model.eval(), tokenizer
-        self._readers: dict[int, TurnReader] = {}
+        self.reader = TurnReader(tokenizer)
         self.generation: dict[str, Any] = {"max_new_tokens": max_new_tokens, "do_sample": temperature > 0}
         if temperature > 0:
             self.generation["temperature"] = temperature
@@ -43,17 +43,11 @@ class TransformersPolicy:
     def act(self, messages: Messages, tools: Sequence[dict[str, Any]]) -> Action:
         import torch
 
-        try:
-            inputs = self.tokenizer.apply_chat_template(
-                messages, tools=list(tools) or None, add_generation_prompt=True, return_tensors="pt", return_dict=True
-            )
-        except TypeError:  # a template that takes tool-call arguments only as JSON text (DeepSeek V3's)
-            inputs = self.tokenizer.apply_chat_template(
-                with_json_arguments(messages), tools=list(tools) or None, add_generation_prompt=True,
-                return_tensors="pt", return_dict=True,
-            )
+        inputs = apply_chat_template(
+            self.tokenizer, messages, tools=list(tools) or None, add_generation_prompt=True, return_tensors="pt",
+            return_dict=True,
+        )
         with torch.no_grad():
             output = self.model.generate(**inputs, **self.generation, pad_token_id=self.tokenizer.pad_token_id)
         prompt_ids = inputs["input_ids"][0].tolist()
-        reader = self._readers.setdefault(id(tools), TurnReader(self.tokenizer, tools))
-        return action_of(reader.read(output[0, len(prompt_ids) :].tolist(), prompt_ids))
+        return action_of(self.reader.read(output[0, len(prompt_ids) :].tolist(), prompt_ids, tools))

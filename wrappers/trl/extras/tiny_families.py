@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any
+
+from gymenvs.dialects import apply_chat_template
 
 #: Stop tokens: what a family's model ends a turn with (its generation config's `eos_token_id`s).
 STOP_MARKERS = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|call|>", "<|return|>", "<|end|>", "<turn|>",
@@ -73,8 +74,8 @@ def model_turn_text(
     (Nemotron 3) or leaves out (DeepSeek V3): the model's turn then starts where the two part, closing the thought
     its prompt opened (`</think>...`)."""
     user = [{"role": "user", "content": "Play."}]
-    prompt = tokenizer.apply_chat_template(user, add_generation_prompt=True, tokenize=False, chat_template=chat_template)
-    rendered = tokenizer.apply_chat_template([*user, message, *after], tokenize=False, chat_template=chat_template)
+    prompt = apply_chat_template(tokenizer, user, add_generation_prompt=True, tokenize=False, chat_template=chat_template)
+    rendered = apply_chat_template(tokenizer, [*user, message, *after], tokenize=False, chat_template=chat_template)
     shared = os.path.commonprefix([prompt, rendered])
     shared = shared[: shared.rindex(">") + 1] if prompt != shared and ">" in shared else shared  # whole markup only
     turn = rendered[len(shared):]
@@ -105,11 +106,7 @@ def tool_call_turns(
     for value in values:
         call: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": {argument: value}}}
         message = {"role": "assistant", "content": "", "tool_calls": [call]}
-        try:
-            text = model_turn_text(tokenizer, message, value, after, chat_template)
-        except TypeError:  # a template that takes arguments only as JSON text (DeepSeek V3's)
-            call["function"]["arguments"] = json.dumps({argument: value})
-            text = model_turn_text(tokenizer, message, value, after, chat_template)
+        text = model_turn_text(tokenizer, message, value, after, chat_template)
         turns.append(tokenizer.encode(text, add_special_tokens=False))
     return turns
 

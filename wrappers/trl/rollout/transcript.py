@@ -7,6 +7,7 @@ tokens the model sampled. Env tokens carry `env_mask` 0 and logprob 0.0, as in T
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from gymenvs.core import ActionError, split_tool_calls
 from gymenvs.core.outcomes import OUTCOME_KEY, REASON_KEY, EndedBy, ended_by
-from gymenvs.dialects import TurnReader, action_of, tool_names
+from gymenvs.dialects import TurnReader, action_of, apply_chat_template, tool_names
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -48,14 +49,14 @@ class ChatRenderer:
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.end_of_turn_id = tokenizer.eos_token_id
         self.chat_template = training_template(tokenizer)
-        self.reader = TurnReader(tokenizer, self.tools)
+        self.reader = TurnReader(tokenizer)
 
     def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
         return self._render(messages, add_generation_prompt=True, tools=self.tools)
 
     def read(self, token_ids: Sequence[int], prompt_ids: Sequence[int]) -> dict[str, Any]:
         """A sampled turn as an assistant message (see `gymenvs.dialects.TurnReader`)."""
-        return self.reader.read(token_ids, prompt_ids)
+        return self.reader.read(token_ids, prompt_ids, self.tools)
 
     def reply_ids(self, text: str, model_message: dict[str, Any], stop_id: int) -> list[int]:
         """The tokens after the model's turn that carry the env's reply and open the next assistant turn. A
@@ -81,15 +82,9 @@ class ChatRenderer:
             previous = {"role": "assistant", "content": "", "tool_calls": calls}
         head = [{"role": "user", "content": "x"}, previous]
         # Tool schemas only change the system block, which the slicing below drops: leave them out.
-        before_turn = self._render(head[:1], add_generation_prompt=True, tools=None)
-        try:
-            prefix = self._render(head, add_generation_prompt=False, tools=None)
-        except TypeError:  # a template that takes arguments only as JSON text (DeepSeek V3's)
-            for call in previous["tool_calls"]:
-                call["function"]["arguments"] = "{}"
-            prefix = self._render(head, add_generation_prompt=False, tools=None)
+        prefix = self._render(head, add_generation_prompt=False, tools=None)
         full = self._render([*head, *messages], add_generation_prompt=True, tools=None)
-        turn_start = len(os.path.commonprefix([before_turn, prefix]))
+        turn_start = len(os.path.commonprefix([self._stand_in_prompt, prefix]))
         if stop_id in prefix[turn_start:]:  # keep what a template writes after the stop token (a newline)
             prefix = prefix[: len(prefix) - prefix[::-1].index(stop_id)]
         if full[: len(prefix)] != prefix:
@@ -97,10 +92,16 @@ class ChatRenderer:
         continuation = full[len(prefix) :]
         return continuation[1:] if continuation[:1] == [stop_id] else continuation
 
+    @functools.cached_property
+    def _stand_in_prompt(self) -> list[int]:
+        """The stand-in user message `continuation_ids` starts from, ready for the assistant's turn."""
+        return self._render([{"role": "user", "content": "x"}], add_generation_prompt=True, tools=None)
+
     def _render(
         self, messages: list[dict[str, Any]], add_generation_prompt: bool, tools: list[dict] | None = None
     ) -> list[int]:
-        rendered: Any = self.tokenizer.apply_chat_template(
+        rendered: Any = apply_chat_template(
+            self.tokenizer,
             messages,
             chat_template=self.chat_template,
             tools=list(tools) if tools is not None else None,
