@@ -1,23 +1,75 @@
-"""`environment_factory` through other model families' templates: TRL's own tool loop, with Llama 3.1's and gpt-oss's
-real templates (tiny tokenizers built offline, wrappers/trl/extras/tiny_families.py), calls gymenvs' tools.
+"""`environment_factory` through every model family's template: TRL's own tool loop, with a family's real template
+(tiny tokenizers built offline, wrappers/trl/extras/tiny_families.py), calls gymenvs' tools.
 
-TRL parses a family's calls with its response parser (`add_response_schema`), as gymenvs' rollouts do; the model is
-taught the family's call in a few supervised steps (a random model never writes one), then trains for a step. The
-call must reach the env as a call of its tool, and TRL must count it.
+TRL parses a family's calls with its response parser (`add_response_schema`); for a family TRL does not know
+(DeepSeek V3), the tokenizer gymenvs' `response_parser` returns carries gymenvs' own. In the matrix the model's
+turns are scripted (three calls written as the family's template writes them, then a reply), so every family runs
+in a fraction of a second; two families also run with turns the model samples, once taught the call.
 """
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from trl import GRPOConfig, GRPOTrainer
 
+from gymenvs.dialects import response_parser
+from tests.trl.families_support import GUESSES, PARSED_FAMILIES, rollout_template
 from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, episode_dataset
 
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")]
+pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
 
 
+@functools.cache
+def trained(family: str, output_dir: str):
+    from wrappers.trl.extras.tiny_families import (
+        family_model,
+        family_tokenizer,
+        model_turn_text,
+        script_generation,
+        tool_call_turns,
+    )
+
+    tokenizer = family_tokenizer(family)
+    model = family_model(tokenizer)
+    template = rollout_template(tokenizer)
+    turns = tool_call_turns(tokenizer, "guess", "word", list(GUESSES), template)
+    reply = {"role": "assistant", "content": "Done."}
+    turns.append(tokenizer.encode(model_turn_text(tokenizer, reply, "Done.", [{"role": "user", "content": "Next."}], template),
+                                  add_special_tokens=False))
+    generated = script_generation(model, turns)
+    args = GRPOConfig(output_dir=output_dir, **CPU_TRAINING_ARGS, per_device_train_batch_size=2, num_generations=2,
+                      max_completion_length=2000, max_steps=1, max_tool_calling_iterations=len(GUESSES), logging_steps=1,
+                      seed=0)
+    Wordle = environment_factory("gymenvs/Wordle-v0", env_kwargs={"max_turns": len(GUESSES)})
+    trainer = GRPOTrainer(model=model, processing_class=response_parser(tokenizer), args=args,
+                          train_dataset=episode_dataset(2), environment_factory=Wordle)
+    trainer.train()
+    return trainer, generated
+
+
+#: TRL's tool loop renders calls with mapping arguments (a dummy call of its own included), which DeepSeek V3's
+#: template joins to text: its own rendering fails, whatever parser the tokenizer carries (make_rollout_func runs it).
+TRL_CANNOT_RENDER = pytest.mark.xfail(strict=True, raises=TypeError, reason="TRL renders DeepSeek V3's calls with mappings")
+
+
+@pytest.mark.parametrize("family", [
+    pytest.param(family, marks=TRL_CANNOT_RENDER) if family == "deepseekv3" else family for family in PARSED_FAMILIES
+])
+def test_trls_tool_loop_reads_each_familys_calls_and_gymenvs_plays_them(family, tmp_path_factory):
+    trainer, generated = trained(family, str(tmp_path_factory.mktemp(family)))
+    assert len(generated) == len(GUESSES) + 1  # a turn after each tool result: TRL read every call
+    (logs,) = [entry for entry in trainer.state.log_history if "tools/call_frequency" in entry]
+    assert logs["tools/call_frequency"] == len(GUESSES) and logs["tools/failure_frequency"] == 0
+    for environment in trainer.environments:
+        state = environment.env.unwrapped.state()
+        assert state["guesses"] == list(GUESSES) and state["done"]  # each call was a scored guess, in order
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["llama3_1", "gptoss"])
-def test_trls_tool_loop_reads_the_familys_calls_and_gymenvs_runs_them(tmp_path, family):
+def test_trls_tool_loop_runs_the_calls_a_taught_model_samples(tmp_path, family):
     from wrappers.trl.extras.tiny_families import family_model, family_tokenizer, tool_call_turns
     from wrappers.trl.extras.tiny_model import imitate
 

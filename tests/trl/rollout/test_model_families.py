@@ -16,19 +16,9 @@ import pytest
 
 from gymenvs.dialects import TurnReader, with_json_arguments
 from tests.trl.bridge_support import env_runs, teacher_forced_logprobs
+from tests.trl.families_support import GUESSES, PARSED_FAMILIES, rollout_template
 from wrappers.trl import make_rollout_func
 from wrappers.trl.extras.tiny_families import ScriptedTurns, family_model, family_tokenizer, text_templates, tool_call_turns
-
-GUESSES = ("crane", "slate", "pious")
-
-#: The text templates TRL 1.16 ships that render tool calls and have a response parser: TRL's (`add_response_schema`),
-#: or gymenvs' own (DeepSeek V3, `gymenvs.dialects.OWN_RESPONSE_TEMPLATES`).
-PARSED_FAMILIES = [
-    "deepseekv3", "gemma4", "gemma4_v2", "gemma4_v3", "gemma4_v4", "gemma4_v5", "glm4moe", "gptoss", "lfm2_2_5", "lfm2_2_5_v2",
-    "lfm2_v2", "llama3_1", "llama3_2", "nemotron_3_5_lightning", "nemotron_3_nano", "nemotron_3_super",
-    "nemotron_3_ultra", "qwen2_5", "qwen3", "qwen3_5_nothink", "qwen3_5_think", "qwen3_6", "qwen3_8",
-    "qwen3_instruct_2507",
-]
 
 
 def test_the_matrix_is_every_text_template_trl_ships_with_tool_calls_and_a_parser():
@@ -46,12 +36,9 @@ def test_the_matrix_is_every_text_template_trl_ships_with_tool_calls_and_a_parse
 
 @functools.cache
 def played(family: str):
-    from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving
-
     tokenizer = family_tokenizer(family)
     model = family_model(tokenizer)
-    template = None if is_chat_template_prefix_preserving(tokenizer) else get_training_chat_template(tokenizer)
-    generator = ScriptedTurns(model, tool_call_turns(tokenizer, "guess", "word", list(GUESSES), template))
+    generator = ScriptedTurns(model, tool_call_turns(tokenizer, "guess", "word", list(GUESSES), rollout_template(tokenizer)))
     rollout = make_rollout_func("gymenvs/Wordle-v0", env_kwargs={"max_turns": len(GUESSES)}, show_tools=True)
     try:
         (episode,) = rollout.run(["Play."], generator, tokenizer, seeds=[0], max_completion_length=2000)

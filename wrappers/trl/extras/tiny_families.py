@@ -132,3 +132,20 @@ class ScriptedTurns:
             logits = self.model(ids).logits[0, len(prompt) - 1 : -1].float()
         logprobs = logits.log_softmax(-1).gather(-1, torch.tensor(token_ids)[:, None]).squeeze(-1)
         return [Completion(list(token_ids), logprobs.tolist(), "stop")]
+
+
+def script_generation(model: Any, turns: list[list[int]]) -> list[list[list[int]]]:
+    """Make `model.generate` (what TRL's trainer calls when it generates without vLLM) write `turns[k]` on its
+    k-th call, in every row of the batch; the forward pass, which TRL scores and trains, is the model's own.
+    Returns the list that collects each call's input rows, as TRL sent them (left padding included)."""
+    import torch
+
+    inputs: list[list[list[int]]] = []
+
+    def generate(input_ids: Any, **_: Any) -> Any:
+        turn = turns[len(inputs)]
+        inputs.append(input_ids.tolist())
+        return torch.cat([input_ids, torch.tensor([turn] * input_ids.shape[0], dtype=input_ids.dtype)], dim=1)
+
+    model.generate = generate
+    return inputs
