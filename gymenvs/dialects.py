@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gymenvs.core.actions import reasoning_of
+
 #: How much of the prompt the parser sees before the turn: enough to hold the assistant header and what
 #: the template pre-writes after it (an opening `<think>`); the parser cuts the rest away anyway, and a
 #: whole agent prompt would be decoded again on every turn.
@@ -112,16 +114,38 @@ def action_of(message: dict[str, Any]) -> dict[str, Any] | str:
     """What an env is given for a model turn: the parsed message when it holds tool calls or reasoning, else its
     text, which the env reads as it reads any text (so a call the parser could not read is an invalid action
     that says why, not a message)."""
-    return message if message.get("tool_calls") or message.get("reasoning_content") else str(message.get("content") or "")
+    return message if message.get("tool_calls") or reasoning_of(message) else str(message.get("content") or "")
 
 
 def apply_chat_template(tokenizer: Any, messages: Sequence[dict[str, Any]], **options: Any) -> Any:
-    """`tokenizer.apply_chat_template(messages, **options)`, with tool-call arguments given as JSON text to a template
-    that takes no mapping there (DeepSeek V3's concatenates them to a string, and raises `TypeError`)."""
-    try:
-        return tokenizer.apply_chat_template(list(messages), **options)
-    except TypeError:
-        return tokenizer.apply_chat_template(with_json_arguments(messages), **options)
+    """`tokenizer.apply_chat_template(messages, **options)`, the messages adapted to a stricter template where it
+    refuses them: tool-call arguments as JSON text where it takes no mapping (DeepSeek V3's joins them to a string:
+    `TypeError`), and one system message, first, where it takes no other (Qwen 3.5's and 3.6's: `TemplateError`)."""
+    from jinja2 import TemplateError
+
+    adaptations = {TypeError: with_json_arguments, TemplateError: with_one_system_message}
+    messages = list(messages)
+    while True:
+        try:
+            return tokenizer.apply_chat_template(messages, **options)
+        except (TypeError, TemplateError) as error:
+            kind = TypeError if isinstance(error, TypeError) else TemplateError
+            adapted = adaptations.pop(kind, None)
+            if adapted is None or adapted(messages) == messages:
+                raise
+            messages = adapted(messages)
+
+
+def with_one_system_message(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`messages` with one system message, first: the leading ones joined (a CLI sends its instructions and its
+    developer notes as two), a later one (Claude Code's environment notes) given as what the user says there."""
+    leading = 0
+    while leading < len(messages) and messages[leading].get("role") == "system":
+        leading += 1
+    system = "\n\n".join(str(message.get("content") or "") for message in messages[:leading])
+    head = [{"role": "system", "content": system}] if leading else []
+    rest = [{**message, "role": "user"} if message.get("role") == "system" else message for message in messages[leading:]]
+    return [*head, *rest]
 
 
 def with_json_arguments(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -33,6 +33,19 @@ class ToolCall:
     arguments: dict[str, Any] = field(default_factory=dict)
 
 
+#: Where an assistant message holds its reasoning: models' response parsers name it differently (Qwen3, GLM and
+#: DeepSeek `reasoning_content`; gpt-oss and LFM2.5 `thinking`; some servers `reasoning`).
+REASONING_KEYS = ("reasoning_content", "thinking", "reasoning")
+
+
+def reasoning_of(message: Mapping) -> str | None:
+    """The reasoning an assistant message holds, under whichever key its parser wrote it, or None."""
+    for key in REASONING_KEYS:
+        if isinstance(message.get(key), str) and message[key]:
+            return message[key]
+    return None
+
+
 def parse_action(action: Any, parse_text: Callable[[str], ToolCall]) -> ToolCall:
     """The tool call an action asks for, or `ActionError` saying why there is none.
 

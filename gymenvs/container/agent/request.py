@@ -42,7 +42,7 @@ class AgentRequest(TypedDict):
 def agent_request(body: Mapping[str, Any], wire: str, previous: tuple[Sequence[Message], Message | None] | None) -> AgentRequest:
     """The `AgentRequest` of a request `body` (the internal form) that came after `previous` (the last request's
     messages and the reply it got; None for the episode's first request)."""
-    messages = list(body["messages"])
+    messages = with_tool_names([as_text_content(message) for message in body["messages"]])
     history = None if previous is None else [*previous[0], *([previous[1]] if previous[1] is not None else [])]
     new = messages[len(history):] if history is not None and extends(history, messages) else messages
     return AgentRequest(
@@ -50,6 +50,31 @@ def agent_request(body: Mapping[str, Any], wire: str, previous: tuple[Sequence[M
         history_rewritten=history is not None and new is messages, model=str(body.get("model", "")),
         sampling={key: body[key] for key in SAMPLING_KEYS if key in body}, stream=bool(body.get("stream")), wire=wire,
     )
+
+
+def as_text_content(message: Message) -> Message:
+    """`message` with a content of text parts only (`[{"type": "text", "text": ...}]`, as pi and Claude Code send it) as
+    one string, the parts joined by newlines as vLLM joins them: most chat templates write a content list as it is
+    printed, or fail on it (DeepSeek V3's). A content holding other parts (an image) is kept as it is."""
+    content = message.get("content")
+    if not isinstance(content, list) or not all(isinstance(part, dict) and part.get("type") == "text" for part in content):
+        return message
+    return {**message, "content": "\n".join(str(part.get("text", "")) for part in content)}
+
+
+def with_tool_names(messages: Sequence[Message]) -> list[Message]:
+    """`messages` with each tool result named after the call it answers (by `tool_call_id`): the Responses and
+    Anthropic formats carry the call's id only, and many families' templates write the tool's name in the result
+    (Gemma 4's `response:NAME{...}`, gpt-oss's `functions.NAME to=assistant`)."""
+    names: dict[Any, Any] = {}
+    named = []
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            names[call.get("id")] = (call.get("function") or {}).get("name")
+        if message.get("role") == "tool" and not message.get("name") and names.get(message.get("tool_call_id")):
+            message = {**message, "name": names[message["tool_call_id"]]}
+        named.append(message)
+    return named
 
 
 def extends(history: Sequence[Message], messages: Sequence[Message]) -> bool:

@@ -763,7 +763,10 @@ def test_an_agent_request_says_which_messages_are_new():
                                               {"role": "assistant", "content": payload["content"]}, result]}
     second = agent_request(anthropic_wire.request(second_body), "anthropic", (first["messages"], reply))
     assert not second["history_rewritten"] and len(second["messages"]) == 4
-    assert second["new_messages"] == second["messages"][3:] == [{"role": "tool", "tool_call_id": tool_use_id, "content": "a"}]
+    # the result carries the call's id only: it is named after the call it answers, as templates that write the
+    # tool's name in a result need (Gemma 4, gpt-oss)
+    assert second["new_messages"] == second["messages"][3:] == [
+        {"role": "tool", "tool_call_id": tool_use_id, "name": "bash", "content": "a"}]
     rewritten_body = {**first_body, "messages": [{"role": "user", "content": "Summary: listed files."}]}
     rewritten = agent_request(anthropic_wire.request(rewritten_body), "anthropic", (second["messages"], reply))
     assert rewritten["history_rewritten"] and rewritten["new_messages"] == rewritten["messages"]
@@ -819,3 +822,16 @@ def test_the_trl_bridge_renders_the_internal_form_of_every_format(wire):
     text = tokenizer.decode(request_prompt_ids(ChatRenderer(tokenizer, None), request))
     assert "Be brief." in text and "List files." in text and "a.txt" in text and '"bash"' in text
     assert text.index("Be brief.") < text.index("List files.") < text.index("a.txt")
+
+
+def test_text_parts_reach_the_policy_as_one_text_and_other_parts_as_they_are():
+    """pi and Claude Code send a content of text parts: the policy's messages hold it as one string (joined by
+    newlines, as vLLM joins them), which every chat template writes as text; a content with an image is kept."""
+    from gymenvs.container.agent.request import agent_request
+
+    image = [{"type": "text", "text": "Look:"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]
+    body = {"messages": [{"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+                         {"role": "user", "content": [{"type": "text", "text": "Fix it."}, {"type": "text", "text": "Now."}]},
+                         {"role": "user", "content": image}]}
+    request = agent_request(chat_wire.request(body), "chat", None)
+    assert [message["content"] for message in request["messages"]] == ["Be brief.", "Fix it.\nNow.", image]

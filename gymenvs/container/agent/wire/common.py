@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gymenvs.container.agent.messages import count_text_pieces, render
-from gymenvs.core.actions import ActionError, ToolCall, split_tool_calls, tool_call_from_mapping
+from gymenvs.core.actions import ActionError, ToolCall, reasoning_of, split_tool_calls, tool_call_from_mapping
 
 FinishReason = Literal["stop", "tool_calls", "length"]
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_p", "stop", "tool_choice", "parallel_tool_calls")
@@ -85,9 +85,7 @@ def reply_from_message(message: Mapping[str, Any]) -> Reply:
         arguments = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
         calls.append(ReplyCall(function.get("name") or "", arguments, call.get("id") or new_id("call_")))
     content = message.get("content")
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    return Reply(content=content if isinstance(content, str) else None, tool_calls=calls,
-                 reasoning=reasoning if isinstance(reasoning, str) else None)
+    return Reply(content=content if isinstance(content, str) else None, tool_calls=calls, reasoning=reasoning_of(message))
 
 
 def reply_from_action(action: Any) -> Reply:

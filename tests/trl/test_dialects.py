@@ -1,0 +1,49 @@
+"""What stricter chat templates refuse, and the messages they get instead; reasoning under every parser's key."""
+
+from __future__ import annotations
+
+import pytest
+
+from gymenvs.dialects import apply_chat_template, with_one_system_message
+from wrappers.trl.extras.tiny_families import family_tokenizer
+
+#: A Codex-like start (its instructions and its developer notes, two system messages) and a Claude Code-like note
+#: (a system message after the user's).
+CLI_MESSAGES = [{"role": "system", "content": "You are a coding agent."}, {"role": "system", "content": "Skills: none."},
+                {"role": "user", "content": "Fix the bug."}, {"role": "system", "content": "Working directory: /testbed"}]
+
+
+def test_a_template_that_takes_one_system_message_first_gets_the_clis_as_one():
+    tokenizer = family_tokenizer("qwen3_5_think")
+    with pytest.raises(Exception, match="System message must be at the beginning"):
+        tokenizer.apply_chat_template(CLI_MESSAGES, tokenize=False)
+    rendered = apply_chat_template(tokenizer, CLI_MESSAGES, tokenize=False, add_generation_prompt=True)
+    assert rendered.startswith("<|im_start|>system\nYou are a coding agent.\n\nSkills: none.<|im_end|>")
+    assert "<|im_start|>user\nWorking directory: /testbed<|im_end|>" in rendered  # in its place, as the user's
+    assert with_one_system_message(CLI_MESSAGES)[1:] == [CLI_MESSAGES[2], {"role": "user", "content": CLI_MESSAGES[3]["content"]}]
+
+
+def test_a_template_that_takes_them_renders_the_messages_as_they_are():
+    tokenizer = family_tokenizer("qwen2_5")
+    as_they_are = tokenizer.apply_chat_template(CLI_MESSAGES, tokenize=False)
+    assert apply_chat_template(tokenizer, CLI_MESSAGES, tokenize=False) == as_they_are
+
+
+def test_a_refusal_no_adaptation_answers_is_raised_as_the_template_said():
+    tokenizer = family_tokenizer("llama3_1")
+    calls = [{"type": "function", "function": {"name": "guess", "arguments": {"word": word}}} for word in ("crane", "slate")]
+    with pytest.raises(Exception, match="only supports single tool-calls"):
+        apply_chat_template(tokenizer, [{"role": "user", "content": "Play."},
+                                        {"role": "assistant", "content": "", "tool_calls": calls}], tokenize=False)
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "thinking", "reasoning"])
+def test_reasoning_is_read_under_each_parsers_key(key):
+    """gpt-oss's and LFM2.5's parsers write `thinking`, Qwen's and GLM's `reasoning_content`: an agent gets the
+    reasoning either way, and a turn of reasoning and text is still an assistant message to the env."""
+    from gymenvs.container.agent.wire.common import reply_from_message
+    from gymenvs.dialects import action_of
+
+    message = {"role": "assistant", "content": "Done.", key: "Checked twice."}
+    assert reply_from_message(message).reasoning == "Checked twice."
+    assert action_of(message) is message
