@@ -47,3 +47,17 @@ def test_reasoning_is_read_under_each_parsers_key(key):
     message = {"role": "assistant", "content": "Done.", key: "Checked twice."}
     assert reply_from_message(message).reasoning == "Checked twice."
     assert action_of(message) is message
+
+
+def test_trls_lfm2_parser_ends_a_call_at_its_first_parenthesis():
+    """A known gap of TRL's parser (docs/model-families.md), kept in view: when TRL reads the whole call, this fails
+    and the docs' gap goes."""
+    from gymenvs.dialects import TurnReader
+
+    tokenizer = family_tokenizer("lfm2_v2")
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "Go."}], add_generation_prompt=True,
+                                           return_dict=True)["input_ids"]
+    turn = tokenizer.encode("<|tool_call_start|>[bash(command='echo $((6 * 2))')]<|tool_call_end|><|im_end|>",
+                            add_special_tokens=False)
+    (call,) = TurnReader(tokenizer).read(turn, prompt)["tool_calls"]
+    assert call["function"]["arguments"] == {"command": "'echo $((6 * 2"}
