@@ -45,7 +45,7 @@ def main() -> None:
                 if terminated[i] or truncated[i]:
                     lost += 1
                     live[i] = False
-                elif observations[i].startswith(f"[tool]\n{i}-{rounds}\n[exit code: 0]"):
+                elif observations[i].startswith(f"[tool] (bash)\n{i}-{rounds}\n[exit code: 0]"):
                     ok += 1
                 else:
                     crossed += 1

@@ -93,7 +93,7 @@ def test_the_reference_agent_solves_a_task_through_interception(make_env):
     assert f"[user]\n{task.instruction.strip()}" in observation
     assert [tool["function"]["name"] for tool in info["tools"]] == ["bash", "submit"]
     observation, *_ = env.step(bash("pwd"))
-    assert observation.startswith("[tool]\n/root\n[exit code: 0]")  # the image's WORKDIR
+    assert observation.startswith("[tool] (bash)\n/root\n[exit code: 0]")  # the image's WORKDIR
     observation, *_ = env.step(bash(task.solve_script.read_text()))
     assert "[exit code: 0]" in observation
     observation, reward, terminated, truncated, info = env.step(SUBMIT)

@@ -61,3 +61,23 @@ def test_trls_lfm2_parser_ends_a_call_at_its_first_parenthesis():
                             add_special_tokens=False)
     (call,) = TurnReader(tokenizer).read(turn, prompt)["tool_calls"]
     assert call["function"]["arguments"] == {"command": "'echo $((6 * 2"}
+
+
+@pytest.mark.parametrize(("family", "with_parts"), [
+    ("qwen2_5", TypeError), ("gptoss", TypeError), ("deepseekv3", TypeError),
+    ("llama3_1", "[{'type': 'text', 'text': 'Fix it.'}]"), ("gemma4", "Fix it."), ("glm4moe", "Fix it."),
+])
+def test_a_content_of_text_parts_renders_once_joined(family, with_parts):
+    """What a template makes of a content of text parts (docs/model-families.md), and of the one string the agent
+    env gives the policy instead (`as_text_content`)."""
+    from gymenvs.container.agent.request import as_text_content
+
+    tokenizer = family_tokenizer(family)
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Fix it."}]}]
+    if with_parts is TypeError:
+        with pytest.raises(TypeError):
+            tokenizer.apply_chat_template(messages, tokenize=False)
+    else:
+        assert with_parts in tokenizer.apply_chat_template(messages, tokenize=False)
+    joined = [as_text_content(message) for message in messages]
+    assert "Fix it." in tokenizer.apply_chat_template(joined, tokenize=False) and "'type'" not in str(joined)

@@ -53,9 +53,9 @@ def agent_request(body: Mapping[str, Any], wire: str, previous: tuple[Sequence[M
 
 
 def as_text_content(message: Message) -> Message:
-    """`message` with a content of text parts only (`[{"type": "text", "text": ...}]`, as pi and Claude Code send it) as
-    one string, the parts joined by newlines as vLLM joins them: most chat templates write a content list as it is
-    printed, or fail on it (DeepSeek V3's). A content holding other parts (an image) is kept as it is."""
+    """`message` with a content of text parts only (`[{"type": "text", "text": ...}]`, as pi sends it) as one string,
+    the parts joined by newlines as vLLM joins them: many chat templates fail on a list there (Qwen 2.5's, gpt-oss's) or
+    write it as Python prints it (Llama 3.1's). A content holding other parts (an image) is kept as it is."""
     content = message.get("content")
     if not isinstance(content, list) or not all(isinstance(part, dict) and part.get("type") == "text" for part in content):
         return message

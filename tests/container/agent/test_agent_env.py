@@ -105,7 +105,7 @@ def test_gold_patch_applied_through_the_reference_agent_grades_one(episodes, ins
     assert info["request"]["messages"][0]["role"] == "system"
 
     observation, reward, terminated, truncated, info = looked
-    assert observation.startswith("[tool]\n/testbed\nmarker-42\n[exit code: 0]"), observation  # ran in the container
+    assert observation.startswith("[tool] (bash)\n/testbed\nmarker-42\n[exit code: 0]"), observation  # ran in the container
     assert not (terminated or truncated) and not info["request"]["history_rewritten"], why(info)
 
     observation, reward, terminated, truncated, info = applied
@@ -168,7 +168,7 @@ def test_the_request_is_an_agent_request_whose_new_messages_are_the_observation(
     (call,) = second["messages"][held]["tool_calls"]
     assert second["messages"][held]["role"] == "assistant" and "new-$((6 * 7))" in call["function"]["arguments"]
     assert second["new_messages"] == second["messages"][held + 1:] and [m["role"] for m in second["new_messages"]] == ["tool"]
-    assert observation == render(second["new_messages"]) and observation.startswith("[tool]\nnew-42\n")
+    assert observation == render(second["new_messages"]) and observation.startswith("[tool] (bash)\nnew-42\n")
     assert (second["wire"], second["model"], second["tools"]) == (first["wire"], first["model"], first["tools"])
 
 
@@ -217,7 +217,7 @@ def test_a_reply_the_env_cannot_read_leaves_the_same_request_waiting(make_agent_
     held = len(first["messages"])
     assert second["messages"][:held] == first["messages"] and len(second["messages"]) == held + 2
     assert "echo answered" in second["messages"][held]["tool_calls"][0]["function"]["arguments"]
-    assert observation.startswith("[tool]\nanswered\n") and observation == render(second["new_messages"])
+    assert observation.startswith("[tool] (bash)\nanswered\n") and observation == render(second["new_messages"])
     assert env.unwrapped.state()["calls"] == 1
 
 
@@ -251,7 +251,7 @@ def test_the_agent_cannot_read_the_grading_data(make_agent_env):
               "| grep -v '^/tmp/patterns$'; "
               "cat /proc/*/environ /proc/*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -F -f /tmp/patterns; echo searched")
     observation, *_ = env.step(bash(search))
-    assert observation.startswith("[tool]\nsearched\n"), observation
+    assert observation.startswith("[tool] (bash)\nsearched\n"), observation
 
 
 def test_killing_its_forwarder_ends_only_that_episode(make_agent_env):
@@ -390,7 +390,7 @@ def test_sixteen_agents_in_a_vector_env_without_cross_talk(swe_images, docker_cl
             observations, rewards, terminated, truncated, infos = envs.step(actions)
             assert not terminated.any() and not truncated.any()
             for i, observation in enumerate(observations):
-                assert observation.startswith(f"[tool]\nslot-{i}-round-{round_}\n[exit code: 0]"), (i, observation)
+                assert observation.startswith(f"[tool] (bash)\nslot-{i}-round-{round_}\n[exit code: 0]"), (i, observation)
     finally:
         envs.close()
     assert not own_containers(docker_client) and not agent_threads()

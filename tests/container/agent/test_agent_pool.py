@@ -71,7 +71,7 @@ def test_consecutive_pooled_episodes_never_see_each_others_directory(make_agent_
     assert second != first and not first.exists()  # the first episode's directory went with it
     # Inside, the second episode sees exactly its own directory: its socket, its files.
     seen = env.step(bash(f"stat -c %i {MOUNT}/llm.sock; ls -A {MOUNT}"))[0]
-    assert seen.startswith(f"[tool]\n{(second / 'llm.sock').stat().st_ino}\n{chr(10).join(sorted(os.listdir(second)))}\n")
+    assert seen.startswith(f"[tool] (bash)\n{(second / 'llm.sock').stat().st_ino}\n{chr(10).join(sorted(os.listdir(second)))}\n")
     # Every container of this process binds its own directory; the waiting ones hold nothing yet.
     wait_for(lambda: pool.ready() == 2 and len(own_containers(docker_client)) == 3)  # the first one removed
     bound = [bound_directory(docker_client, c.id) for c in own_containers(docker_client)]

@@ -650,7 +650,7 @@ def test_an_agent_speaking_each_format_streamed_runs_an_episode_in_one_internal_
     )
     observation, _, terminated, truncated, info = env.step(parallel)
     assert not (terminated or truncated) and not info["request"]["history_rewritten"]
-    assert observation == "[tool]\none-1\n\n[tool]\n/testbed"  # both calls ran in the container, in order
+    assert observation == "[tool] (bash)\none-1\n\n[tool] (bash)\n/testbed"  # both calls ran in the container, in order
     assert [m["role"] for m in info["request"]["messages"]] == ["system", "user", "assistant", "tool", "tool"]
 
     _, reward, terminated, truncated, info = env.step("<think>Nothing to change.</think>All done.")
@@ -825,7 +825,7 @@ def test_the_trl_bridge_renders_the_internal_form_of_every_format(wire):
 
 
 def test_text_parts_reach_the_policy_as_one_text_and_other_parts_as_they_are():
-    """pi and Claude Code send a content of text parts: the policy's messages hold it as one string (joined by
+    """pi sends a content of text parts: the policy's messages hold it as one string (joined by
     newlines, as vLLM joins them), which every chat template writes as text; a content with an image is kept."""
     from gymenvs.container.agent.request import agent_request
 
