@@ -1,5 +1,6 @@
 """The offline tiny model: a tokenizer trained in-process, TRL's Qwen2.5 chat template, a seeded Qwen2."""
 
+import pytest
 import torch
 from bridge_support import tool_call
 from hypothesis import given, settings
@@ -42,3 +43,25 @@ def test_the_model_is_a_seeded_fp32_qwen2_sized_to_its_tokenizer():
     assert first.config.vocab_size == len(tokenizer) and first.generation_config.eos_token_id == tokenizer.eos_token_id
     weights = [dict(m.named_parameters())["model.embed_tokens.weight"] for m in (first, again, other)]
     assert torch.equal(weights[0], weights[1]) and not torch.equal(weights[0], weights[2])
+
+
+def test_paired_rows_hold_each_prompt_with_its_own_completion_only():
+    """`imitate(..., paired=True)` teaches a choice that depends on the prompt; crossing every prompt with every
+    completion teaches that it does not."""
+    from wrappers.trl.extras.tiny_model import _imitation_batch
+
+    tokenizer = tiny_tokenizer()
+    prompts = [tokenizer.encode("ball a", add_special_tokens=False), tokenizer.encode("ball b", add_special_tokens=False)]
+    crossed = _imitation_batch(tokenizer, prompts, ["a", "b"])
+    paired = _imitation_batch(tokenizer, prompts, ["a", "b"], paired=True)
+    assert len(crossed["input_ids"]) == 4 and len(paired["input_ids"]) == 2
+    answers = [tokenizer.decode([t for t in row if t != -100][:-1]) for row in paired["labels"].tolist()]
+    assert answers == ["a", "b"]  # the eos token ends each answer
+
+
+def test_paired_needs_one_completion_per_prompt():
+    from wrappers.trl.extras.tiny_model import _imitation_batch
+
+    tokenizer = tiny_tokenizer()
+    with pytest.raises(ValueError, match="paired=True needs one completion per prompt, got 1 for 2 prompts"):
+        _imitation_batch(tokenizer, [[1], [2]], ["a"], paired=True)

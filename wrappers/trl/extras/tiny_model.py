@@ -125,8 +125,10 @@ def imitate(
     steps: int = 100,
     learning_rate: float = 1e-2,
     seed: int = 0,
+    paired: bool = False,
 ) -> Qwen2ForCausalLM:
-    """Teach a tiny model, by supervised steps, to answer each prompt (token ids) with the completions.
+    """Teach a tiny model, by supervised steps, to answer each prompt (token ids) with the completions (every
+    completion, or with `paired` the completion at the prompt's index only).
 
     A random model almost never writes a well-formed tool call, so tests and benchmarks that need
     tool calls (TRL's tool loop only goes on while the model calls tools) start from a model that
@@ -135,7 +137,7 @@ def imitate(
     """
     import torch
 
-    batch = _imitation_batch(tokenizer, prompts, completions)
+    batch = _imitation_batch(tokenizer, prompts, completions, paired)
     optimizer = torch.optim.Adam(model.parameters(), lr=learning_rate)
     model.train()
     with torch.random.fork_rng(devices=[]):
@@ -150,16 +152,18 @@ def imitate(
 
 
 def _imitation_batch(
-    tokenizer: PreTrainedTokenizerFast, prompts: Sequence[Sequence[int]], completions: Sequence[str]
+    tokenizer: PreTrainedTokenizerFast, prompts: Sequence[Sequence[int]], completions: Sequence[str], paired: bool = False
 ) -> dict[str, Any]:
-    """Every prompt followed by every completion and the end-of-turn token, right-padded; the labels
-    cover the completion tokens only."""
+    """Every prompt followed by every completion (or by its own, `paired`) and the end-of-turn token, right-padded;
+    the labels cover the completion tokens only."""
     import torch
 
+    if paired and len(prompts) != len(completions):
+        raise ValueError(f"paired=True needs one completion per prompt, got {len(completions)} for {len(prompts)} prompts")
+    matches = zip(prompts, completions) if paired else ((prompt, text) for prompt in prompts for text in completions)
     pairs = [
         (list(prompt), tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])
-        for prompt in prompts
-        for text in completions
+        for prompt, text in matches
     ]
     width = max(len(prompt) + len(answer) for prompt, answer in pairs)
     input_ids = torch.full((len(pairs), width), tokenizer.pad_token_id)
