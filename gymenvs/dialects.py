@@ -130,10 +130,11 @@ def apply_chat_template(tokenizer: Any, messages: Sequence[dict[str, Any]], **op
             return tokenizer.apply_chat_template(messages, **options)
         except (TypeError, TemplateError) as error:
             kind = TypeError if isinstance(error, TypeError) else TemplateError
-            adapted = adaptations.pop(kind, None)
-            if adapted is None or adapted(messages) == messages:
+            adapt = adaptations.pop(kind, None)
+            adapted = adapt(messages) if adapt is not None else messages
+            if adapted == messages:
                 raise
-            messages = adapted(messages)
+            messages = adapted
 
 
 def with_one_system_message(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -160,7 +161,3 @@ def with_json_arguments(messages: Sequence[dict[str, Any]]) -> list[dict[str, An
     return [{**message, "tool_calls": [call_as_json(call) for call in message["tool_calls"]]} if message.get("tool_calls")
             else message for message in messages]
 
-
-def tool_names(message: dict[str, Any]) -> list[str]:
-    """The names of the tools an assistant message calls, in order."""
-    return [call["function"]["name"] if "function" in call else call["name"] for call in message.get("tool_calls") or []]

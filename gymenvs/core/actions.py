@@ -78,11 +78,16 @@ def parse_action(action: Any, parse_text: Callable[[str], ToolCall]) -> ToolCall
     return parse_text(action)
 
 
+def tool_names(message: Mapping) -> list[str]:
+    """The names of the tools an assistant message calls, in order (OpenAI's `{"function": {...}}` calls or bare ones)."""
+    return [str((call.get("function") or call).get("name")) for call in message.get("tool_calls") or []]
+
+
 def _parse_message(message: Mapping, parse_text: Callable[[str], ToolCall]) -> ToolCall:
     calls = message.get("tool_calls") or []
     if len(calls) > 1:
-        names = ", ".join(str((call.get("function") or call).get("name")) for call in calls)
-        raise ActionError(f"one tool call per turn, got {len(calls)} ({names}): call one tool, then the next")
+        raise ActionError(f"one tool call per turn, got {len(calls)} ({', '.join(tool_names(message))}): "
+                          "call one tool, then the next")
     if calls:
         return tool_call_from_mapping(calls[0])
     content = message.get("content") or ""

@@ -13,9 +13,3 @@ PARSED_FAMILIES = [
     "qwen3_instruct_2507",
 ]
 
-
-def rollout_template(tokenizer) -> str | None:
-    """The template a rollout renders with: the family's own when it is prefix-preserving, else TRL's training variant."""
-    from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving
-
-    return None if is_chat_template_prefix_preserving(tokenizer) else get_training_chat_template(tokenizer)

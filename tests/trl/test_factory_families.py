@@ -15,8 +15,9 @@ import pytest
 from trl import GRPOConfig, GRPOTrainer
 
 from gymenvs.dialects import response_parser
-from tests.trl.families_support import GUESSES, PARSED_FAMILIES, rollout_template
+from tests.trl.families_support import GUESSES, PARSED_FAMILIES
 from wrappers.trl import CPU_TRAINING_ARGS, environment_factory, episode_dataset
+from wrappers.trl.rollout.transcript import training_template
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated and will be removed in v6:FutureWarning")
 
@@ -33,7 +34,7 @@ def trained(family: str, output_dir: str):
 
     tokenizer = family_tokenizer(family)
     model = family_model(tokenizer)
-    template = rollout_template(tokenizer)
+    template = training_template(tokenizer)
     turns = tool_call_turns(tokenizer, "guess", "word", list(GUESSES), template)
     reply = {"role": "assistant", "content": "Done."}
     turns.append(tokenizer.encode(model_turn_text(tokenizer, reply, "Done.", [{"role": "user", "content": "Next."}], template),

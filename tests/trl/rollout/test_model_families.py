@@ -16,9 +16,10 @@ import pytest
 
 from gymenvs.dialects import TurnReader, with_json_arguments
 from tests.trl.bridge_support import env_runs, teacher_forced_logprobs
-from tests.trl.families_support import GUESSES, PARSED_FAMILIES, rollout_template
+from tests.trl.families_support import GUESSES, PARSED_FAMILIES
 from wrappers.trl import make_rollout_func
 from wrappers.trl.extras.tiny_families import ScriptedTurns, family_model, family_tokenizer, text_templates, tool_call_turns
+from wrappers.trl.rollout.transcript import training_template
 
 
 def test_the_matrix_is_every_text_template_trl_ships_with_tool_calls_and_a_parser():
@@ -38,7 +39,7 @@ def test_the_matrix_is_every_text_template_trl_ships_with_tool_calls_and_a_parse
 def played(family: str):
     tokenizer = family_tokenizer(family)
     model = family_model(tokenizer)
-    generator = ScriptedTurns(model, tool_call_turns(tokenizer, "guess", "word", list(GUESSES), rollout_template(tokenizer)))
+    generator = ScriptedTurns(model, tool_call_turns(tokenizer, "guess", "word", list(GUESSES), training_template(tokenizer)))
     rollout = make_rollout_func("gymenvs/Wordle-v0", env_kwargs={"max_turns": len(GUESSES)}, show_tools=True)
     try:
         (episode,) = rollout.run(["Play."], generator, tokenizer, seeds=[0], max_completion_length=2000)

@@ -119,4 +119,4 @@ class AgentRollout(EnvRollout):
 
 def request_prompt_ids(renderer: ChatRenderer, request: AgentRequest) -> list[int]:
     """A request's messages and tools rendered with the chat template, ready for the assistant's turn."""
-    return ChatRenderer(renderer.tokenizer, request.get("tools") or None).prompt_ids(list(request["messages"]))
+    return renderer.prompt_ids(list(request["messages"]), request.get("tools"))

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from gymenvs.core import ActionError, split_tool_calls
+from gymenvs.core.actions import tool_names
 from gymenvs.core.outcomes import OUTCOME_KEY, REASON_KEY, EndedBy, ended_by
-from gymenvs.dialects import TurnReader, action_of, apply_chat_template, tool_names
+from gymenvs.dialects import TurnReader, action_of, apply_chat_template
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -51,8 +52,9 @@ class ChatRenderer:
         self.chat_template = training_template(tokenizer)
         self.reader = TurnReader(tokenizer)
 
-    def prompt_ids(self, messages: list[dict[str, Any]]) -> list[int]:
-        return self._render(messages, add_generation_prompt=True, tools=self.tools)
+    def prompt_ids(self, messages: list[dict[str, Any]], tools: Sequence[dict[str, Any]] | None = None) -> list[int]:
+        """`messages` rendered ready for the assistant's turn, showing `tools` (default: the renderer's)."""
+        return self._render(messages, add_generation_prompt=True, tools=list(tools) if tools else self.tools)
 
     def read(self, token_ids: Sequence[int], prompt_ids: Sequence[int]) -> dict[str, Any]:
         """A sampled turn as an assistant message (see `gymenvs.dialects.TurnReader`)."""
