@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -17,8 +18,47 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 VALID, INVALID, ERROR = "valid", "invalid", "error"
+#: How much of a run's test output a verdict keeps: its last lines.
+OUTPUT_LINES = 20
 
 T = TypeVar("T")
+#: A line of test output that says what went wrong, rather than a banner or a count.
+_TROUBLE = re.compile(r"error|fail|refused|denied|not found|no such|timed out|cannot|can't|unable", re.IGNORECASE)
+#: pytest's banners and its closing count (`==== 1 failed in 0.2s ====`), which name no cause.
+_BANNER = re.compile(r"^[=_-]+( .* [=_-]+)?$")
+
+
+@dataclass(frozen=True)
+class RunEvidence:
+    """What one graded run of a validation showed: which run (`oracle`, `gold` or `empty`), the test command and
+    its exit code, the reward and the grader's reason for it, and the last lines of the test output."""
+
+    run: str
+    command: str
+    exit_code: int | None
+    reward: float | None
+    reason: str
+    output: str = ""
+
+    @classmethod
+    def of(cls, run: str, command: str, exit_code: int | None, reward: float | None, reason: str,
+           log: str) -> RunEvidence:
+        return cls(run, command, exit_code, reward, reason, "\n".join(log.rstrip().splitlines()[-OUTPUT_LINES:]))
+
+    def cause(self) -> str:
+        """One line: how the test command ended and the output line that says why, e.g.
+        `test.sh exited 1: curl: (7) Failed to connect to 127.0.0.1 port 8080`."""
+        ended = f"{self.command} exited {self.exit_code}" if self.exit_code is not None else f"{self.command} gave no exit code"
+        scored = "no reward" if self.reward is None else f"reward {self.reward:g}"
+        line = telling_line(self.output)
+        return f"{ended} ({scored}, {self.reason})" + (f": {line}" if line else "")
+
+
+def telling_line(output: str) -> str:
+    """The last line of `output` that names a problem (an error, a failure, a refused connection), else its last
+    line that is not a banner; "" for no output."""
+    lines = [line.strip() for line in output.splitlines() if line.strip() and not _BANNER.match(line.strip())]
+    return next((line for line in reversed(lines) if _TROUBLE.search(line)), lines[-1] if lines else "")[:200]
 
 
 
@@ -46,6 +86,8 @@ class TaskValidation:
     seconds: float = 0.0
     #: `fingerprint(task)` of the task as validated: a rerun validates a task again if its row changed.
     fingerprint: str = ""
+    #: Each graded run of a verdict that is not `valid`, in the order run: why the rules broke.
+    evidence: list[RunEvidence] = field(default_factory=list)
     #: Read back from the report of an earlier run, not validated now (not written to the report).
     resumed: bool = field(default=False, compare=False)
 
@@ -69,7 +111,7 @@ class TaskValidation:
         broken = [BrokenRule(b["rule"], tuple(b.get("tests", ())), b.get("detail", "")) for b in data.get("broken", ())]
         return cls(data["instance_id"], data["status"], broken, int(data.get("runs", 1)), list(data.get("empty_runs", ())),
                    list(data.get("gold_runs", ())), data.get("error"), float(data.get("seconds", 0.0)),
-                   str(data.get("fingerprint", "")))
+                   str(data.get("fingerprint", "")), [RunEvidence(**run) for run in data.get("evidence", ())])
 
     def summary(self) -> str:
         if self.status == VALID:
@@ -78,7 +120,8 @@ class TaskValidation:
             return f"{ERROR}: {self.error}"
         parts = [b.rule + (f" ({', '.join(b.tests[:3])}{', ...' if len(b.tests) > 3 else ''})" if b.tests else "")
                  for b in self.broken]
-        return f"{INVALID}: " + "; ".join(parts)
+        first = self.broken[0].detail.splitlines()[0][:300] if self.broken and self.broken[0].detail else ""
+        return f"{INVALID}: " + "; ".join([parts[0] + (f": {first}" if first else ""), *parts[1:]])
 
 
 def read_report(path: str | Path) -> dict[str, TaskValidation]:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from gymenvs.container.runtime import Limits, Runtime, Sandbox, SandboxError
-from gymenvs.container.validation import ERROR, INVALID, VALID, BrokenRule, TaskValidation
+from gymenvs.container.validation import ERROR, INVALID, VALID, BrokenRule, RunEvidence, TaskValidation
 from gymenvs.terminal.grading import VerifierResult, grade_task
 from gymenvs.terminal.images import ensure_task_image, environment_digest
 from gymenvs.terminal.task import TerminalTask
@@ -76,6 +76,7 @@ def judge(name: str, empty: Sequence[VerifierResult], oracle: Sequence[VerifierR
     no_verdict = [r for r in (*empty, *oracle) if r.reward is None]
     if no_verdict:
         verdict.status, verdict.error = ERROR, f"{no_verdict[0].reason}: {no_verdict[0].detail}"
+        verdict.evidence = _runs_evidence(empty, oracle)
         return verdict
     empty_rewards = [r.reward for r in empty if r.reward is not None]
     oracle_rewards = [r.reward for r in oracle if r.reward is not None]
@@ -84,13 +85,27 @@ def judge(name: str, empty: Sequence[VerifierResult], oracle: Sequence[VerifierR
                for what, rewards in (("oracle", oracle_rewards), ("empty", empty_rewards)) if len(set(rewards)) > 1]
     if changed:
         broken.append(BrokenRule("flaky", detail="; ".join(changed)))
-    if any(reward < 1 for reward in oracle_rewards):
-        broken.append(BrokenRule("oracle_fails", detail=_runs_detail(oracle, "oracle")))
-    if any(reward >= 1 for reward in empty_rewards):
-        broken.append(BrokenRule("empty_run_passes", detail=_runs_detail(empty, "empty")))
+    # Each rule's detail is the first offending run's cause (every reward is a number past the check above).
+    if failed := [r for r in oracle if (r.reward or 0.0) < 1]:
+        broken.append(BrokenRule("oracle_fails", detail=evidence("oracle", failed[0]).cause()))
+    if passed := [r for r in empty if (r.reward or 0.0) >= 1]:
+        broken.append(BrokenRule("empty_run_passes", detail=evidence("empty", passed[0]).cause()))
     verdict.broken = broken
     verdict.status = INVALID if broken else VALID
+    if broken:
+        verdict.evidence = _runs_evidence(empty, oracle)
     return verdict
+
+
+def _runs_evidence(empty: Sequence[VerifierResult], oracle: Sequence[VerifierResult]) -> list[RunEvidence]:
+    """Every run's evidence, in the order run (empty, oracle, empty, oracle...)."""
+    return [evidence(run, result) for pair in zip(empty, oracle) for run, result in zip(("empty", "oracle"), pair)]
+
+
+def evidence(run: str, result: VerifierResult) -> RunEvidence:
+    """What a graded run showed, as a verdict keeps it (without the line grading adds after test.sh's output)."""
+    output = result.log_tail.rstrip().removesuffix(f"tests/test.sh exited {result.test_exit_code}")
+    return RunEvidence.of(run, "test.sh", result.test_exit_code, result.reward, result.reason, output)
 
 
 def _seen(result: VerifierResult) -> str:
@@ -99,12 +114,6 @@ def _seen(result: VerifierResult) -> str:
 
 def _number(value: float) -> str:
     return f"{value:g}"
-
-
-def _runs_detail(results: Sequence[VerifierResult], what: str) -> str:
-    rewards = " / ".join(_seen(r) for r in results)
-    reasons = sorted({f"{r.reason}: {r.detail}" for r in results if r.reason not in ("solved", "failed")})
-    return f"{what} run rewards {rewards}" + (f" ({'; '.join(reasons)[:300]})" if reasons else "")
 
 
 def task_limits(task: TerminalTask) -> Limits:

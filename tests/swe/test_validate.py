@@ -77,6 +77,10 @@ def test_a_gold_patch_that_does_not_resolve_is_caught(run):
     assert (verdict.status, verdict.rule) == ("invalid", "gold_does_not_resolve")
     fail_to_pass = set(load_tasks(str(BROKEN))[0].fail_to_pass)
     assert rules(verdict) == {"gold_does_not_resolve": fail_to_pass, "fail_to_pass_fails_after": fail_to_pass}
+    # Each run says why: the test command's exit code, the reward, and the tests' own output.
+    runs = [("empty", 0.0, "unresolved"), ("gold", 0.0, "unresolved")] * 2
+    assert [(e.run, e.reward, e.reason) for e in verdict.evidence] == runs
+    assert all(e.exit_code not in (None, 0) and "failed" in e.output for e in verdict.evidence), verdict.evidence
 
 
 @pytest.mark.docker
@@ -102,7 +106,8 @@ def test_an_empty_patch_that_resolves_is_caught(run):
 @pytest.mark.slow
 def test_the_command_prints_each_verdict(run):
     lines = dict(line.split("\t", 1) for line in run[2].splitlines() if "\t" in line)
-    assert lines[TEXTKIT].startswith("valid\t") and lines[EMPTY_RESOLVES].startswith("invalid: empty_patch_resolves;")
+    assert lines[TEXTKIT].startswith("valid\t")
+    assert lines[EMPTY_RESOLVES].startswith("invalid: empty_patch_resolves: resolved in 2 of 2 run(s); ")
     assert "valid 4/7, invalid 3, errors 0" in run[2]
 
 

@@ -30,6 +30,10 @@ TASKS = {
     "flaky": ("echo hello > /app/out.txt",
               f"if {CHECK} && [ $(( $(cat /tests/seed) % 2 )) -eq 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt"),
     "empty-run-passes": ("echo hello > /app/out.txt", "echo 1 > /logs/verifier/reward.txt"),
+    # The oracle starts a server the tests probe: grading a snapshot, after every process stopped, finds none.
+    "needs-live-service": ("setsid nohup python3 -m http.server 8080 >/dev/null 2>&1 & sleep 1",
+                           "if (exec 3<>/dev/tcp/127.0.0.1/8080); then echo 1 > /logs/verifier/reward.txt; "
+                           "else echo 0 > /logs/verifier/reward.txt; exit 1; fi"),
 }
 #: Tasks validated at a time (a report's content does not depend on it). Measured on two cores: the four tasks'
 #: validation took a median 8.7 s with 2, 9.4 s with 3 (a wave of three, then one) and 7.9 s with 4.
@@ -97,6 +101,19 @@ def test_each_broken_task_is_caught_by_its_rule(verdicts):
     assert [b.rule for b in verdicts["flaky"].broken] == ["flaky", "oracle_fails"]
     assert verdicts["flaky"].gold_runs == ["1", "0"]
     assert [b.rule for b in verdicts["empty-run-passes"].broken] == ["empty_run_passes"]
+    assert verdicts["good"].evidence == []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_an_invalid_verdict_says_why_from_the_real_test_output(verdicts):
+    """The test's own exit code and error line, for each run: here, that nothing listens where the oracle's server did."""
+    service = verdicts["needs-live-service"]
+    assert service.summary() == ("invalid: oracle_fails: test.sh exited 1 (reward 0, failed): "
+                                 "/tests/test.sh: line 2: /dev/tcp/127.0.0.1/8080: Connection refused"), service
+    assert [(e.run, e.exit_code, e.reward) for e in service.evidence] == [("empty", 1, 0.0), ("oracle", 1, 0.0)] * 2
+    broken = verdicts["broken-oracle"]
+    assert broken.summary() == "invalid: oracle_fails: test.sh exited 0 (reward 0, failed)", broken
 
 
 @pytest.mark.docker
@@ -107,7 +124,8 @@ def test_the_command_writes_a_report_and_the_valid_list_and_resumes(swe_images, 
             "--valid-tasks", str(valid), "--quiet"]
     assert main(argv) == 1  # one task is invalid
     out = capsys.readouterr().out
-    assert "good\tvalid\t" in out and "broken-oracle\tinvalid: oracle_fails\t" in out
+    assert "good\tvalid\t" in out
+    assert "broken-oracle\tinvalid: oracle_fails: test.sh exited 0 (reward 0, failed)\t" in out  # one line says why
     assert valid.read_text() == f"{(task_root / 'good').resolve()}\n"
     lines = [json.loads(line) for line in report.read_text().splitlines()]
     assert [(line["instance_id"], line["status"], line["rule"]) for line in lines] == [  # in --instance-ids' order
@@ -138,6 +156,39 @@ def test_judge_rules_and_no_verdict():
     assert [b.rule for b in flaky.broken] == ["flaky", "oracle_fails"] and flaky.gold_runs == ["1", "0.5"]
     timeout = judge("t", [result(0)], [result(None, "grading_timeout")])
     assert (timeout.status, timeout.gold_runs) == ("error", ["grading_timeout"])
+
+
+PYTEST_LOG = "\n".join([*(f"tests/test_outputs.py::test_{i} PASSED" for i in range(30)),
+                        "E   ConnectionRefusedError: [Errno 111] Connection refused",
+                        "FAILED tests/test_outputs.py::test_health - ConnectionRefusedError: [Errno 111]",
+                        "========================= 1 failed, 30 passed in 0.31s ========================="])
+
+
+def test_an_invalid_verdict_says_why_for_each_run_and_keeps_it_in_the_report(tmp_path):
+    """The one-line cause names the exit code and the output line that says what went wrong (not pytest's closing
+    count); each run keeps its exit code, reward, reason and last output lines, and the report gives them back."""
+    from gymenvs.container.validation import OUTPUT_LINES, TaskValidation
+
+    oracle = VerifierResult(0.0, reason="failed", test_exit_code=1, log_tail=PYTEST_LOG)
+    empty = VerifierResult(0.0, reason="no_reward", test_exit_code=0, log_tail="")
+    verdict = judge("t", [empty], [oracle])
+    cause = ("test.sh exited 1 (reward 0, failed): "
+             "FAILED tests/test_outputs.py::test_health - ConnectionRefusedError: [Errno 111]")
+    assert verdict.summary() == f"invalid: oracle_fails: {cause}"
+    assert [(e.run, e.exit_code, e.reward, e.reason) for e in verdict.evidence] == [
+        ("empty", 0, 0.0, "no_reward"), ("oracle", 1, 0.0, "failed")]
+    assert verdict.evidence[1].output.splitlines() == PYTEST_LOG.splitlines()[-OUTPUT_LINES:]
+    assert verdict.evidence[0].cause() == "test.sh exited 0 (reward 0, no_reward)"
+    assert TaskValidation.from_dict(json.loads(json.dumps(verdict.to_dict()))) == verdict
+    assert judge("t", [result(0)], [result(1, "solved")]).evidence == []  # a valid verdict keeps no output
+
+
+def test_a_grading_without_verdict_keeps_each_runs_evidence():
+    timeout = VerifierResult(None, outcome="infra", reason="grading_timeout", log_tail="waiting for the server...")
+    verdict = judge("t", [result(0)], [timeout])
+    assert verdict.status == "error" and [(e.run, e.reward, e.output) for e in verdict.evidence] == [
+        ("empty", 0.0, ""), ("oracle", None, "waiting for the server...")]
+    assert verdict.evidence[1].cause() == "test.sh gave no exit code (no reward, grading_timeout): waiting for the server..."
 
 
 SWE_BROKEN = Path(__file__).resolve().parents[1] / "swe" / "data" / "validate" / "broken_tasks.jsonl"

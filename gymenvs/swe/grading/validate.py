@@ -28,7 +28,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 
-from gymenvs.container.validation import ERROR, INVALID, VALID, BrokenRule, TaskValidation
+from gymenvs.container.validation import ERROR, INVALID, VALID, BrokenRule, RunEvidence, TaskValidation
 from gymenvs.swe.grading.grading import GradeReport
 from gymenvs.swe.grading.report import MAINTAINED, PASSING
 from gymenvs.swe.tasks.tasks import Task
@@ -87,6 +87,7 @@ def judge(task: Task, empty: Sequence[GradeReport], gold: Sequence[GradeReport])
         r for r in gold if r.status not in (*_GRADED, *_ZEROED, "patch_failed")]
     if failed:
         verdict.status, verdict.error = ERROR, f"{failed[0].status}: {failed[0].error}"
+        verdict.evidence = _runs_evidence(empty, gold)
         return verdict
     broken: dict[str, BrokenRule] = {}
     refused = [r for r in gold if r.status == "patch_failed"]
@@ -108,7 +109,15 @@ def judge(task: Task, empty: Sequence[GradeReport], gold: Sequence[GradeReport])
                                                     detail=f"resolved in {sum(r.resolved for r in empty)} of {len(empty)} run(s)")
     verdict.broken = [broken[rule] for rule in RULES if rule in broken]
     verdict.status = INVALID if verdict.broken else VALID
+    if verdict.broken:
+        verdict.evidence = _runs_evidence(empty, gold)
     return verdict
+
+
+def _runs_evidence(empty: Sequence[GradeReport], gold: Sequence[GradeReport]) -> list[RunEvidence]:
+    """What each graded run showed, in the order run (empty, gold, empty, gold...)."""
+    return [RunEvidence.of(run, "the test command", r.test_exit_code, r.reward, r.status, r.log_tail)
+            for pair in zip(empty, gold) for run, r in zip(("empty", "gold"), pair)]
 
 
 def _test_rules(task: Task, empty: Sequence[GradeReport], gold: Sequence[GradeReport]) -> dict[str, BrokenRule]:
