@@ -3,8 +3,8 @@
 The tag is a digest of every file under `environment/` (path, mode and bytes), so an unchanged task
 reuses its image and an edited one gets a new image; nothing is pulled while building (a task built
 on the project's base image builds offline). A task whose [environment] names a `docker_image` and
-has no Dockerfile runs in that image. Compose environments are refused with a clear error
-(`ComposeUnsupported`), installed compose tool or not: the sandbox, the warm pool and the snapshot grading
+has no Dockerfile runs in that image. Compose environments (a compose file, with or without a Dockerfile beside
+it) are refused with a clear error (`ComposeUnsupported`), installed compose tool or not: the sandbox, the warm pool and the snapshot grading
 work on one container per episode.
 """
 
@@ -21,7 +21,7 @@ from functools import cache
 
 from gymenvs.container.images import ensure_image
 from gymenvs.container.runtime import ImageBuildError, Runtime, SandboxError
-from gymenvs.terminal.task import TerminalTask
+from gymenvs.terminal.task import DOCKERFILE, TerminalTask
 
 IMAGE_PREFIX = "gymenvs/terminal"
 #: Label on every image built here (`docker image prune --filter label=gymenvs.terminal`).
@@ -104,8 +104,9 @@ def compose_available() -> bool:
 
 def compose_message(task: TerminalTask) -> str:
     found = "installed" if compose_available() else "not installed"
+    beside = f", over its {DOCKERFILE}," if (task.environment_dir / DOCKERFILE).is_file() else ""
     return (f"task {task.name!r} ({task.path}) defines its environment with docker-compose "
-            f"({task.compose_file.name if task.compose_file else 'compose file'}): gymenvs runs single-container tasks "
+            f"({task.compose_file.name if task.compose_file else 'compose file'}{beside}): gymenvs runs single-container tasks "
             "only (an environment/Dockerfile or [environment] docker_image), since its sandbox, warm pool and snapshot "
             f"grading work on one container per episode (a compose tool is {found} here; that does not change it)")
 

@@ -254,10 +254,12 @@ class TerminalTask(BaseModel):
 
 def _environment_kind(folder: Path, config: TaskConfig) -> EnvironmentKind:
     environment = folder / ENVIRONMENT
-    if (environment / DOCKERFILE).is_file():
-        return "dockerfile"
+    # A compose file beside a Dockerfile is merged over the main service built from it (as Harbor does): running
+    # the Dockerfile alone would leave out the compose file's other services.
     if any((environment / name).is_file() for name in COMPOSE_FILES):
         return "compose"
+    if (environment / DOCKERFILE).is_file():
+        return "dockerfile"
     if config.environment.docker_image:
         return "image"
     raise ValueError(f"{folder}: {ENVIRONMENT}/ has no {DOCKERFILE} or docker-compose file and task.toml sets no "

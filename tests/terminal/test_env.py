@@ -123,6 +123,23 @@ def test_a_compose_task_is_refused_with_the_reason(tmp_path):
         gym.make("gymenvs/Terminal-v0", dataset=str(compose))
 
 
+def test_a_compose_file_beside_a_dockerfile_is_a_compose_task_not_run_from_the_dockerfile_alone(tmp_path):
+    """Harbor merges the compose file over the main service built from the Dockerfile: run from the Dockerfile
+    alone, the task would lack its other services (its oracle fails, no error says why). It is refused instead."""
+    import shutil
+
+    from gymenvs.terminal.tasks import fixtures_path
+
+    sidecar = tmp_path / "sidecar"
+    shutil.copytree(fixtures_path() / "csv-report", sidecar)
+    (sidecar / "environment" / "docker-compose.yaml").write_text(
+        "services:\n  main:\n    build: .\n  db:\n    image: postgres:16\n")
+    (sidecar / "task.toml").write_text('[task]\nname = "sidecar"\n')
+    with pytest.raises(ValueError, match=r"no task can run: .*'sidecar'.*docker-compose \(docker-compose.yaml, over its "
+                                         r"Dockerfile,\): gymenvs runs single-container tasks only"):
+        gym.make("gymenvs/Terminal-v0", dataset=str(sidecar))
+
+
 def test_bad_options_are_value_errors():
     with pytest.raises(ValueError, match="mem_limit"):
         gym.make("gymenvs/Terminal-v0", mem_limit="1g")  # the task sets the memory, not the env
