@@ -3,9 +3,9 @@
 The tag is a digest of every file under `environment/` (path, mode and bytes), so an unchanged task
 reuses its image and an edited one gets a new image; nothing is pulled while building (a task built
 on the project's base image builds offline). A task whose [environment] names a `docker_image` and
-has no Dockerfile runs in that image. Compose environments (a compose file, with or without a Dockerfile beside
-it) are refused with a clear error (`ComposeUnsupported`), installed compose tool or not: the sandbox, the warm pool and the snapshot grading
-work on one container per episode.
+has no Dockerfile runs in that image. Compose environments (a compose file, with or without a Dockerfile
+beside it) are refused with a clear error (`ComposeUnsupported`), installed compose tool or not: the sandbox,
+the warm pool and the snapshot grading work on one container per episode.
 """
 
 from __future__ import annotations
