@@ -3,6 +3,8 @@ agent's container, in a fresh container, and the reward is read by the engine.
 
 `grade_task(sandbox, task)`, when the episode ends, through the sandbox's runtime only:
 
+0. records the services the agent left running (the processes that listen on a TCP port:
+   `gymenvs.terminal.services`);
 1. stops the agent's container (SIGKILL to its init: the kernel kills every process in it, daemons
    included; no program of the container takes part);
 2. with the container stopped, replaces whatever the agent left at /logs, /logs/verifier and /tests
@@ -11,8 +13,10 @@ agent's container, in a fresh container, and the reward is read by the engine.
 3. commits the container (`Sandbox.commit`) and starts a fresh container from that snapshot, with the
    task's cpus, memory and storage, no network unless the task allows it, and two fresh empty
    volumes mounted over /logs/verifier and /tests (not copied from the snapshot);
-4. copies the task's `tests/` from the host into /tests and runs `bash /tests/test.sh` with the
-   verifier's time limit ([verifier] timeout_sec, or `timeout_s`) and environment;
+4. copies the task's `tests/` from the host into /tests, starts the recorded services again from the
+   snapshot in a second container that shares only the grading container's network namespace, and runs
+   `bash /tests/test.sh` with the verifier's time limit ([verifier] timeout_sec, or `timeout_s`) and
+   environment;
 5. kills every other process of that container the moment test.sh exits, then stops the
    container (nothing the tests started can write afterwards), and reads
    `/logs/verifier/reward.txt` (one float) or `reward.json` (named scores) through the engine,
@@ -34,10 +38,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from gymenvs.container.agent.specs import AGENTS_ROOT, MOUNT
 from gymenvs.container.output import decode_output
 from gymenvs.container.runtime import Sandbox, SandboxError
 from gymenvs.container.runtime.commands import entries_archive, kill_all_script
 from gymenvs.core.outcomes import EndedBy, ending
+from gymenvs.terminal.services import Recording, ServiceReplay, record_services
 from gymenvs.terminal.task import TerminalTask
 from gymenvs.terminal.toolguard import restore_tools
 
@@ -53,6 +59,8 @@ _LOG_LIMIT = 1 << 20
 _SNAPSHOT_REPOSITORY = "gymenvs-terminal-snapshot"
 _ROLE = "verifier"
 _TEST_STATUS = '"$code"'  # the shell variable `_command` saves test.sh's exit status in
+#: Where gymenvs' own processes in an agent's container come from (its channel, the agent CLIs): not services.
+_GYMENVS_PATHS = (MOUNT, AGENTS_ROOT)
 
 
 @dataclass
@@ -119,12 +127,18 @@ class _GradingRun:
         self.snapshot: str | None = None
         self.volumes: list[str] = []
         self.grader: Sandbox | None = None
+        self.replay: ServiceReplay | None = None
 
     def grade(self, timeout: float, restore: bool) -> VerifierResult:
+        services = record_services(self.sandbox, ignore=_GYMENVS_PATHS)
         restored = self._freeze(restore)
         self.grader = grader = self._start_grader()
         grader.put_archive(TESTS_DIR, tests_archive(self.task))
+        self._replay(services)
         result = grader.run(self._command(), timeout=timeout, output_limit=_LOG_LIMIT, kill_after=5)
+        if self.replay is not None:
+            self.replay.remove()
+            self.replay = None
         grader.stop()  # before reading: nothing the tests left running writes the reward now
         log = decode_output(result.output.raw())
         if result.timed_out:
@@ -143,6 +157,12 @@ class _GradingRun:
         restored = restore_tools(self.sandbox) if restore else []
         self.snapshot = self.sandbox.commit(_SNAPSHOT_REPOSITORY, self.nonce)
         return restored
+
+    def _replay(self, services: Recording) -> None:
+        """The agent's listening services started again beside the grader, in its network namespace only."""
+        if services.services:
+            assert self.snapshot is not None and self.grader is not None
+            self.replay = ServiceReplay.start(self.snapshot, self.grader, services, role=_ROLE, episode_id=self.task.name)
 
     def _start_grader(self) -> Sandbox:
         volumes = {self._volume(name): target for name, target in (("logs", VERIFIER_DIR), ("tests", TESTS_DIR))}
@@ -172,6 +192,8 @@ class _GradingRun:
                 f"echo \"tests/test.sh exited $code\"\n{kill_all_script(exit_status=_TEST_STATUS)}")
 
     def clean_up(self) -> None:
+        if self.replay is not None:  # before the grader: it lives in the grader's network namespace
+            self.replay.remove()
         if self.grader is not None:
             self.grader.remove()
         for name in self.volumes:

@@ -9,6 +9,7 @@ task, test.sh's exit status, the task's network), and the inherent rows what it 
 
 from __future__ import annotations
 
+import shlex
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,6 +34,15 @@ PYTEST_FILE = "def test_hello():\n    assert open('/app/out.txt').read().strip()
 NO_NETWORK = "! test -e /sys/class/net/eth0"
 HAS_NETWORK = "if test -e /sys/class/net/eth0; then echo 1; else echo 0; fi > /logs/verifier/reward.txt"
 FAKE_TESTS = "mkdir -p /tmp/mine && printf 'echo 1 > /logs/verifier/reward.txt\\n' > /tmp/mine/test.sh"
+#: A service that listens (so grading starts it again beside the tests) and keeps writing a reward of 1.
+REWARD_WRITING_SERVICE = ("import os, socket, time\n"
+                          "server = socket.socket()\nserver.bind(('127.0.0.1', 8081))\nserver.listen()\n"
+                          "while True:\n    os.makedirs('/logs/verifier', exist_ok=True)\n"
+                          "    open('/logs/verifier/reward.txt', 'w').write('1')\n    time.sleep(0.02)\n")
+#: The tests fetch /app/out.txt from a web server the agent left running on port 8080.
+FETCH_FROM_SERVICE = ("if python3 -c \"import sys, urllib.request; served = urllib.request.urlopen("
+                      "'http://127.0.0.1:8080/out.txt', timeout=5).read(); sys.exit(served.strip() != b'hello')\"; "
+                      "then echo 1; else echo 0; fi > /logs/verifier/reward.txt")
 
 #: name -> (what the agent does in its container, the task's test.sh or None for CHECK)
 ATTACKS: dict[str, tuple[str, str | None]] = {
@@ -63,6 +73,9 @@ ATTACKS: dict[str, tuple[str, str | None]] = {
     "reward.json with NaN": ("true", "echo '{\"reward\": NaN}' > /logs/verifier/reward.json"),
     "huge reward.txt": ("true", "yes 1 | head -c 20000000 > /logs/verifier/reward.txt"),
     "reward.txt a symlink to a file of 1": ("true", "echo 1 > /tmp/one && ln -s /tmp/one /logs/verifier/reward.txt"),
+    "a service the agent started, listening and writing the reward": (
+        f"printf '%s' {shlex.quote(REWARD_WRITING_SERVICE)} > /tmp/service.py && "
+        "(setsid nohup python3 /tmp/service.py >/dev/null 2>&1 < /dev/null &) && sleep 0.5", ONLY_ON_SUCCESS),
     "process left by the tests, writing the reward 0.02 s after test.sh exits": (
         "true", "setsid nohup bash -c \"while kill -0 $$ 2>/dev/null; do sleep 0.005; done; sleep 0.02; "
         "echo 1 > /logs/verifier/reward.txt\" >/dev/null 2>&1 < /dev/null &\necho 0 > /logs/verifier/reward.txt"),
@@ -82,6 +95,9 @@ CONTROLS: dict[str, tuple[str, str | None]] = {
         "setsid nohup bash -c 'while :; do date +%s%N >> /app/ticks; sleep 0.05; done' >/dev/null 2>&1 < /dev/null & "
         "disown; sleep 0.3", 'a=$(wc -l < /app/ticks); sleep 0.5; b=$(wc -l < /app/ticks)\n'
         'if [ "$a" -gt 0 ] && [ "$a" = "$b" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt'),
+    "control: a service the agent left running answers the tests": (
+        "echo hello > /app/out.txt && (setsid nohup python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 "
+        "< /dev/null &) && sleep 1", FETCH_FROM_SERVICE),
     # the agent's container has no network (as with `internet=False`); grading follows the task's network mode
     "control: grading has the network the task allows, not the agent's": (NO_NETWORK, HAS_NETWORK),
     "control: no network in grading when the task has none": (NO_NETWORK, HAS_NETWORK),
@@ -192,6 +208,15 @@ def test_the_inherent_attacks_still_work(outcomes):
     """What docs/terminal-security.md calls inherent: if one starts scoring 0, move it to ATTACKS and the doc's table."""
     for name in INHERENT:
         assert outcomes[name][0].reward == 1.0, outcomes[name][0]
+
+
+def test_a_service_the_agent_left_running_answers_the_tests_but_cannot_write_the_reward(outcomes):
+    """Grading starts the agent's listening services again beside the tests, sharing only their network: the web
+    server answers them, and the service that kept writing reward.txt writes its own container's copy."""
+    served, _ = outcomes["control: a service the agent left running answers the tests"]
+    assert (served.reward, served.reason) == (1.0, "solved"), served
+    writer, _ = outcomes["a service the agent started, listening and writing the reward"]
+    assert (writer.reward, writer.reason) == (0.0, "no_reward"), writer
 
 
 def test_the_agents_processes_are_stopped_and_its_tools_put_back(outcomes):

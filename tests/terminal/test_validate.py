@@ -22,6 +22,8 @@ from gymenvs.terminal.validate import judge, run_episode, validate_task
 
 BASE = "gymenvs/swe-base:bookworm"
 CHECK = "grep -qx hello /app/out.txt"
+PROBE_8080 = ("if (exec 3<>/dev/tcp/127.0.0.1/8080); then echo 1 > /logs/verifier/reward.txt; "
+              "else echo 0 > /logs/verifier/reward.txt; exit 1; fi")
 #: name -> (solve.sh, test.sh)
 TASKS = {
     "good": ("echo hello > /app/out.txt", f"if {CHECK}; then echo 1; else echo 0; fi > /logs/verifier/reward.txt"),
@@ -30,10 +32,10 @@ TASKS = {
     "flaky": ("echo hello > /app/out.txt",
               f"if {CHECK} && [ $(( $(cat /tests/seed) % 2 )) -eq 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt"),
     "empty-run-passes": ("echo hello > /app/out.txt", "echo 1 > /logs/verifier/reward.txt"),
-    # The oracle starts a server the tests probe: grading a snapshot, after every process stopped, finds none.
-    "needs-live-service": ("setsid nohup python3 -m http.server 8080 >/dev/null 2>&1 & sleep 1",
-                           "if (exec 3<>/dev/tcp/127.0.0.1/8080); then echo 1 > /logs/verifier/reward.txt; "
-                           "else echo 0 > /logs/verifier/reward.txt; exit 1; fi"),
+    # The oracle starts a server the tests probe: grading starts it again beside the tests (gymenvs.terminal.services).
+    "needs-live-service": ("setsid nohup python3 -m http.server 8080 >/dev/null 2>&1 & sleep 1", PROBE_8080),
+    # The same tests, but the oracle never starts the server.
+    "service-never-started": ("echo 'the server is left for later'", PROBE_8080),
 }
 #: Tasks validated at a time (a report's content does not depend on it). Measured on two cores: the four tasks'
 #: validation took a median 8.7 s with 2, 9.4 s with 3 (a wave of three, then one) and 7.9 s with 4.
@@ -102,13 +104,16 @@ def test_each_broken_task_is_caught_by_its_rule(verdicts):
     assert verdicts["flaky"].gold_runs == ["1", "0"]
     assert [b.rule for b in verdicts["empty-run-passes"].broken] == ["empty_run_passes"]
     assert verdicts["good"].evidence == []
+    # The server the oracle left running answers the tests (started again beside them); the empty run's does not exist.
+    assert (verdicts["needs-live-service"].status, verdicts["needs-live-service"].gold_runs,
+            verdicts["needs-live-service"].empty_runs) == ("valid", ["1", "1"], ["0", "0"]), verdicts["needs-live-service"]
 
 
 @pytest.mark.docker
 @pytest.mark.slow
 def test_an_invalid_verdict_says_why_from_the_real_test_output(verdicts):
-    """The test's own exit code and error line, for each run: here, that nothing listens where the oracle's server did."""
-    service = verdicts["needs-live-service"]
+    """The test's own exit code and error line, for each run: here, that nothing listens where the server should."""
+    service = verdicts["service-never-started"]
     assert service.summary() == ("invalid: oracle_fails: test.sh exited 1 (reward 0, failed): "
                                  "/tests/test.sh: line 2: /dev/tcp/127.0.0.1/8080: Connection refused"), service
     assert [(e.run, e.exit_code, e.reward) for e in service.evidence] == [("empty", 1, 0.0), ("oracle", 1, 0.0)] * 2

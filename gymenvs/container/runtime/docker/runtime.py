@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gymenvs.container.runtime.base import ImageBuildError, ImageConfig, ImageMissing, Limits, SandboxError
+from gymenvs.container.runtime.base import ImageBuildError, ImageConfig, ImageMissing, Limits, Sandbox, SandboxError
 from gymenvs.container.runtime.docker.sandbox import DockerSandbox, container_options
 from gymenvs.container.runtime.owners import LABEL, LABEL_HOST, LABEL_ROLE, hostname, labels_for, owner_labels
 
@@ -62,9 +62,11 @@ class DockerRuntime:
 
     def start(self, image: str, *, role: str, episode_id: str, limits: Limits = Limits(), workdir: str = "/",
               labels: Mapping[str, str] | None = None, read_only_binds: Mapping[str, str] | None = None,
-              volumes: Mapping[str, str] | None = None) -> DockerSandbox:
+              volumes: Mapping[str, str] | None = None, network_of: Sandbox | None = None) -> DockerSandbox:
         options = container_options(role, episode_id, limits, workdir, labels=labels, read_only_binds=read_only_binds,
                                     volumes=volumes)
+        if network_of is not None:
+            options["network_mode"] = f"container:{network_of.id}"
         with self._starting_one():
             return DockerSandbox(self, self.client, image, options, limits=limits, workdir=workdir)
 
