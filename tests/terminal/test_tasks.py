@@ -13,7 +13,7 @@ from gymenvs.terminal.task import TaskConfig, TerminalTask
 from gymenvs.terminal.tasks import fixtures_path, load_terminal_tasks, task_rows
 
 FIXTURE_NAMES = ["gymenvs/broken-oracle", "gymenvs/configure-service", "gymenvs/csv-report", "gymenvs/edit-config",
-                 "gymenvs/fix-build", "gymenvs/flaky-test"]
+                 "gymenvs/fix-build", "gymenvs/flaky-test", "gymenvs/serve-status"]
 
 
 @pytest.fixture(autouse=True)
