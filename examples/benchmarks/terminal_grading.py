@@ -23,7 +23,8 @@ from gymenvs.terminal.task import TerminalTask
 from gymenvs.terminal.tasks import fixtures_path
 from gymenvs.terminal.validate import run_episode
 
-SERVE = "echo ok > /srv/health && cd /srv && (setsid nohup python3 -m http.server 8000 >/dev/null 2>&1 < /dev/null &) && sleep 1"
+SERVE = ("echo ok > /srv/health && cd /srv && (setsid nohup python3 -m http.server 8000 >/dev/null 2>&1 < /dev/null &)\n"
+         "for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8000) 2>/dev/null && break; sleep 0.1; done")
 FETCH = ("if python3 -c \"import sys, urllib.request; "
          "sys.exit(urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=5).read().strip() != b'ok')\"; "
          "then echo 1; else echo 0; fi > /logs/verifier/reward.txt")

@@ -136,7 +136,9 @@ class _GradingRun:
         grader.put_archive(TESTS_DIR, tests_archive(self.task))
         self._replay(services)
         result = grader.run(self._command(), timeout=timeout, output_limit=_LOG_LIMIT, kill_after=5)
+        note = ""
         if self.replay is not None:
+            note = self.replay.note() + "\n"
             self.replay.remove()
             self.replay = None
         grader.stop()  # before reading: nothing the tests left running writes the reward now
@@ -146,7 +148,8 @@ class _GradingRun:
                                      detail=f"tests/test.sh did not finish in {timeout:g} s")
         else:
             verdict = read_reward(grader)
-        verdict.restored, verdict.test_exit_code, verdict.log_tail = restored, result.exit_code, log[-4000:]
+        verdict.restored, verdict.test_exit_code = restored, result.exit_code
+        verdict.log_tail = note + log[-(4000 - len(note)):]
         return verdict
 
     def _freeze(self, restore: bool) -> list[str]:

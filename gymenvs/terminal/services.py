@@ -139,19 +139,22 @@ def _nul_separated(text: str) -> list[str]:
 class ServiceReplay:
     """The container the recorded services run in again, in the grading container's network namespace."""
 
-    def __init__(self, sandbox: Sandbox):
+    def __init__(self, sandbox: Sandbox, recording: Recording):
         self.sandbox = sandbox
+        self.recording = recording
+        #: Whether every recorded port listened before the tests ran.
+        self.ready = False
 
     @classmethod
     def start(cls, snapshot: str, grader: Sandbox, recording: Recording, *, role: str, episode_id: str) -> ServiceReplay:
         """Start `recording`'s services from `snapshot` beside `grader` and wait until their ports listen."""
         sandbox = grader.runtime.start(snapshot, role=role, episode_id=episode_id, limits=grader.limits,
                                        workdir=grader.workdir, network_of=grader)
-        replay = cls(sandbox)
+        replay = cls(sandbox, recording)
         try:
             for service in recording.services:
                 sandbox.run(service.command(), timeout=10)
-            replay.wait_for(recording.ports)
+            replay.ready = replay.wait_for(recording.ports)
         except SandboxError:
             replay.remove()
             raise
@@ -167,6 +170,13 @@ class ServiceReplay:
                   f"{listens} /proc/net/tcp /proc/net/tcp6 2>/dev/null || missing=1; done; "
                   "[ $missing = 0 ] && exit 0; sleep 0.05; done; exit 1")
         return self.sandbox.run(script, timeout=seconds + 5).exit_code == 0
+
+    def note(self) -> str:
+        """A line for the grading log: what was started again, and whether it listened in time."""
+        commands = "; ".join(" ".join(service.argv)[:120] for service in self.recording.services)
+        ports = ", ".join(map(str, self.recording.ports))
+        listened = "listening" if self.ready else f"not all listening after {READY_SECONDS:g} s"
+        return f"[gymenvs] started again for the tests: {commands} (ports {ports}: {listened})"
 
     def remove(self) -> None:
         self.sandbox.remove()

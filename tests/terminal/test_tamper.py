@@ -34,6 +34,8 @@ PYTEST_FILE = "def test_hello():\n    assert open('/app/out.txt').read().strip()
 NO_NETWORK = "! test -e /sys/class/net/eth0"
 HAS_NETWORK = "if test -e /sys/class/net/eth0; then echo 1; else echo 0; fi > /logs/verifier/reward.txt"
 FAKE_TESTS = "mkdir -p /tmp/mine && printf 'echo 1 > /logs/verifier/reward.txt\\n' > /tmp/mine/test.sh"
+#: Waits (up to 10 s) until something listens on 127.0.0.1:PORT: a service is recorded only once it listens.
+UNTIL_LISTENING = "for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && break; sleep 0.1; done"
 #: A service that listens (so grading starts it again beside the tests) and keeps writing a reward of 1.
 REWARD_WRITING_SERVICE = ("import os, socket, time\n"
                           "server = socket.socket()\nserver.bind(('127.0.0.1', 8081))\nserver.listen()\n"
@@ -75,7 +77,8 @@ ATTACKS: dict[str, tuple[str, str | None]] = {
     "reward.txt a symlink to a file of 1": ("true", "echo 1 > /tmp/one && ln -s /tmp/one /logs/verifier/reward.txt"),
     "a service the agent started, listening and writing the reward": (
         f"printf '%s' {shlex.quote(REWARD_WRITING_SERVICE)} > /tmp/service.py && "
-        "(setsid nohup python3 /tmp/service.py >/dev/null 2>&1 < /dev/null &) && sleep 0.5", ONLY_ON_SUCCESS),
+        f"(setsid nohup python3 /tmp/service.py >/dev/null 2>&1 < /dev/null &) && {UNTIL_LISTENING.format(port=8081)}",
+        ONLY_ON_SUCCESS),
     "process left by the tests, writing the reward 0.02 s after test.sh exits": (
         "true", "setsid nohup bash -c \"while kill -0 $$ 2>/dev/null; do sleep 0.005; done; sleep 0.02; "
         "echo 1 > /logs/verifier/reward.txt\" >/dev/null 2>&1 < /dev/null &\necho 0 > /logs/verifier/reward.txt"),
@@ -97,7 +100,7 @@ CONTROLS: dict[str, tuple[str, str | None]] = {
         'if [ "$a" -gt 0 ] && [ "$a" = "$b" ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt'),
     "control: a service the agent left running answers the tests": (
         "echo hello > /app/out.txt && (setsid nohup python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 "
-        "< /dev/null &) && sleep 1", FETCH_FROM_SERVICE),
+        f"< /dev/null &) && {UNTIL_LISTENING.format(port=8080)}", FETCH_FROM_SERVICE),
     # the agent's container has no network (as with `internet=False`); grading follows the task's network mode
     "control: grading has the network the task allows, not the agent's": (NO_NETWORK, HAS_NETWORK),
     "control: no network in grading when the task has none": (NO_NETWORK, HAS_NETWORK),
@@ -215,6 +218,8 @@ def test_a_service_the_agent_left_running_answers_the_tests_but_cannot_write_the
     server answers them, and the service that kept writing reward.txt writes its own container's copy."""
     served, _ = outcomes["control: a service the agent left running answers the tests"]
     assert (served.reward, served.reason) == (1.0, "solved"), served
+    assert served.log_tail.startswith("[gymenvs] started again for the tests: python3 -m http.server 8080 --bind 127.0.0.1 "
+                                      "(ports 8080: listening)\n"), served.log_tail
     writer, _ = outcomes["a service the agent started, listening and writing the reward"]
     assert (writer.reward, writer.reason) == (0.0, "no_reward"), writer
 

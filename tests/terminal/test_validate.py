@@ -33,7 +33,9 @@ TASKS = {
               f"if {CHECK} && [ $(( $(cat /tests/seed) % 2 )) -eq 0 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt"),
     "empty-run-passes": ("echo hello > /app/out.txt", "echo 1 > /logs/verifier/reward.txt"),
     # The oracle starts a server the tests probe: grading starts it again beside the tests (gymenvs.terminal.services).
-    "needs-live-service": ("setsid nohup python3 -m http.server 8080 >/dev/null 2>&1 & sleep 1", PROBE_8080),
+    "needs-live-service": ("setsid nohup python3 -m http.server 8080 >/dev/null 2>&1 &\n"
+                           "for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null && break; sleep 0.1; done",
+                           PROBE_8080),
     # The same tests, but the oracle never starts the server.
     "service-never-started": ("echo 'the server is left for later'", PROBE_8080),
 }
