@@ -28,6 +28,8 @@ from gymenvs.container.runtime import Sandbox, SandboxError
 
 #: Seconds the tests wait for the replayed services' ports to listen.
 READY_SECONDS = 10.0
+#: Services started again at most (the first ones by pid): a task needs a few; an agent cannot make grading slow.
+MAX_SERVICES = 16
 #: Bytes of the recording read back; past it the agent's container holds more than services worth replaying.
 _RECORD_LIMIT = 1 << 20
 
@@ -73,7 +75,7 @@ class Service:
         run = " ".join(shlex.quote(arg) for arg in self.argv)
         if self.uid != 0:
             run = f"setpriv --reuid={self.uid} --regid={self.gid} --clear-groups {run}"
-        environment = " ".join(shlex.quote(pair) for pair in self.environment)
+        environment = " ".join(shlex.quote(pair) for pair in self.environment if "=" in pair and not pair.startswith("-"))
         return (f"cd {shlex.quote(self.cwd)} 2>/dev/null || cd /\n"
                 f"setsid nohup env -i {environment} {run} >/dev/null 2>&1 < /dev/null &")
 
@@ -118,8 +120,8 @@ def parse_recording(text: str, *, ignore: tuple[str, ...] = ()) -> Recording:
             continue
     pids = {service.pid for service in services}
     ours = tuple(root.rstrip("/") + "/" for root in ignore)
-    return Recording(tuple(s for s in services if s.ppid not in pids and s.argv
-                           and not any(root in arg for arg in s.argv for root in ours)))
+    kept = [s for s in services if s.ppid not in pids and s.argv and not any(root in arg for arg in s.argv for root in ours)]
+    return Recording(tuple(sorted(kept, key=lambda service: service.pid)[:MAX_SERVICES]))
 
 
 def _service(fields: list[str]) -> Service:
@@ -152,8 +154,7 @@ class ServiceReplay:
                                        workdir=grader.workdir, network_of=grader)
         replay = cls(sandbox, recording)
         try:
-            for service in recording.services:
-                sandbox.run(service.command(), timeout=10)
+            sandbox.run("\n".join(service.command() for service in recording.services), timeout=10)
             replay.ready = replay.wait_for(recording.ports)
         except SandboxError:
             replay.remove()

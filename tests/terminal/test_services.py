@@ -43,5 +43,13 @@ def test_a_service_is_started_again_detached_with_its_own_directory_environment_
     assert "setpriv --reuid=1000 --regid=100 --clear-groups server" in user.command()
 
 
+def test_at_most_max_services_are_started_again():
+    """An agent that leaves hundreds of listeners cannot make grading slow: the first MAX_SERVICES (by pid) are kept."""
+    from gymenvs.terminal.services import MAX_SERVICES
+
+    text = "\n".join(line(pid, 1, f"{pid:04X}", ["server", str(pid)]) for pid in range(300, 100, -1))
+    assert [s.pid for s in parse_recording(text).services] == list(range(101, 101 + MAX_SERVICES))
+
+
 def test_nothing_listening_is_an_empty_recording():
     assert parse_recording("").services == () and parse_recording("").ports == ()
