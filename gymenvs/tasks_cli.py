@@ -1,8 +1,8 @@
 """`gymenvs tasks validate SOURCE`: one command for every task family's datasets.
 
 A local folder or archive is Harbor tasks; anything else ("fixtures", a .jsonl/.parquet file, a Hub
-name) is a SWE dataset, as `gymenvs swe validate` (its alias) reads it; `--format` says which when
-the source does not show it (a Hub dataset of task files). Each task is judged by its family
+name) is a SWE dataset; `--format` says which when the source does not show it (a Hub dataset of task
+files). Each task is judged by its family
 (`TaskFamily.validate`), through the one report, resuming and worker machinery
 (`gymenvs.container.validation.run_validation`).
 """
@@ -43,7 +43,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
 
 
 def add_validate_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `gymenvs tasks validate` (and its alias `gymenvs swe validate`)."""
+    """The options of `gymenvs tasks validate`."""
     parser.add_argument("dataset", nargs="?", default="fixtures",
                         help='SWE: "fixtures" (default), a .json/.jsonl/.parquet file or a Hub dataset name; '
                         "Harbor: a folder of task folders or an archive of one")

@@ -1,5 +1,5 @@
-"""`gymenvs swe ...`: build images offline, install agents, list tasks, grade patches, validate tasks, reap orphaned
-containers."""
+"""`gymenvs swe ...`: build images offline, install agents, list tasks, grade patches, reap orphaned containers
+(`gymenvs tasks validate` validates a dataset's tasks)."""
 
 from __future__ import annotations
 
@@ -41,13 +41,6 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                             "(docs/swe-security.md): zero (status screened, the default) or flag (findings in the report only)")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
     grade.set_defaults(run=_grade)
-
-    from gymenvs.tasks_cli import add_validate_arguments, run_validate
-
-    validate = commands.add_parser("validate", help="the same as `gymenvs tasks validate --format swe`: check each task "
-                                   "of a dataset before training on it; writes a report and a dataset of the valid tasks")
-    add_validate_arguments(validate)
-    validate.set_defaults(run=run_validate, format="swe")
 
     install = commands.add_parser("install-agent", help="install an agent offline into derived images of task images")
     install.add_argument("agent", help="the agent to install: mini-swe-agent, claude-code, codex, opencode or pi")

@@ -1,6 +1,6 @@
 """`gymenvs tasks validate` on SWE tasks, on the real engine: the fixture tasks are valid, and three tasks
 broken on purpose (tests/swe/data/validate/broken_tasks.jsonl, derived from textkit-1) are each caught by
-the rule they break; a rerun (and `gymenvs swe validate`, its alias) skips what the report already judged;
+the rule they break; a rerun skips what the report already judged;
 an env refuses a task marked invalid."""
 
 from __future__ import annotations
@@ -113,12 +113,12 @@ def test_the_command_prints_each_verdict(run):
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_the_swe_alias_reads_the_same_report_and_says_the_same(run, tmp_path):
-    """`gymenvs swe validate` is `gymenvs tasks validate --format swe`: over a copy of the report it grades nothing
-    again and prints each task's verdict, the count and the exit code of the first run."""
+def test_a_rerun_over_the_report_grades_nothing_and_says_the_same(run, tmp_path):
+    """`gymenvs tasks validate` over a copy of the report grades nothing again and prints each task's verdict, the
+    count and the exit code of the first run."""
     folder, report, stdout = run
     (tmp_path / "report.jsonl").write_text((folder / "report.jsonl").read_text())
-    again = validate_cli("swe", folder / "tasks.jsonl", tmp_path)
+    again = validate_cli("tasks", folder / "tasks.jsonl", tmp_path)
     assert again.returncode == 1, again.stderr
     resumed = [line.split("\t") for line in again.stdout.splitlines() if line.endswith(" (from the report)")]
     first = [line.split("\t")[:2] for line in stdout.splitlines() if "\t" in line]
