@@ -99,8 +99,19 @@ def escapes_and_a_fork_bomb(shell, box):
     sleeps = processes(box, "sleep")
     bomb = shell.run("bomb() { bomb | bomb & }; bomb; sleep 1000", TIMEOUT)
     alive = shell.run("echo alive", TIMEOUT).output
-    left = box.run("ls -d /proc/[0-9]* | wc -l", timeout=10).output.text()
+    left = count_processes(box)
     return escaped, sleeps, bomb, alive, left
+
+
+def count_processes(box, tries: int = 20) -> str:
+    """How many processes the box holds. The engine may fail to start the counting process while the bomb's last
+    processes are still being reaped (runc: `read init-p: connection reset by peer`): it is asked again, a few times."""
+    for _ in range(tries):
+        counted = box.run("ls -d /proc/[0-9]* | wc -l", timeout=10).output.text()
+        if counted.strip().isdigit():
+            return counted
+        time.sleep(0.25)
+    return counted
 
 
 #: The timeout cases: by name, what each runs, its sandbox's pids limit and episode id, and its shell's options
