@@ -59,6 +59,8 @@ _LOG_LIMIT = 1 << 20
 _SNAPSHOT_REPOSITORY = "gymenvs-terminal-snapshot"
 _ROLE = "verifier"
 _TEST_STATUS = '"$code"'  # the shell variable `_command` saves test.sh's exit status in
+#: The line grading prints after test.sh's output, with its exit status.
+_EXIT_LINE = "tests/test.sh exited {}"
 #: Where gymenvs' own processes in an agent's container come from (its channel, the agent CLIs): not services.
 _GYMENVS_PATHS = (MOUNT, AGENTS_ROOT)
 
@@ -82,6 +84,9 @@ class VerifierResult:
     detail: str = ""
     #: What `toolguard` put back before the tests ran (the agent's changes to the image's tools).
     restored: list[str] = field(default_factory=list)
+    #: The services the agent left running that were started again for the tests, and whether they listened in
+    #: time ("" when none was: `gymenvs.terminal.services.ServiceReplay.note`).
+    services: str = ""
     test_exit_code: int | None = None
     log_tail: str = ""
     seconds: float = 0.0
@@ -93,6 +98,11 @@ class VerifierResult:
     def ending(self) -> dict[str, str]:
         """The `info` entries of the episode's last step (`outcome`, `outcome_reason`, `outcome_detail`)."""
         return ending(self.outcome, self.reason, self.detail)
+
+    @property
+    def test_output(self) -> str:
+        """The tail of what test.sh printed, without the line grading adds after it."""
+        return self.log_tail.rstrip().removesuffix(_EXIT_LINE.format(self.test_exit_code))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -136,11 +146,7 @@ class _GradingRun:
         grader.put_archive(TESTS_DIR, tests_archive(self.task))
         self._replay(services)
         result = grader.run(self._command(), timeout=timeout, output_limit=_LOG_LIMIT, kill_after=5)
-        note = ""
-        if self.replay is not None:
-            note = self.replay.note() + "\n"
-            self.replay.remove()
-            self.replay = None
+        replayed = self._end_replay()
         grader.stop()  # before reading: nothing the tests left running writes the reward now
         log = decode_output(result.output.raw())
         if result.timed_out:
@@ -148,8 +154,8 @@ class _GradingRun:
                                      detail=f"tests/test.sh did not finish in {timeout:g} s")
         else:
             verdict = read_reward(grader)
-        verdict.restored, verdict.test_exit_code = restored, result.exit_code
-        verdict.log_tail = note + log[-(4000 - len(note)):]
+        verdict.restored, verdict.services = restored, replayed
+        verdict.test_exit_code, verdict.log_tail = result.exit_code, log[-4000:]
         return verdict
 
     def _freeze(self, restore: bool) -> list[str]:
@@ -166,6 +172,15 @@ class _GradingRun:
         if services.services:
             assert self.snapshot is not None and self.grader is not None
             self.replay = ServiceReplay.start(self.snapshot, self.grader, services, role=_ROLE, episode_id=self.task.name)
+
+    def _end_replay(self) -> str:
+        """Remove the services' container, if any; what it ran (`ServiceReplay.note`), or ""."""
+        if self.replay is None:
+            return ""
+        note = self.replay.note()
+        self.replay.remove()
+        self.replay = None
+        return note
 
     def _start_grader(self) -> Sandbox:
         volumes = {self._volume(name): target for name, target in (("logs", VERIFIER_DIR), ("tests", TESTS_DIR))}
@@ -192,11 +207,10 @@ class _GradingRun:
             user = shlex.quote(verifier.user)
             run = f"chown {user} {VERIFIER_DIR} && runuser -u {user} -- {run}"
         return (f"{exports}cd {shlex.quote(self.sandbox.workdir)} 2>/dev/null || cd /\n{run}\ncode=$?\n"
-                f"echo \"tests/test.sh exited $code\"\n{kill_all_script(exit_status=_TEST_STATUS)}")
+                f"echo \"{_EXIT_LINE.format('$code')}\"\n{kill_all_script(exit_status=_TEST_STATUS)}")
 
     def clean_up(self) -> None:
-        if self.replay is not None:  # before the grader: it lives in the grader's network namespace
-            self.replay.remove()
+        self._end_replay()  # before the grader: it lives in the grader's network namespace
         if self.grader is not None:
             self.grader.remove()
         for name in self.volumes:

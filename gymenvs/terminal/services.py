@@ -57,6 +57,7 @@ for proc in /proc/[0-9]*; do
 done
 """
 
+
 @dataclass(frozen=True)
 class Service:
     """One process that listened when the agent's turn ended, as it was started."""
@@ -155,17 +156,17 @@ class ServiceReplay:
         replay = cls(sandbox, recording)
         try:
             sandbox.run("\n".join(service.command() for service in recording.services), timeout=10)
-            replay.ready = replay.wait_for(recording.ports)
+            replay.ready = replay.wait_for()
         except SandboxError:
             replay.remove()
             raise
         return replay
 
-    def wait_for(self, ports: tuple[int, ...], seconds: float = READY_SECONDS) -> bool:
-        """Whether every port listens within `seconds` (the tests run either way, and say what they found)."""
-        if not ports:
+    def wait_for(self, seconds: float = READY_SECONDS) -> bool:
+        """Whether every recorded port listens within `seconds` (the tests run either way, and say what they found)."""
+        if not self.recording.ports:
             return True
-        wanted = " ".join(f"{port:04X}" for port in ports)
+        wanted = " ".join(f"{port:04X}" for port in self.recording.ports)
         listens = "awk -v p=\"$port\" '$4 == \"0A\" {split($2, a, \":\"); if (a[2] == p) found = 1} END {exit !found}'"
         script = (f"for _ in $(seq {int(seconds * 20)}); do missing=0; for port in {wanted}; do "
                   f"{listens} /proc/net/tcp /proc/net/tcp6 2>/dev/null || missing=1; done; "

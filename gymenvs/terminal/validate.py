@@ -103,9 +103,8 @@ def _runs_evidence(empty: Sequence[VerifierResult], oracle: Sequence[VerifierRes
 
 
 def evidence(run: str, result: VerifierResult) -> RunEvidence:
-    """What a graded run showed, as a verdict keeps it (without the line grading adds after test.sh's output)."""
-    output = result.log_tail.rstrip().removesuffix(f"tests/test.sh exited {result.test_exit_code}")
-    return RunEvidence.of(run, "test.sh", result.test_exit_code, result.reward, result.reason, output)
+    """What a graded run showed, as a verdict keeps it."""
+    return RunEvidence.of(run, "test.sh", result.test_exit_code, result.reward, result.reason, result.test_output)
 
 
 def _seen(result: VerifierResult) -> str:

@@ -218,10 +218,13 @@ def test_a_service_the_agent_left_running_answers_the_tests_but_cannot_write_the
     server answers them, and the service that kept writing reward.txt writes its own container's copy."""
     served, _ = outcomes["control: a service the agent left running answers the tests"]
     assert (served.reward, served.reason) == (1.0, "solved"), served
-    assert served.log_tail.startswith("[gymenvs] started again for the tests: python3 -m http.server 8080 --bind 127.0.0.1 "
-                                      "(ports 8080: listening)\n"), served.log_tail
+    assert served.services == ("[gymenvs] started again for the tests: python3 -m http.server 8080 --bind 127.0.0.1 "
+                               "(ports 8080: listening)"), served
     writer, _ = outcomes["a service the agent started, listening and writing the reward"]
     assert (writer.reward, writer.reason) == (0.0, "no_reward"), writer
+    # It did run beside the tests (a 0 without that would prove nothing): its reward.txt is its own container's.
+    assert writer.services == "[gymenvs] started again for the tests: python3 /tmp/service.py (ports 8081: listening)", writer
+    assert outcomes["control: task solved"][0].services == ""  # nothing listened: nothing started again
 
 
 def test_the_agents_processes_are_stopped_and_its_tools_put_back(outcomes):
