@@ -89,6 +89,7 @@ class AgentEnv(ContainerEnv):
         self._call: Call | None = None
         self._request_info: dict[str, Any] = {}
         self._deadline = 0.0
+        self._agent_turn_began = 0.0  # when the agent last got a reply (or was started): its turn's clock
 
     # -- episodes ----------------------------------------------------------------------------
 
@@ -139,6 +140,7 @@ class AgentEnv(ContainerEnv):
             (channel.directory / name).write_bytes(data)
         script = (f"{self.episode_image.setup}\nexec python3 {MOUNT}/{_FORWARDER} {MOUNT}/{SOCKET_NAME} -- "
                   f"bash -c {shlex.quote(self.agent.command)}")
+        self._agent_turn_began = time.monotonic()
         stream = sandbox.open_exec(["bash", "-c", script], environment=self._agent_environment(channel))
         agent = self._agent = AgentProcess(stream, channel)
         return channel, agent
@@ -212,8 +214,12 @@ class AgentEnv(ContainerEnv):
         return respond(call.wire, call.body, call.raw or {}, reply, self.config.model_name, self._episode_channel.conversations)
 
     def _record(self, call: Call, status: int, payload: dict[str, Any], started: float) -> None:
+        """Keep the call and its answer, with how long the agent took to send it (since its previous reply, or its
+        start) and how long the answer took to begin (the policy's, or the upstream's, time)."""
         self.trajectory.append({"request": call.body, "response": payload, "status": status, "wire": call.wire.NAME,
-                                "side": call.side, "policy_seconds": started - call.received_at})
+                                "side": call.side, "agent_seconds": call.received_at - self._agent_turn_began,
+                                "policy_seconds": started - call.received_at})
+        self._agent_turn_began = time.monotonic()
 
     def _end_at_turn_limit(self) -> Outcome:
         error = f"the step limit ({self.max_turns} replies) was reached"

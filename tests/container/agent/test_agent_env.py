@@ -41,10 +41,12 @@ WORKERS = 7
 
 
 def play_gold(make, instance_id):
-    """The reference agent given a look around, the gold patch, then submit: the reset and each step."""
+    """The reference agent given a look around (taking 0.3 s), the gold patch (after the policy thought for 0.2 s),
+    then submit: the reset and each step."""
     env = make()
     started = env.reset(options={"instance_id": instance_id})
-    looked = env.step(bash("pwd; echo marker-$((6 * 7))"))
+    looked = env.step(bash("pwd; echo marker-$((6 * 7)); sleep 0.3"))
+    time.sleep(0.2)
     return started, looked, env.step(apply_patch(TASKS[instance_id].patch)), env.step(SUBMIT)
 
 
@@ -116,6 +118,10 @@ def test_gold_patch_applied_through_the_reference_agent_grades_one(episodes, ins
     assert (info["outcome"], info["outcome_reason"]) == ("model", "solved")
     assert "reference agent: submitted" in info["agent_log"]
     assert len(info["trajectory"]) == 3
+    # Each call records the agent's time to send it and the policy's time to answer it.
+    assert 0.3 <= info["trajectory"][1]["agent_seconds"] < 10, info["trajectory"][1]["agent_seconds"]
+    assert 0.2 <= info["trajectory"][1]["policy_seconds"] < 10, info["trajectory"][1]["policy_seconds"]
+    assert info["trajectory"][2]["policy_seconds"] < 0.2 <= info["trajectory"][1]["policy_seconds"]
 
 
 def test_text_replies_and_json_tool_calls_reach_the_agent(make_agent_env):
