@@ -17,12 +17,16 @@ container's writable layer is checked against its disk limit (`Sandbox.check_dis
 
 from __future__ import annotations
 
+import base64
+import posixpath
+import shlex
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from gymenvs.container.output import OutputCapture
-from gymenvs.container.runtime.base import ExecProcess, Sandbox, SandboxError
+from gymenvs.container.runtime.base import ExecProcess, ExecResult, Sandbox, SandboxError
 from gymenvs.container.runtime.commands import DISK_CHECK_INTERVAL
 
 _QUOTE_TABLE = {ord("\\"): "\\\\", ord("'"): "\\'", ord("\n"): "\\n", ord("\t"): "\\t", 0: None}
@@ -37,6 +41,8 @@ class ShellResult:
     timed_out: bool
     #: The shell died or had to be killed and a new one started: cwd and variables are back to the start.
     restarted: bool
+    #: The output as captured (its bytes, and how many were cut: `output` is its text).
+    capture: OutputCapture = field(repr=False)
 
 
 def ansi_c_quote(text: str) -> str:
@@ -61,11 +67,12 @@ class PersistentShell:
         self._pending = bytearray()  # output that arrived after the last end marker (background jobs)
         self._start()
 
-    def run(self, command: str, timeout: float) -> ShellResult:
-        """Run `command` in the shell; stop it and everything it started after `timeout` seconds."""
+    def run(self, command: str, timeout: float, *, output_limit: int | None = None) -> ShellResult:
+        """Run `command` in the shell; stop it and everything it started after `timeout` seconds. Output past
+        `output_limit` bytes (default: the shell's) is cut in the middle."""
         marker = f"__gymenvs_done_{uuid.uuid4().hex}__"
         self._send(f"eval {ansi_c_quote(command)} </dev/null; printf '\\n%s %d\\n' {marker} \"$?\"\n")
-        capture = OutputCapture(self.output_limit)
+        capture = OutputCapture(self.output_limit if output_limit is None else output_limit)
         deadline = time.monotonic() + timeout
         escalation = iter(("TERM", "KILL"))
         timed_out = False
@@ -74,7 +81,7 @@ class PersistentShell:
             if exit_code is not None:
                 if timed_out:  # what ignored SIGTERM or kept forking dies now
                     self._kill_others("KILL")
-                return ShellResult(capture.text(), exit_code, timed_out, False)
+                return ShellResult(capture.text(), exit_code, timed_out, False, capture)
             if self._process().eof:  # the shell exited (`exit`, `exec ...`) or the container died
                 self.sandbox.ensure_running()
                 return self._restart(capture, timed_out, "the shell exited")
@@ -114,7 +121,7 @@ class PersistentShell:
         self.close()
         self._start()
         note = f"\n[{why}; a new shell was started in {self.sandbox.workdir}: the working directory and variables were reset]"
-        return ShellResult(capture.text() + note, None, timed_out, True)
+        return ShellResult(capture.text() + note, None, timed_out, True, capture)
 
     def _process(self) -> ExecProcess:
         if self._stream is None:
@@ -152,3 +159,38 @@ class PersistentShell:
 
     def _kill_others(self, signal: str) -> None:
         self.sandbox.kill_all(signal, keep=(self.pid,))
+
+
+class ShellSandbox:
+    """`sandbox` with `run` and `put_files` going through one persistent shell in it: a command costs a write
+    and a read on an open stream instead of a new exec (the grading of an SWE fixture runs about a dozen).
+    For a container whose programs are trusted (a grading container before its tests run): each command
+    runs in a subshell in the sandbox's working directory (nothing carries over from one to the next, as
+    with `Sandbox.run`), stopped with everything it started after its timeout (`kill_after` is not used: the
+    shell's own grace applies). The rest is the sandbox's own. `close` ends the shell."""
+
+    def __init__(self, sandbox: Sandbox):
+        self._sandbox = sandbox
+        self._shell = PersistentShell(sandbox)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sandbox, name)
+
+    def run(self, command: str, *, timeout: float, output_limit: int = 1 << 20, kill_after: float = 5.0) -> ExecResult:
+        subshell = f"(cd {shlex.quote(self._sandbox.workdir)} && eval {ansi_c_quote(command)})"
+        result = self._shell.run(subshell, timeout, output_limit=output_limit)
+        return ExecResult(result.exit_code, result.capture, result.timed_out)
+
+    def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None:
+        """As `Sandbox.put_files`: each {relative path: content} written under `directory`, parents created."""
+        for name, data in files.items():
+            path = shlex.quote(posixpath.join(directory, name))
+            encoded = base64.b64encode(data).decode()
+            command = (f"mkdir -p -- \"$(dirname -- {path})\" && rm -rf -- {path} && "
+                       f"printf %s {encoded} | base64 -d > {path} && chmod {mode:o} -- {path}")
+            result = self._shell.run(command, 300)
+            if result.exit_code != 0:
+                raise SandboxError(f"could not write {path} in container {self._sandbox.name}: {result.output[-500:]}")
+
+    def close(self) -> None:
+        self._shell.close()

@@ -89,7 +89,9 @@ class VerifierResult:
     services: str = ""
     test_exit_code: int | None = None
     log_tail: str = ""
+    #: The whole grading's wall time, and test.sh's alone (the rest is grading's own cost).
     seconds: float = 0.0
+    test_seconds: float = 0.0
 
     @property
     def ended_by(self) -> EndedBy:
@@ -145,7 +147,9 @@ class _GradingRun:
         self.grader = grader = self._start_grader()
         grader.put_archive(TESTS_DIR, tests_archive(self.task))
         self._replay(services)
+        tests_started = time.monotonic()
         result = grader.run(self._command(), timeout=timeout, output_limit=_LOG_LIMIT, kill_after=5)
+        test_seconds = time.monotonic() - tests_started
         replayed = self._end_replay()
         grader.stop()  # before reading: nothing the tests left running writes the reward now
         log = decode_output(result.output.raw())
@@ -155,7 +159,7 @@ class _GradingRun:
         else:
             verdict = read_reward(grader)
         verdict.restored, verdict.services = restored, replayed
-        verdict.test_exit_code, verdict.log_tail = result.exit_code, log[-4000:]
+        verdict.test_exit_code, verdict.log_tail, verdict.test_seconds = result.exit_code, log[-4000:], test_seconds
         return verdict
 
     def _freeze(self, restore: bool) -> list[str]:

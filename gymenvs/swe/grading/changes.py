@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from gymenvs.container.runtime import Sandbox, SandboxError
+from gymenvs.container.runtime.base import ChangeKind
 from gymenvs.swe.grading.patches import protected_reason
 
 #: git for grading: hooks, fsmonitor and external diff / textconv programs can run nothing.
@@ -56,11 +57,13 @@ def disk_changes(sandbox: Sandbox, workdir: str, before: Set[str] = frozenset())
     return found
 
 
-def copy_changes(source: Sandbox, target: Sandbox, workdir: str) -> None:
-    """Write into `target` what the engine says changed in `source` under `workdir`: changed and added
-    files and symbolic links are copied, deleted paths are deleted. `.git/`, build artefacts and the
-    paths the repository's .gitignore ignores are left out (`enforce_policy` then judges the rest)."""
-    changes = {path[len(workdir) + 1 :]: kind for path, kind in source.changed_paths(workdir).items()}
+def copy_changes(source: Sandbox, target: Sandbox, workdir: str, *, changed: dict[str, ChangeKind] | None = None) -> None:
+    """Write into `target` what the engine says changed in `source` under `workdir` (`changed`, when it was
+    already asked: `source.changed_paths(workdir)`): changed and added files and symbolic links are copied,
+    deleted paths are deleted. `.git/`, build artefacts and the paths the repository's .gitignore ignores are
+    left out (`enforce_policy` then judges the rest)."""
+    changed = source.changed_paths(workdir) if changed is None else changed
+    changes = {path[len(workdir) + 1 :]: kind for path, kind in changed.items()}
     changes = {path: kind for path, kind in changes.items() if path != ".git" and not path.startswith(".git/")}
     parents = _parents(changes)
     files = [path for path in changes if path not in parents]

@@ -33,15 +33,18 @@ import json
 import secrets
 import shlex
 import tarfile
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gymenvs.container.output import decode_output
 from gymenvs.container.runtime import Limits, Runtime, Sandbox, SandboxError
+from gymenvs.container.shell import ShellSandbox
 from gymenvs.swe.grading.changes import STAGING, TRUSTED_GIT, copy_changes, disk_changes, enforce_policy
 from gymenvs.swe.grading.logparsers import FAILED
 from gymenvs.swe.grading.patches import filter_diff
@@ -92,7 +95,9 @@ class GradeReport:
     patch_is_empty: bool = True
     test_exit_code: int | None = None
     error: str | None = None
+    #: The whole grading's wall time, and the test run's alone (the rest is grading's own cost).
     seconds: float = 0.0
+    test_seconds: float = 0.0
     log_tail: str = ""
     #: What the runtime integrity check and the results channel saw change (status "tampered").
     tampering: list[str] = field(default_factory=list)
@@ -169,9 +174,12 @@ def grade_sandbox(runtime: Runtime, task: Task, agent: Sandbox, *, image: str, t
     """Grade what the agent changed in `agent`'s repository, read by the engine (no program of the
     agent's container runs); return the report and the graded changes as a git diff. `screen` as in `grade`."""
     report = GradeReport(task.instance_id, "error")
+    # The engine's list of what the agent changed is the slowest read of its container: taken while the
+    # grading container starts.
+    changed = _in_thread(lambda: agent.changed_paths(WORKDIR))
 
     def apply(box: Sandbox) -> str | None:
-        copy_changes(agent, box, WORKDIR)
+        copy_changes(agent, box, WORKDIR, changed=changed.result())
         return None
 
     return _grade(runtime, task, report, apply, image=image, timeout=timeout, limits=limits, episode_id=episode_id,
@@ -203,12 +211,11 @@ def _grade(runtime: Runtime, task: Task, report: GradeReport, apply: Callable[[S
         sandbox = runtime.start(image, role="grading", episode_id=episode_id or task.instance_id, limits=limits,
                                 workdir=WORKDIR)
         try:
-            diff = _prepare(sandbox, task, report, apply, take_diff)
+            diff = _prepared(sandbox, task, report, apply, take_diff, nonce, key, test_user)
             if diff is not None:
-                sandbox.put_files(_PLUGIN_DIR, {f"{plugin_module(nonce)}.py": _PLUGIN_SOURCE.read_bytes()})
-                sandbox.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
-                                            "results.jsonl": b"", "results.key": key}, mode=0o600)
+                tests_started = time.monotonic()
                 result = sandbox.run(f"bash {STAGING}/run-tests.sh", timeout=timeout, output_limit=_LOG_LIMIT)
+                report.test_seconds = time.monotonic() - tests_started
                 if not result.timed_out:
                     _ensure_survived(sandbox, finished=f">>>>> {nonce} End Test Output" in result.output.text())
                 channel = read_channel(_fetch_channel(sandbox), key)
@@ -237,6 +244,36 @@ def _ensure_survived(sandbox: Sandbox, *, finished: bool) -> None:
         if time.monotonic() >= deadline:
             return
         time.sleep(0.1)
+
+
+def _prepared(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None],
+              take_diff: bool, nonce: str, key: bytes, test_user: str | None) -> str | None:
+    """`_prepare`, then the test run's script and report plugin put in place, all through one shell in the
+    grading container (closed before the tests run): the agent's diff, or None when the tests cannot run."""
+    shell = ShellSandbox(sandbox)
+    try:
+        diff = _prepare(shell, task, report, apply, take_diff)
+        if diff is not None:
+            shell.put_files(_PLUGIN_DIR, {f"{plugin_module(nonce)}.py": _PLUGIN_SOURCE.read_bytes()})
+            shell.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
+                                      "results.jsonl": b"", "results.key": key}, mode=0o600)
+        return diff
+    finally:
+        shell.close()
+
+
+def _in_thread(function: Callable[[], Any]) -> Future:
+    """`function` run in a new thread: its future."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(function())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="gymenvs-grading-read", daemon=True).start()
+    return future
 
 
 def _prepare(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None],

@@ -18,7 +18,7 @@ from swe.swe_support import own_containers
 from gymenvs.container.runtime import ContainerGone, Limits, Runtime, Sandbox
 from gymenvs.container.runtime.docker.sandbox import KEPT_CAPABILITIES, SECURITY_OPTIONS
 from gymenvs.container.runtime.owners import LABEL_EPISODE, LABEL_HOST, LABEL_PID, owner_labels
-from gymenvs.container.shell import PersistentShell
+from gymenvs.container.shell import PersistentShell, ShellSandbox
 from gymenvs.swe.images import WORKDIR
 
 pytestmark = pytest.mark.docker
@@ -186,6 +186,29 @@ def test_huge_binary_and_invalid_utf8_output_is_capped_and_decoded(shell):
     binary.output.encode("utf-8")
     invalid = shell.run("printf 'caf\\xc3\\xa9 \\xff\\xfe end'", TIMEOUT)
     assert invalid.output == "café \ufffd\ufffd end"
+
+
+def test_a_shell_sandbox_runs_and_writes_as_the_sandbox_does(sandbox):
+    """Grading's preparation goes through `ShellSandbox`: same results as the engine's exec and archive calls."""
+    shell = ShellSandbox(sandbox)
+    try:
+        data = bytes(range(256)) * 40 + b"\n\x00no newline"
+        shell.put_files("/tmp/shell-sandbox", {"sub/blob.bin": data, "plain.txt": b"x"}, mode=0o600)
+        assert sandbox.fetch("/tmp/shell-sandbox/sub/blob.bin")[1] == data  # read back by the engine: byte-exact
+        assert sandbox.fetch("/tmp/shell-sandbox/plain.txt")[0].mode & 0o777 == 0o600
+        dumped = shell.run("cat /tmp/shell-sandbox/sub/blob.bin", timeout=TIMEOUT)
+        assert dumped.exit_code == 0 and dumped.output.raw() == data
+        # Each command in its own subshell in the working directory, as `Sandbox.run`: nothing carries over.
+        assert shell.run("cd /tmp && export KEPT=1 && pwd", timeout=TIMEOUT).output.text() == "/tmp\n"
+        kept = shell.run('pwd; echo "[$KEPT]"; exit 7', timeout=TIMEOUT)
+        assert (kept.output.text(), kept.exit_code) == (f"{WORKDIR}\n[]\n", 7)
+        capped = shell.run("head -c 5000 /dev/zero | tr '\\0' a", timeout=TIMEOUT, output_limit=100)
+        assert capped.output.total == 5000 and len(capped.output.raw()) == 100
+        late = shell.run("sleep 30", timeout=1)
+        assert late.timed_out and shell.run("echo after", timeout=TIMEOUT).output.text() == "after\n"
+        assert shell.workdir == sandbox.workdir  # the rest is the sandbox's own
+    finally:
+        shell.close()
 
 
 def test_containers_are_labelled_limited_and_offline(docker_client, sandbox):
