@@ -1,0 +1,97 @@
+"""What grading costs beyond the tests' own time, for Terminal (Harbor) tasks and SWE tasks.
+
+    python examples/benchmarks/grading_overhead.py [--runs 5] [--kinds terminal swe]
+
+- terminal: each fixture task with an oracle that always passes (not `broken-oracle` or `flaky-test`), run
+  `--runs` times as `gymenvs tasks validate` runs them (`gymenvs.terminal.validate.run_episode`: the oracle in the
+  task's container, then grading). Grading is the snapshot, the grading container, any services started again,
+  test.sh and reading the reward (`VerifierResult.seconds`); the tests' time is test.sh's run
+  (`VerifierResult.test_seconds`).
+- swe: each SWE fixture task in gymenvs/SWE-v0, `--runs` episodes of the gold patch then `submit`. Grading is
+  `info["report"]["seconds"]` (the grading container, the agent's changes copied in, the test patch, the tests)
+  and the tests' time `info["report"]["test_seconds"]`; the `submit` step's whole wall time is shown beside it.
+
+Prints per task the median grading seconds, test seconds and their difference (the overhead), and the median
+overhead over all runs. Needs a Docker engine, the project's base image and the fixture images. Prints figures;
+nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import gymnasium as gym
+
+import gymenvs  # noqa: F401  (registers the envs)
+from gymenvs.container.runtime import default_runtime
+from gymenvs.swe.tasks import load_tasks
+from gymenvs.terminal.task import TerminalTask
+from gymenvs.terminal.tasks import fixtures_path
+from gymenvs.terminal.validate import run_episode
+
+UNRELIABLE_ORACLES = ("broken-oracle", "flaky-test")
+
+
+def line(label: str, grading: list[float], tests: list[float], rewards: list[float], extra: str = "") -> str:
+    overheads = [g - t for g, t in zip(grading, tests)]
+    return (f"{label:<34} rewards {' '.join(f'{r:g}' for r in rewards)}; median s: grading "
+            f"{statistics.median(grading):.3f}, tests {statistics.median(tests):.3f}, overhead "
+            f"{statistics.median(overheads):.3f}{extra}")
+
+
+def terminal(runs: int) -> list[float]:
+    runtime = default_runtime()
+    overheads = []
+    for folder in sorted(path for path in fixtures_path().iterdir() if path.name not in UNRELIABLE_ORACLES):
+        task = TerminalTask.from_dir(folder)
+        run_episode(runtime, task, oracle=True)  # the task image built, and the engine warm
+        results = [run_episode(runtime, task, oracle=True) for _ in range(runs)]
+        grading, tests = [r.seconds for r in results], [r.test_seconds for r in results]
+        overheads += [g - t for g, t in zip(grading, tests)]
+        print(line(f"terminal {task.name}", grading, tests, [r.reward or 0.0 for r in results]), flush=True)
+    return overheads
+
+
+def swe(runs: int) -> list[float]:
+    env = gym.make("gymenvs/SWE-v0")
+    overheads = []
+    try:
+        for task in load_tasks():
+            apply = f"cat > /tmp/gold.patch <<'GYMENVS_PATCH_END'\n{task.patch}GYMENVS_PATCH_END\ngit apply /tmp/gold.patch"
+            grading, tests, steps, rewards = [], [], [], []
+            for _ in range(runs + 1):  # the first warms the image up
+                env.reset(options={"instance_id": task.instance_id})
+                env.step({"name": "bash", "arguments": {"command": apply}})
+                started = time.monotonic()
+                _, reward, _, _, info = env.step({"name": "submit", "arguments": {}})
+                steps.append(time.monotonic() - started)
+                grading.append(info["report"]["seconds"])
+                tests.append(info["report"]["test_seconds"])
+                rewards.append(reward)
+            grading, tests, steps, rewards = grading[1:], tests[1:], steps[1:], rewards[1:]
+            overheads += [g - t for g, t in zip(grading, tests)]
+            print(line(f"swe {task.instance_id}", grading, tests, rewards,
+                       f"; the submit step {statistics.median(steps):.3f}"), flush=True)
+    finally:
+        env.close()
+    return overheads
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--kinds", nargs="+", choices=["terminal", "swe"], default=["terminal", "swe"])
+    args = parser.parse_args()
+    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
+    for kind in args.kinds:
+        overheads = terminal(args.runs) if kind == "terminal" else swe(args.runs)
+        print(f"{kind}: median grading overhead {statistics.median(overheads):.3f} s over {len(overheads)} runs "
+              f"(max {max(overheads):.3f})", flush=True)
+    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
+if __name__ == "__main__":
+    main()
