@@ -12,8 +12,9 @@ Per agent:
 - the time from `reset` to the first main-turn request (median of `--resets`);
 - over `--episodes` scripted episodes of `--turns` shell calls each (then a text reply, which ends
   every one of these CLIs' runs): the share of main-turn requests that extend the previous one plus
-  its reply (appended as tokens by the TRL bridge) against those that rewrote the history, and the
-  side calls per episode.
+  its reply (appended as tokens by the TRL bridge) against those that rewrote the history, the
+  side calls per episode, and the median time the agent took per turn (from a reply to its next
+  request: running the command, `info["trajectory"][i]["agent_seconds"]`).
 
 Needs a Docker engine, the fixture images, npm on the host (for `--install`) and the agents' derived
 images (`gymenvs swe install-agent NAME`). Prints figures; nothing is asserted.
@@ -86,6 +87,7 @@ def measure_first_request(agent: str, instance_id: str, resets: int) -> None:
 def measure_episodes(agent: str, instance_id: str, episodes: int, turns: int) -> None:
     env = AgentEnv(family=SWEFamily, agent=agent, instance_ids=[instance_id], max_turns=turns + 5)
     appended = rewritten = side_calls = ended_ok = 0
+    turn_seconds: list[float] = []
     try:
         for seed in range(episodes):
             env.reset(seed=seed)
@@ -100,12 +102,15 @@ def measure_episodes(agent: str, instance_id: str, episodes: int, turns: int) ->
                 rewritten += bool(info.get("request", {}).get("history_rewritten"))
             ended_ok += bool(terminated and not truncated)
             side_calls += info["side_calls"]
+            # The agent's own time per turn: running the command and sending its next request (not its start-up).
+            turn_seconds += [record["agent_seconds"] for record in info["trajectory"][1:] if record["side"] is None]
     finally:
         env.close()
     total = max(appended + rewritten, 1)
     print(f"{agent:<12} {episodes} episodes x {turns} turns: {appended}/{appended + rewritten} requests appended "
           f"({100 * appended / total:.1f} %), {rewritten} rewritten ({100 * rewritten / total:.1f} per 100 turns); "
-          f"side calls per episode {side_calls / episodes:.2f}; {ended_ok}/{episodes} ended by the agent")
+          f"side calls per episode {side_calls / episodes:.2f}; {ended_ok}/{episodes} ended by the agent; the agent's "
+          f"turn: median {statistics.median(turn_seconds or [0.0]):.3f} s")
 
 
 def main() -> None:

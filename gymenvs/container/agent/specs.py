@@ -154,14 +154,27 @@ CODEX = AgentSpec(
     wire_format="responses",
 )
 
+_OPENCODE_HOME = '"$HOME/.config/opencode"'
+
 OPENCODE = AgentSpec(
     name="opencode",
     # The task on stdin: as an argument, a message with spaces reaches the model wrapped in quotes.
+    # Its start-up on one CPU (docs/swe-agents.md, "Start-up"): an empty model catalogue (OPENCODE_MODELS_PATH;
+    # the provider and its models are all in opencode.json), where it builds its 4 MB built-in one; a lockfile
+    # naming its plugin package beside an empty node_modules in its config folder, where it tries to install
+    # that package from the registry at every run; and its JavaScript engine without the optimising JIT and
+    # with one GC thread, which compiled and collected on the container's one CPU while it started.
     command=(f'{_render("opencode.json", "/tmp/gymenvs-opencode/opencode.json")} && '
+             f'mkdir -p {_OPENCODE_HOME}/node_modules && '
+             f'cp {MOUNT}/opencode-plugin-lock.json {_OPENCODE_HOME}/package-lock.json && '
              f'exec {AGENTS_ROOT}/opencode/node_modules/opencode-linux-x64/bin/opencode run --auto --format json '
              '< "$GYMENVS_TASK_FILE"'),
     environment={
         "OPENCODE_CONFIG": "/tmp/gymenvs-opencode/opencode.json",
+        "OPENCODE_MODELS_PATH": f"{MOUNT}/opencode-models.json",
+        "BUN_JSC_useDFGJIT": "0",
+        "BUN_JSC_numberOfGCMarkers": "1",
+        "BUN_JSC_useConcurrentGC": "0",
         "OPENCODE_DISABLE_MODELS_FETCH": "1",
         "OPENCODE_DISABLE_AUTOUPDATE": "1",
         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
@@ -169,7 +182,7 @@ OPENCODE = AgentSpec(
         "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
         "OPENCODE_DISABLE_CLAUDE_CODE": "1",  # no ~/.claude prompts or skills read in
     },
-    files=("opencode.json",),
+    files=("opencode.json", "opencode-models.json", "opencode-plugin-lock.json"),
     npm_packages=("opencode-ai@1.18.33",),
     # npm installs both glibc x64 builds; the one without "baseline" needs AVX2, like the launcher's choice.
     npm_prune=("node_modules/opencode-linux-x64-baseline",),

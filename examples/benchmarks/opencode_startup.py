@@ -1,0 +1,108 @@
+"""Where OpenCode's start-up goes: its time to the first LLM request with each of gymenvs's settings for it on and off.
+
+    python examples/benchmarks/opencode_startup.py [--runs 3] [--image IMAGE]
+
+Runs `opencode run` alone in its derived image (default: the textkit fixture's), with one CPU and no network, as
+in an episode, against a stand-in endpoint on the container's loopback that answers 500 and notes when the first
+request came; OpenCode reads the config gymenvs renders for it. Variants, each `--runs` times (median):
+
+- none: none of the settings below;
+- catalogue: `OPENCODE_MODELS_PATH` naming an empty model catalogue (opencode-models.json);
+- + plugin lock: also the empty node_modules and the lockfile that stop its plugin install;
+- + engine: also the JavaScript engine settings (no optimising JIT, one GC thread): what SWEAgent-v0 runs;
+- + engine, debug log: the same with `--print-logs --log-level DEBUG`; its messages follow (the last run's), in
+  seconds since OpenCode was started.
+
+Needs a Docker engine and the image (`gymenvs swe install-agent opencode`). Prints figures; nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+from datetime import datetime
+from importlib import resources
+
+import docker
+
+from gymenvs.container.agent.specs import AGENTS_ROOT, OPENCODE
+
+IMAGE = "gymenvs/swe-fixture.textkit-1:latest-opencode-1.18.33"
+ENGINE = {key: value for key, value in OPENCODE.environment.items() if key.startswith("BUN_JSC_")}
+BASE = {key: value for key, value in OPENCODE.environment.items()
+        if key.startswith("OPENCODE_") and key != "OPENCODE_MODELS_PATH"}
+STAND_IN = """
+import http.server, sys, time
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        sys.stderr.write("REQUEST %.3f\\n" % time.time()); sys.stderr.flush()
+        self.send_response(500); self.end_headers()
+    def log_message(self, *args): pass
+http.server.HTTPServer(("127.0.0.1", 9999), Handler).serve_forever()
+"""
+SCRIPT = """
+set -e
+python3 -c "$STAND_IN" 2>/tmp/requests &
+mkdir -p /tmp/gymenvs-opencode "$HOME/.config/opencode"
+printf %s "$CONFIG" | sed -e "s|@OPENAI_BASE_URL@|http://127.0.0.1:9999/v1|g" -e "s|@OPENAI_MODEL@|policy|g" \\
+  -e "s|@GYMENVS_SIDE_MODEL@|side|g" > /tmp/gymenvs-opencode/opencode.json
+if [ -n "$CATALOGUE" ]; then echo '{}' > /tmp/models.json; export OPENCODE_MODELS_PATH=/tmp/models.json; fi
+if [ -n "$PLUGIN_LOCK" ]; then
+  mkdir -p "$HOME/.config/opencode/node_modules"
+  printf %s "$PLUGIN_LOCK" > "$HOME/.config/opencode/package-lock.json"
+fi
+sleep 0.5
+started=$(date +%s.%N)
+echo "say hi" | timeout 15 env $ENGINE BINARY run --auto --format json $LOG_FLAGS > /tmp/log 2>&1 &
+for _ in $(seq 750); do grep -q REQUEST /tmp/requests && break; sleep 0.02; done
+echo "FIRST_REQUEST $(python3 -c "print(round($(grep -m1 REQUEST /tmp/requests | cut -d' ' -f2) - $started, 3))")"
+echo "STARTED $started"
+if [ -n "$LOG_FLAGS" ]; then sleep 0.3; grep -a '^timestamp=' /tmp/log | cut -c1-160; fi
+""".replace("BINARY", f"{AGENTS_ROOT}/opencode/node_modules/opencode-linux-x64/bin/opencode")
+
+
+def run_once(client, image: str, catalogue: bool, lock: bool, engine: bool, log: bool) -> tuple[float, str]:
+    package = resources.files("gymenvs.container.agent")
+    environment = {**BASE, "OPENCODE_CONFIG": "/tmp/gymenvs-opencode/opencode.json", "OPENAI_API_KEY": "x",
+                   "STAND_IN": STAND_IN, "CONFIG": package.joinpath("opencode.json").read_text(),
+                   "CATALOGUE": "1" if catalogue else "",
+                   "PLUGIN_LOCK": package.joinpath("opencode-plugin-lock.json").read_text() if lock else "",
+                   "ENGINE": " ".join(f"{key}={value}" for key, value in ENGINE.items()) if engine else "",
+                   "LOG_FLAGS": "--print-logs --log-level DEBUG" if log else ""}
+    output = client.containers.run(image, ["bash", "-c", SCRIPT], environment=environment, network_mode="none",
+                                   nano_cpus=10**9, remove=True, stderr=True).decode()
+    seconds = float(output.split("FIRST_REQUEST ")[1].split()[0])
+    return seconds, output
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--image", default=IMAGE)
+    args = parser.parse_args()
+    client = docker.from_env()
+    variants = {"none": (False, False, False, False), "catalogue": (True, False, False, False),
+                "+ plugin lock": (True, True, False, False), "+ engine": (True, True, True, False),
+                "+ engine, debug log": (True, True, True, True)}
+    for name, settings in variants.items():
+        runs = [run_once(client, args.image, *settings) for _ in range(args.runs)]
+        times = [seconds for seconds, _ in runs]
+        print(f"{name:<20} first request after: median {statistics.median(times):.2f} s "
+              f"({' '.join(f'{t:.2f}' for t in times)})", flush=True)
+    print_timeline(runs[-1][1])
+
+
+def print_timeline(output: str) -> None:
+    """The debug log's messages, as seconds since OpenCode was started, and the first request."""
+    started = float(output.split("STARTED ")[1].split()[0])
+    for line in output.splitlines():
+        found = re.match(r'timestamp=(\S+) .*?message=("[^"]*"|\S+)', line)
+        if found:
+            at = datetime.fromisoformat(found.group(1).replace("Z", "+00:00")).timestamp()
+            print(f"{at - started:6.3f} s  {found.group(2)}")
+    print(f"{float(output.split('FIRST_REQUEST ')[1].split()[0]):6.3f} s  the first request")
+
+
+if __name__ == "__main__":
+    main()
