@@ -7,16 +7,24 @@ channel translates back into the internal form, and the env has it.
 
 gymenvs/SWEAgent-v0 with an agent that only calls (examples/benchmarks/agents/wire_pinger.py) in the
 task container, with no network: its calls cross the in-container forwarder and the episode's unix
-socket, as in agent_call_overhead.py (Chat Completions, unstreamed, there). Needs a Docker engine and the
-fixture images. Prints median and p99 in ms, and the host process's CPU time per call; nothing is
-asserted. Target: at most 1 ms median.
+socket, as in agent_call_overhead.py (Chat Completions, unstreamed, there). In the same run, after each
+format, the baseline: the same agent on the host calling a plain aiohttp server on TCP loopback (OpenEnv's
+design), which hands each request to a driver thread and sends the reply it is given (the same bytes
+gymenvs sends for that format, built once), so the baseline translates nothing. Needs a Docker engine, the
+fixture images and aiohttp (`pip install 'gymenvs[bench]'`). Prints median and p99 in ms, and the host
+process's CPU time per call for gymenvs; nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import os
+import queue
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -55,14 +63,73 @@ def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float
     return times, cpu
 
 
+def reply_bytes(wire: str, raw: dict) -> tuple[bytes, str]:
+    """What gymenvs answers `raw` (a request in `wire`'s format) with `REPLY`, as bytes and content type."""
+    from gymenvs.container.agent.wire import anthropic, chat, responses
+    from gymenvs.container.agent.wire.common import reply_from_action
+
+    module = {"chat": chat, "responses": responses, "anthropic": anthropic}[wire]
+    payload = module.response(reply_from_action(REPLY), module.request(raw), "m", raw)
+    if raw.get("stream"):
+        return module.stream(payload, raw), "text/event-stream"
+    return json.dumps(payload).encode(), "application/json"
+
+
+def aiohttp_on_loopback(wire: str, stream: bool, calls: int) -> list[float]:
+    """The same agent on the host against a plain aiohttp server: each call's round trip."""
+    from aiohttp import web
+
+    requests: queue.Queue = queue.Queue()
+    loop = asyncio.new_event_loop()
+
+    async def answer(request: web.Request) -> web.Response:
+        reply = loop.create_future()
+        requests.put((await request.json(), reply))
+        body, content_type = await reply
+        return web.Response(body=body, content_type=content_type)
+
+    app = web.Application()
+    for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages"):
+        app.router.add_post(path, answer)
+    runner = web.AppRunner(app, access_log=None)
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
+    port = runner.addresses[0][1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    environment = {**os.environ, "GYMENVS_ORIGIN": f"http://127.0.0.1:{port}", "GYMENVS_API_KEY": "k",
+                   "GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0", "GYMENVS_PINGS": str(calls + 1)}
+    agent = subprocess.Popen([sys.executable, str(PINGER)], env=environment)
+    try:
+        raw, reply = requests.get(timeout=30)
+        answer_bytes = reply_bytes(wire, raw)
+        times = []
+        for _ in range(calls):
+            started = time.perf_counter()
+            loop.call_soon_threadsafe(reply.set_result, answer_bytes)
+            _, reply = requests.get(timeout=30)
+            times.append(time.perf_counter() - started)
+        loop.call_soon_threadsafe(reply.set_result, answer_bytes)
+        agent.wait(30)
+    finally:
+        agent.kill()
+        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=1000)
     args = parser.parse_args()
     for wire in ("chat", "responses", "anthropic"):
         for stream in (False, True):
-            name = f"{wire:<10} {'streamed' if stream else 'whole':<9} (container, forwarder, unix socket)"
-            print(summary(name, *round_trips(wire, stream, args.calls)), flush=True)
+            kind = f"{wire:<10} {'streamed' if stream else 'whole':<9}"
+            print(summary(f"{kind} gymenvs (container, forwarder, unix socket)", *round_trips(wire, stream, args.calls)),
+                  flush=True)
+            print(summary(f"{kind} aiohttp on TCP loopback (host)", aiohttp_on_loopback(wire, stream, args.calls)),
+                  flush=True)
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
