@@ -25,6 +25,7 @@ from pathlib import Path  # noqa: E402
 
 import gymnasium as gym  # noqa: E402
 import pytest  # noqa: E402
+from backend_support import backend_params  # noqa: E402
 
 import gymenvs  # noqa: E402
 from gymenvs.cli import main  # noqa: E402
@@ -112,7 +113,7 @@ def test_the_gymenvs_command_finds_the_users_module_in_its_working_directory(use
     assert "I am thinking of a whole number from 1 to 100." in played.stdout and "50: " in played.stdout
 
 
-@pytest.mark.parametrize("backend_settings", list(BACKENDS), indirect=True)
+@pytest.mark.parametrize("backend_settings", backend_params(BACKENDS), indirect=True)
 def test_make_vec_and_concurrent_vector_env_build_the_users_env_in_every_worker(backend_settings):
     """Workers find the user's module although it is on no path they start with: they register the parent's ids."""
     vector_env = gymenvs.make_vec(MODULE_ID, num_envs=2, **backend_settings)
@@ -165,7 +166,7 @@ def tiny(_tiny, user_package):
     return copy.deepcopy(model), tokenizer
 
 
-@pytest.mark.parametrize("backend_settings", list(BACKENDS), indirect=True)
+@pytest.mark.parametrize("backend_settings", backend_params(BACKENDS), indirect=True)
 def test_make_rollout_func_plays_the_users_env_on_every_backend(tiny, backend_settings):
     from wrappers.trl import TransformersGenerator, evaluate_rollouts
 

@@ -9,7 +9,8 @@ Per agent:
   empty npm cache (the tarballs downloaded) and with the tarballs cached but no installed tree (what
   a second machine set-up pays), each followed by the image build (its derived image removed first,
   so that no build cache is used); and the size the derived image adds to the task image;
-- the time from `reset` to the first main-turn request (median of `--resets`);
+- the time from `reset` to the first main-turn request (median of `--resets`; with `--warm-pool N`, from a
+  warm pool of N containers, 3 s between resets for it to refill);
 - over `--episodes` scripted episodes of `--turns` shell calls each (then a text reply, which ends
   every one of these CLIs' runs): the share of main-turn requests that extend the previous one plus
   its reply (appended as tokens by the TRL bridge) against those that rewrote the history, the
@@ -70,18 +71,21 @@ def measure_install(runtime: Runtime, agent: str, image: str) -> None:
         print(f"{agent:<12} install ({label}): {seconds:6.1f} s, adds {size / 1e6:6.0f} MB to {image}")
 
 
-def measure_first_request(agent: str, instance_id: str, resets: int) -> None:
-    env = AgentEnv(family=SWEFamily, agent=agent, instance_ids=[instance_id])
+def measure_first_request(agent: str, instance_id: str, resets: int, warm_pool: int) -> None:
+    env = AgentEnv(family=SWEFamily, agent=agent, instance_ids=[instance_id], warm_pool=warm_pool)
     times = []
     try:
         for seed in range(resets):
+            if warm_pool:
+                time.sleep(3)  # the episode, while the pool refills
             started = time.perf_counter()
             env.reset(seed=seed)
             times.append(time.perf_counter() - started)
     finally:
         env.close()
+    pool = f", warm pool of {warm_pool}" if warm_pool else ""
     print(f"{agent:<12} reset to first main-turn request: median {statistics.median(times):5.2f} s  "
-          f"min {min(times):5.2f} s  max {max(times):5.2f} s  ({len(times)} resets)")
+          f"min {min(times):5.2f} s  max {max(times):5.2f} s  ({len(times)} resets{pool})")
 
 
 def measure_episodes(agent: str, instance_id: str, episodes: int, turns: int) -> None:
@@ -121,6 +125,8 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10)
     parser.add_argument("--install", action="store_true", help="also time the installs (rebuilds the derived images)")
     parser.add_argument("--instance-id", default="gymenvs-fixtures__textkit-1")
+    parser.add_argument("--warm-pool", type=int, default=0,
+                        help="time the resets with a warm pool of this size (3 s between resets for it to refill)")
     args = parser.parse_args()
     task = next(task for task in load_tasks(FIXTURES) if task.instance_id == args.instance_id)
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
@@ -130,7 +136,7 @@ def main() -> None:
             measure_install(runtime, agent, image_for(task))
         install_agent(runtime, agent_spec(agent), [image_for(task)], progress=False)
         if args.resets:
-            measure_first_request(agent, args.instance_id, args.resets)
+            measure_first_request(agent, args.instance_id, args.resets, args.warm_pool)
         if args.episodes:
             measure_episodes(agent, args.instance_id, args.episodes, args.turns)
         print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import pytest
+from backend_support import backend_params
 from misuse_support import (
     BACKENDS,
     REFUSED_VALUES,
@@ -44,8 +45,9 @@ def on_backend(request, backend_name):
     return backend_name
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=backend_params(BACKENDS))
 def backend_name(request):
+    """Each backend in turn (Ray's is slow: the quick lane starts no Ray)."""
     return request.param
 
 

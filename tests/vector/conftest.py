@@ -6,13 +6,14 @@ Helpers that worker processes and Ray actors unpickle live in vector_support.py,
 from __future__ import annotations
 
 import pytest
+from backend_support import backend_params
 
 from .vector_support import BACKENDS
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=backend_params(BACKENDS))
 def backend(request) -> str:
-    """Each backend in turn; "ray" starts the session's local Ray first."""
+    """Each backend in turn; "ray" starts the session's local Ray first (slow: the quick lane starts no Ray)."""
     if request.param == "ray":
         request.getfixturevalue("ray_session")
     return request.param

@@ -19,7 +19,7 @@ from wrappers import ConcurrentVectorEnv
 
 from .vector_support import REPOSITORY, faulty_echo_vector
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]  # a local Ray: the quick lane starts none
 
 
 def ray_vector(num_envs: int = 3, **settings) -> ConcurrentVectorEnv:
