@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import queue
 import statistics
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 PINGER = Path(__file__).parent / "agents" / "pinger.py"
@@ -61,19 +63,29 @@ def gymenvs_in_container(calls: int) -> tuple[list[float], float]:
     return times, cpu
 
 
-def aiohttp_on_loopback(calls: int) -> list[float]:
+def pong(raw: dict) -> tuple[bytes, str]:
+    return json.dumps(PONG).encode(), "application/json"
+
+
+def aiohttp_on_loopback(calls: int, agent: Path = PINGER, environment: dict[str, str] | None = None,
+                        answer: Callable[[dict], tuple[bytes, str]] = pong) -> list[float]:
+    """`agent` on the host against a plain aiohttp server on TCP loopback that hands each request to a driver
+    thread (this one) and sends the reply it is given: `answer` of the first request (its bytes and content type),
+    built once. Each call's round trip."""
     from aiohttp import web
 
     requests: queue.Queue = queue.Queue()
     loop = asyncio.new_event_loop()
 
-    async def chat(request: web.Request) -> web.Response:
+    async def handle(request: web.Request) -> web.Response:
         reply = loop.create_future()
         requests.put((await request.json(), reply))
-        return web.json_response(await reply)
+        body, content_type = await reply
+        return web.Response(body=body, content_type=content_type)
 
     app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
+    for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages"):
+        app.router.add_post(path, handle)
     runner = web.AppRunner(app, access_log=None)
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -81,20 +93,23 @@ def aiohttp_on_loopback(calls: int) -> list[float]:
     port = runner.addresses[0][1]
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
-    agent = subprocess.Popen([sys.executable, str(PINGER)], env={**os.environ, "OPENAI_BASE_URL": f"http://127.0.0.1:{port}/v1",
-                                                                 "GYMENVS_PINGS": str(calls + 1)})
+    origin = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen([sys.executable, str(agent)], env={
+        **os.environ, "OPENAI_BASE_URL": f"{origin}/v1", "GYMENVS_ORIGIN": origin, "GYMENVS_API_KEY": "k",
+        "GYMENVS_PINGS": str(calls + 1), **(environment or {})})
     try:
-        _, reply = requests.get(timeout=30)
+        raw, reply = requests.get(timeout=30)
+        answered = answer(raw)
         times = []
         for _ in range(calls):
             started = time.perf_counter()
-            loop.call_soon_threadsafe(reply.set_result, PONG)
+            loop.call_soon_threadsafe(reply.set_result, answered)
             _, reply = requests.get(timeout=30)
             times.append(time.perf_counter() - started)
-        loop.call_soon_threadsafe(reply.set_result, PONG)
-        agent.wait(30)
+        loop.call_soon_threadsafe(reply.set_result, answered)
+        process.wait(30)
     finally:
-        agent.kill()
+        process.kill()
         asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)

@@ -18,18 +18,14 @@ process's CPU time per call for gymenvs; nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
-import queue
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from agent_call_overhead import summary  # noqa: E402
+from agent_call_overhead import aiohttp_on_loopback, summary  # noqa: E402
 
 PINGER = Path(__file__).parent / "agents" / "wire_pinger.py"
 REPLY = {"name": "bash", "arguments": {"command": "ls"}}
@@ -75,50 +71,6 @@ def reply_bytes(wire: str, raw: dict) -> tuple[bytes, str]:
     return json.dumps(payload).encode(), "application/json"
 
 
-def aiohttp_on_loopback(wire: str, stream: bool, calls: int) -> list[float]:
-    """The same agent on the host against a plain aiohttp server: each call's round trip."""
-    from aiohttp import web
-
-    requests: queue.Queue = queue.Queue()
-    loop = asyncio.new_event_loop()
-
-    async def answer(request: web.Request) -> web.Response:
-        reply = loop.create_future()
-        requests.put((await request.json(), reply))
-        body, content_type = await reply
-        return web.Response(body=body, content_type=content_type)
-
-    app = web.Application()
-    for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages"):
-        app.router.add_post(path, answer)
-    runner = web.AppRunner(app, access_log=None)
-    loop.run_until_complete(runner.setup())
-    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", 0).start())
-    port = runner.addresses[0][1]
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    environment = {**os.environ, "GYMENVS_ORIGIN": f"http://127.0.0.1:{port}", "GYMENVS_API_KEY": "k",
-                   "GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0", "GYMENVS_PINGS": str(calls + 1)}
-    agent = subprocess.Popen([sys.executable, str(PINGER)], env=environment)
-    try:
-        raw, reply = requests.get(timeout=30)
-        answer_bytes = reply_bytes(wire, raw)
-        times = []
-        for _ in range(calls):
-            started = time.perf_counter()
-            loop.call_soon_threadsafe(reply.set_result, answer_bytes)
-            _, reply = requests.get(timeout=30)
-            times.append(time.perf_counter() - started)
-        loop.call_soon_threadsafe(reply.set_result, answer_bytes)
-        agent.wait(30)
-    finally:
-        agent.kill()
-        asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-    return times
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=1000)
@@ -128,8 +80,9 @@ def main() -> None:
             kind = f"{wire:<10} {'streamed' if stream else 'whole':<9}"
             print(summary(f"{kind} gymenvs (container, forwarder, unix socket)", *round_trips(wire, stream, args.calls)),
                   flush=True)
-            print(summary(f"{kind} aiohttp on TCP loopback (host)", aiohttp_on_loopback(wire, stream, args.calls)),
-                  flush=True)
+            baseline = aiohttp_on_loopback(args.calls, PINGER, {"GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0"},
+                                           answer=lambda raw, wire=wire: reply_bytes(wire, raw))
+            print(summary(f"{kind} aiohttp on TCP loopback (host)", baseline), flush=True)
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
