@@ -121,7 +121,6 @@ def test_gold_patch_applied_through_the_reference_agent_grades_one(episodes, ins
     # Each call records the agent's time to send it and the policy's time to answer it.
     assert 0.3 <= info["trajectory"][1]["agent_seconds"] < 10, info["trajectory"][1]["agent_seconds"]
     assert 0.2 <= info["trajectory"][1]["policy_seconds"] < 10, info["trajectory"][1]["policy_seconds"]
-    assert info["trajectory"][2]["policy_seconds"] < 0.2 <= info["trajectory"][1]["policy_seconds"]
 
 
 def test_text_replies_and_json_tool_calls_reach_the_agent(make_agent_env):
