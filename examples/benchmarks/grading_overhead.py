@@ -1,6 +1,6 @@
 """What grading costs beyond the tests' own time, for Terminal (Harbor) tasks and SWE tasks.
 
-    python examples/benchmarks/grading_overhead.py [--runs 5] [--kinds terminal swe]
+    python examples/benchmarks/grading_overhead.py [--runs 5] [--kinds terminal swe] [--timeline]
 
 - terminal: each fixture task with an oracle that always passes (not `broken-oracle` or `flaky-test`), run
   `--runs` times as `gymenvs tasks validate` runs them (`gymenvs.terminal.validate.run_episode`: the oracle in the
@@ -12,16 +12,19 @@
   and the tests' time `info["report"]["test_seconds"]`; the `submit` step's whole wall time is shown beside it.
 
 Prints per task the median grading seconds, test seconds and their difference (the overhead), and the median
-overhead over all runs. Needs a Docker engine, the project's base image and the fixture images. Prints figures;
-nothing is asserted.
+overhead over all runs. `--timeline` also prints, for the last grading of each kind, every engine call it made (the
+Docker sandbox's and runtime's methods, timed in this process): when it began and how long it took. Needs a
+Docker engine, the project's base image and the fixture images. Prints figures; nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import time
+from collections.abc import Callable
 
 import gymnasium as gym
 
@@ -33,6 +36,37 @@ from gymenvs.terminal.tasks import fixtures_path
 from gymenvs.terminal.validate import run_episode
 
 UNRELIABLE_ORACLES = ("broken-oracle", "flaky-test")
+ENGINE_CALLS = {"DockerSandbox": ("run", "open_exec", "put_archive", "changed_paths", "fetch", "read_archive", "stat",
+                                  "pause", "stop", "commit", "ensure_running", "remove"),
+                "DockerRuntime": ("start", "create_volume", "remove_volume", "remove_image")}
+calls: list[tuple[float, float, str]] = []  # (began, seconds, name) of each engine call, while recording
+
+
+def record_engine_calls() -> None:
+    """Time every engine call of this process from now on (the benchmark's own classes, wrapped here only)."""
+    from gymenvs.container.runtime.docker.runtime import DockerRuntime
+    from gymenvs.container.runtime.docker.sandbox import DockerSandbox
+
+    for cls in (DockerSandbox, DockerRuntime):
+        for name in ENGINE_CALLS[cls.__name__]:
+            setattr(cls, name, timed(getattr(cls, name), f"{cls.__name__}.{name}"))
+
+
+def timed(method: Callable, name: str) -> Callable:
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        began = time.monotonic()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            calls.append((began, time.monotonic() - began, name))
+    return call
+
+
+def print_timeline(kind: str, since: float) -> None:
+    print(f"{kind}: the last grading's engine calls (began at s, took s):")
+    for began, seconds, name in sorted(call for call in calls if call[0] >= since):
+        print(f"  {began - since:6.3f} {seconds:6.3f} {name}")
 
 
 def line(label: str, grading: list[float], tests: list[float], rewards: list[float], extra: str = "") -> str:
@@ -48,7 +82,10 @@ def terminal(runs: int) -> list[float]:
     for folder in sorted(path for path in fixtures_path().iterdir() if path.name not in UNRELIABLE_ORACLES):
         task = TerminalTask.from_dir(folder)
         run_episode(runtime, task, oracle=True)  # the task image built, and the engine warm
-        results = [run_episode(runtime, task, oracle=True) for _ in range(runs)]
+        results = []
+        for _ in range(runs):
+            calls.clear()
+            results.append(run_episode(runtime, task, oracle=True))
         grading, tests = [r.seconds for r in results], [r.test_seconds for r in results]
         overheads += [g - t for g, t in zip(grading, tests)]
         print(line(f"terminal {task.name}", grading, tests, [r.reward or 0.0 for r in results]), flush=True)
@@ -65,6 +102,7 @@ def swe(runs: int) -> list[float]:
             for _ in range(runs + 1):  # the first warms the image up
                 env.reset(options={"instance_id": task.instance_id})
                 env.step({"name": "bash", "arguments": {"command": apply}})
+                calls.clear()
                 started = time.monotonic()
                 _, reward, _, _, info = env.step({"name": "submit", "arguments": {}})
                 steps.append(time.monotonic() - started)
@@ -84,12 +122,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--kinds", nargs="+", choices=["terminal", "swe"], default=["terminal", "swe"])
+    parser.add_argument("--timeline", action="store_true", help="print the last grading's engine calls, per kind")
     args = parser.parse_args()
+    if args.timeline:
+        record_engine_calls()
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     for kind in args.kinds:
         overheads = terminal(args.runs) if kind == "terminal" else swe(args.runs)
         print(f"{kind}: median grading overhead {statistics.median(overheads):.3f} s over {len(overheads)} runs "
               f"(max {max(overheads):.3f})", flush=True)
+        if args.timeline and calls:
+            print_timeline(kind, min(began for began, _, _ in calls))
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
