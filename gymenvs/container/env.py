@@ -17,6 +17,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import PositiveInt
 
+from gymenvs.container.background import in_thread
 from gymenvs.container.config import ContainerConfig, check_no_family_options, split_options
 from gymenvs.container.family import Grade, GradingRun, Task, TaskFamily, TaskImage
 from gymenvs.container.pool import WarmPool, discard
@@ -235,11 +236,21 @@ class ContainerEnv(TextEnv):
             sandbox.pause()  # nothing left running in it changes its files now
         except SandboxError:  # already gone: grading reports what it can read
             pass
-        run = GradingRun(self.runtime, sandbox, self.episode_task, self.episode_image, self.limits, self._episode_id or "")
+        released: list[Future] = []  # the container removed while the tests run, once the family has read it
+
+        def done_with_sandbox() -> None:
+            if not released:
+                released.append(in_thread(self._release, "gymenvs-release"))
+
+        run = GradingRun(self.runtime, sandbox, self.episode_task, self.episode_image, self.limits, self._episode_id or "",
+                         done_with_sandbox=done_with_sandbox)
         try:
             self.grade = self.family.grade(run)
         finally:
-            self._release()
+            if released:
+                released[0].result()  # nothing of the episode is left when the step returns
+            else:
+                self._release()
         return self.grade, {**self._grade_info(self.grade), **grade_ending(self.grade, ended)}
 
     @staticmethod

@@ -20,7 +20,7 @@ third in one module. A family answers:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
@@ -60,7 +60,9 @@ class TaskImage:
 @dataclass
 class GradingRun(Generic[TaskT]):
     """What a family grades: the episode's container (frozen: nothing in it runs), its task and image, the
-    limits it ran under, and the runtime to start grading containers on."""
+    limits it ran under, and the runtime to start grading containers on. A family that is done with the
+    container before its tests end calls `done_with_sandbox()` (once, and uses the container no more): the env
+    then removes it while the tests run, instead of after."""
 
     runtime: Runtime
     sandbox: Sandbox
@@ -68,6 +70,7 @@ class GradingRun(Generic[TaskT]):
     image: TaskImage
     limits: Limits
     episode_id: str
+    done_with_sandbox: Callable[[], None] = lambda: None
 
 
 @dataclass

@@ -109,7 +109,7 @@ class SWEFamily(TaskFamily[Task, SWEOptions]):
         report, diff = grade_sandbox(run.runtime, run.task, run.sandbox, image=run.image.name,
                                      timeout=self.options.grading_timeout_s, test_user=self.options.test_user,
                                      screen=self.options.screen, limits=_no_network(run.limits),
-                                     episode_id=run.episode_id)
+                                     episode_id=run.episode_id, done_reading=run.done_with_sandbox)
         return as_grade(report, diff)
 
     def validate(self, task: Task, runtime: Runtime, *, runs: int = 1, timeout_s: float | None = None) -> TaskValidation:

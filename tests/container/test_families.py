@@ -4,6 +4,7 @@ both ways of acting, as SWE-bench rows and Harbor folders do: through tools, and
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -51,6 +52,35 @@ def test_the_agent_env_runs_it_with_an_agent_program_in_the_container(swe_images
         assert not (terminated or truncated)
         _, reward, terminated, truncated, info = env.step({"name": "submit", "arguments": {}})
         assert (reward, terminated, truncated) == (1.0, True, False) and info["outcome_reason"] == "solved"
+    finally:
+        env.close()
+
+
+class DoneEarly(FileTasks):
+    """FileTasks that says it is done with the episode's container once it has read the file, then, as a family
+    whose tests still run would, waits: until the engine no longer has the container (or 30 s)."""
+
+    def grade(self, run):
+        grade = super().grade(run)
+        run.done_with_sandbox()
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and self.engine.containers.list(all=True, filters={"name": run.sandbox.name}):
+            time.sleep(0.05)
+        self.removed_while_grading = not self.engine.containers.list(all=True, filters={"name": run.sandbox.name})
+        return grade
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("env_class", [ToolsEnv, AgentEnv])
+def test_a_family_done_with_the_container_has_it_removed_while_it_still_grades(swe_images, docker_client, env_class):
+    family = DoneEarly(instance_ids=[TASK.instance_id])
+    family.engine = docker_client
+    env = env_class(family=family, **({"agent": "reference"} if env_class is AgentEnv else {}))
+    try:
+        env.reset(seed=0)
+        env.step(write(TASK.content))
+        _, reward, terminated, _, info = env.step({"name": "submit", "arguments": {}})
+        assert (reward, terminated) == (1.0, True) and family.removed_while_grading
     finally:
         env.close()
 

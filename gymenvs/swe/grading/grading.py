@@ -33,15 +33,14 @@ import json
 import secrets
 import shlex
 import tarfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gymenvs.container.background import in_thread
 from gymenvs.container.output import decode_output
 from gymenvs.container.runtime import Limits, Runtime, Sandbox, SandboxError
 from gymenvs.container.shell import ShellSandbox
@@ -170,16 +169,18 @@ def grade(runtime: Runtime, task: Task, diff: str, *, image: str, timeout: float
 
 def grade_sandbox(runtime: Runtime, task: Task, agent: Sandbox, *, image: str, timeout: float = 1800,
                   limits: Limits = Limits(), episode_id: str = "", test_user: str | None = TEST_USER,
-                  screen: ScreenMode = "zero") -> tuple[GradeReport, str]:
+                  screen: ScreenMode = "zero", done_reading: Callable[[], None] = lambda: None) -> tuple[GradeReport, str]:
     """Grade what the agent changed in `agent`'s repository, read by the engine (no program of the
-    agent's container runs); return the report and the graded changes as a git diff. `screen` as in `grade`."""
+    agent's container runs); return the report and the graded changes as a git diff. `screen` as in `grade`;
+    `done_reading` is called once `agent` is no longer read (its changes are in the grading container)."""
     report = GradeReport(task.instance_id, "error")
     # The engine's list of what the agent changed is the slowest read of its container: taken while the
     # grading container starts.
-    changed = _in_thread(lambda: agent.changed_paths(WORKDIR))
+    changed = in_thread(lambda: agent.changed_paths(WORKDIR), "gymenvs-grading-read")
 
     def apply(box: Sandbox) -> str | None:
         copy_changes(agent, box, WORKDIR, changed=changed.result())
+        done_reading()
         return None
 
     return _grade(runtime, task, report, apply, image=image, timeout=timeout, limits=limits, episode_id=episode_id,
@@ -260,20 +261,6 @@ def _prepared(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable
         return diff
     finally:
         shell.close()
-
-
-def _in_thread(function: Callable[[], Any]) -> Future:
-    """`function` run in a new thread: its future."""
-    future: Future = Future()
-
-    def run() -> None:
-        try:
-            future.set_result(function())
-        except BaseException as exc:
-            future.set_exception(exc)
-
-    threading.Thread(target=run, name="gymenvs-grading-read", daemon=True).start()
-    return future
 
 
 def _prepare(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None],
