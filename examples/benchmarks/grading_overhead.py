@@ -12,9 +12,11 @@
   and the tests' time `info["report"]["test_seconds"]`; the `submit` step's whole wall time is shown beside it.
 
 Prints per task the median grading seconds, test seconds and their difference (the overhead), and the median
-overhead over all runs. `--timeline` also prints, for the last grading of each kind, every engine call it made (the
-Docker sandbox's and runtime's methods, timed in this process): when it began and how long it took. Needs a
-Docker engine, the project's base image and the fixture images. Prints figures; nothing is asserted.
+overhead over all runs. `--timeline` also prints, for the last run of each kind, every engine call it made (the
+Docker sandbox's and runtime's methods, timed in this process): when it began and how long it took. A SWE run's
+calls are those of its `submit` step (the grading); a Terminal run's are its whole episode (the container's start
+and the oracle, then the grading). Needs a Docker engine, the project's base image and the fixture images. Prints
+figures; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ def timed(method: Callable, name: str) -> Callable:
 
 
 def print_timeline(kind: str, since: float) -> None:
-    print(f"{kind}: the last grading's engine calls (began at s, took s):")
+    scope = "its submit step" if kind == "swe" else "its episode: start, oracle, grading"
+    print(f"{kind}: the last run's engine calls ({scope}; began at s, took s):")
     for began, seconds, name in sorted(call for call in calls if call[0] >= since):
         print(f"  {began - since:6.3f} {seconds:6.3f} {name}")
 
@@ -122,7 +125,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--kinds", nargs="+", choices=["terminal", "swe"], default=["terminal", "swe"])
-    parser.add_argument("--timeline", action="store_true", help="print the last grading's engine calls, per kind")
+    parser.add_argument("--timeline", action="store_true", help="print the last run's engine calls, per kind")
     args = parser.parse_args()
     if args.timeline:
         record_engine_calls()

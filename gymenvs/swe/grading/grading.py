@@ -212,7 +212,7 @@ def _grade(runtime: Runtime, task: Task, report: GradeReport, apply: Callable[[S
         sandbox = runtime.start(image, role="grading", episode_id=episode_id or task.instance_id, limits=limits,
                                 workdir=WORKDIR)
         try:
-            diff = _prepared(sandbox, task, report, apply, take_diff, nonce, key, test_user)
+            diff = _prepare_through_shell(sandbox, task, report, apply, take_diff, nonce, key, test_user)
             if diff is not None:
                 tests_started = time.monotonic()
                 result = sandbox.run(f"bash {STAGING}/run-tests.sh", timeout=timeout, output_limit=_LOG_LIMIT)
@@ -247,8 +247,8 @@ def _ensure_survived(sandbox: Sandbox, *, finished: bool) -> None:
         time.sleep(0.1)
 
 
-def _prepared(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None],
-              take_diff: bool, nonce: str, key: bytes, test_user: str | None) -> str | None:
+def _prepare_through_shell(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None],
+                           take_diff: bool, nonce: str, key: bytes, test_user: str | None) -> str | None:
     """`_prepare`, then the test run's script and report plugin put in place, all through one shell in the
     grading container (closed before the tests run): the agent's diff, or None when the tests cannot run."""
     shell = ShellSandbox(sandbox)
