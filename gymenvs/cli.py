@@ -1,5 +1,5 @@
 """The `gymenvs` command: list the environments, play one in the terminal, evaluate a policy, time an env, replay an
-episode's trajectory."""
+episode's trajectory, view a run's."""
 
 from __future__ import annotations
 
@@ -82,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--episode", type=int, default=0,
                         help="which episode to print, from 0: in a folder, the files in name order (default 0)")
     replay.set_defaults(run=run_replay)
+    from gymenvs.trajectories.viewer.cli import add_command as add_view_command
+
+    add_view_command(commands)
 
     from gymenvs.swe.cli import add_commands as add_swe_commands
 

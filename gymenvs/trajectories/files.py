@@ -62,7 +62,7 @@ def read_trajectories(path: str | Path) -> list[atif.Trajectory]:
     path = Path(path)
     if not path.is_dir():
         return [read_trajectory(path)]
-    files = sorted((file for file in path.glob("*.json") if file.is_file()), key=lambda file: _natural(file.name))
+    files = sorted((file for file in path.glob("*.json") if file.is_file()), key=lambda file: natural_key(file.name))
     if not files:
         raise ReplayFileError(f"folder {str(path)!r} holds no trajectory files (*.json), as `gymenvs eval --trajectories` "
                               "writes them")
@@ -106,5 +106,5 @@ def _where(error: Any) -> str:
     return ".".join(map(str, error["loc"]))
 
 
-def _natural(name: str) -> list[Any]:
+def natural_key(name: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
