@@ -84,7 +84,7 @@ def test_the_server_answers_the_page_its_assets_and_the_data(run_folder):
         assert status == 200 and len(run["episodes"]) == 7 and run["skipped"][0]["file"].endswith("result.json")
         status, _, body = get(server.url + "api/episode/3")
         episode = json.loads(body)
-        assert episode["row"]["file"] == SWE and episode["of"] == 7
+        assert (episode["row"]["file"], episode["previous"], episode["next"]) == (SWE, 2, 4)
         assert episode["trajectory"]["extra"]["gymenvs"]["report"]["log"]  # the whole grading log, for the page
         assert episode["samples"] == []  # an eval episode holds no tokens
         assert get(server.url + "api/episode/7")[0] == 404
@@ -130,3 +130,27 @@ def test_the_command_writes_one_episode_as_html_and_refuses_what_it_cannot_open(
     assert (done.returncode, done.stderr) == (2, f"gymenvs view: --episode 7: {run_folder} holds 7 episodes\n")
     done = subprocess.run([*command, str(tmp_path / "nowhere")], capture_output=True, text=True)
     assert done.returncode == 2 and "does not exist" in done.stderr
+
+
+def test_a_run_being_written_shows_its_new_episodes_and_keeps_each_episodes_id(run_folder, tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for name in ("b.json", "d.json"):
+        shutil.copy(FIXTURES / SWE, folder / name)
+    (folder / "c.json").write_text('{"schema_version": "ATIF-v1.8", "steps": [')  # a file being written
+    run = Run.open(folder)
+    assert [(row["id"], row["file"]) for row in run.rows] == [(0, "b.json"), (1, "d.json")]
+    assert run.skipped[0]["file"] == "c.json" and "Expecting value" in run.skipped[0]["why"]
+
+    shutil.copy(FIXTURES / SWE, folder / "c.json")  # written out now
+    shutil.copy(FIXTURES / SWE, folder / "a.json")
+    (folder / "b.json").unlink()
+    run.refresh()
+    assert [(row["id"], row["file"]) for row in run.rows] == [(1, "d.json"), (2, "a.json"), (3, "c.json")]
+    assert run.skipped == [] and run.neighbours(2)[1:] == (1, 3)
+    with pytest.raises(KeyError, match="episode 0: the run has no such episode"):
+        run.episode(0)
+    with ViewerServer(run).start() as server:
+        shutil.copy(FIXTURES / SWE, folder / "e.json")
+        assert [row["file"] for row in json.loads(get(server.url + "api/run")[2])["episodes"]][-1] == "e.json"
+        assert get(server.url + "api/episode/0")[0] == 404

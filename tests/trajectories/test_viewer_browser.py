@@ -183,8 +183,7 @@ def test_the_token_page_shows_every_token_by_who_produced_it(browser, server, ru
     shown = browser.execute_script("return [...document.querySelectorAll('.sample .tok')].map(e => e.textContent)")
     decoded = tokenizer.batch_decode([[token] for token in ids])
     assert shown == [text.replace("\n", "↵\n").replace("\t", "→\t") for text in decoded]
-    policy_titles = texts(browser, ".sample .tok.p-policy") and browser.execute_script(
-        "return [...document.querySelectorAll('.sample .tok.p-policy')].map(e => e.title)")
+    policy_titles = browser.execute_script("return [...document.querySelectorAll('.sample .tok.p-policy')].map(e => e.title)")
     sampled = [logprob for logprob, mask in zip(trained["logprobs"], trained["env_mask"]) if mask]
     assert [float(title.split("logprob ")[1].split()[0]) for title in policy_titles] == pytest.approx(sampled, abs=1e-4)
     heads = texts(browser, ".turn-head")

@@ -34,8 +34,8 @@ def run_view(args: argparse.Namespace) -> int:
         print(f"gymenvs view: {exc}", file=sys.stderr)
         return 2
     if args.html:
-        if not 0 <= args.episode < len(run.files):
-            print(f"gymenvs view: --episode {args.episode}: {args.path} holds {len(run.files)} episodes", file=sys.stderr)
+        if not 0 <= args.episode < len(run.rows):
+            print(f"gymenvs view: --episode {args.episode}: {args.path} holds {len(run.rows)} episodes", file=sys.stderr)
             return 2
         Path(args.html).write_text(standalone_html(run, args.episode, decode), encoding="utf-8")
         print(f"{args.html}: episode {args.episode} ({run.rows[args.episode]['file']})")
@@ -45,7 +45,7 @@ def run_view(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"gymenvs view: cannot listen on {args.host}:{args.port}: {exc.strerror} (choose another --port)", file=sys.stderr)
         return 2
-    print(f"{len(run.files)} episodes of {args.path} ({len(run.skipped)} other files skipped) at {server.url}  (Ctrl-C stops)",
+    print(f"{len(run.rows)} episodes of {args.path} ({len(run.skipped)} other files skipped) at {server.url}  (Ctrl-C stops)",
           flush=True)
     try:
         server.serve_forever()

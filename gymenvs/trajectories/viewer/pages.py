@@ -26,18 +26,21 @@ def asset(name: str) -> str:
 
 
 def run_data(run: Run) -> dict[str, Any]:
+    """The run's rows and skipped files, as they are now (`run.refresh()` first for a run still being written)."""
     return {"root": str(run.root), "episodes": run.rows, "skipped": run.skipped}
 
 
-def episode_data(run: Run, index: int, decode: Decoder | None = None) -> dict[str, Any]:
-    """Episode `index`: its row, its trajectory (validated) and its token samples, each token with its text when
-    `decode` is given."""
+def episode_data(run: Run, episode_id: int, decode: Decoder | None = None) -> dict[str, Any]:
+    """Episode `episode_id`: its row, the ids before and after it, its trajectory (validated) and its token samples,
+    each token with its text when `decode` is given. `KeyError` when the run has no such episode."""
     from gymenvs.trajectories.tokens import samples
 
-    trajectory = run.episode(index)
+    row, previous, following = run.neighbours(episode_id)
+    trajectory = run.episode(episode_id)
     return {
-        "row": run.rows[index],
-        "of": len(run.rows),
+        "row": row,
+        "previous": previous,
+        "next": following,
         "trajectory": trajectory.model_dump(mode="json", exclude_none=True),
         "samples": [[_segment(segment, decode) for segment in sample.segments] for sample in samples(trajectory)],
     }
@@ -52,10 +55,10 @@ def _segment(segment: Any, decode: Decoder | None) -> dict[str, Any]:
     return data
 
 
-def standalone_html(run: Run, index: int, decode: Decoder | None = None) -> str:
+def standalone_html(run: Run, episode_id: int, decode: Decoder | None = None) -> str:
     """One episode's pages as a single HTML file: the script, the style and the data in it, nothing fetched."""
-    data = {"run": {**run_data(run), "episodes": [run.rows[index]], "skipped": []},
-            "episodes": {str(index): episode_data(run, index, decode)}}
+    episode = {**episode_data(run, episode_id, decode), "previous": None, "next": None}
+    data = {"run": {**run_data(run), "episodes": [episode["row"]], "skipped": []}, "episodes": {str(episode_id): episode}}
     page = asset("index.html")
     page = page.replace('<link rel="stylesheet" href="assets/viewer.css">', f"<style>\n{asset('viewer.css')}</style>")
     page = page.replace('<script src="assets/viewer.js"></script>',

@@ -4,6 +4,10 @@ A row is read from the file's JSON directly (no model validation: a run of 1,000
 well under a second); an episode is validated as an `atif.Trajectory` when it is opened. A `*.json` file that is
 not an ATIF trajectory (a Harbor trial's `result.json`, a config) is listed among the run's skipped files, with why.
 
+A run that is still being written (a training run's batches) is followed: `refresh` reads the files that are new
+or changed since the last look, and forgets those that are gone. An episode keeps its id for as long as its file is
+there: the files found at first are numbered in name order (numbers as numbers), those that come later after them.
+
 A Harbor trial keeps its trajectory in `<trial>/agent/trajectory.json` and how it went in `<trial>/result.json`:
 the row of such a trajectory takes its task, reward, error and time from there.
 """
@@ -11,6 +15,7 @@ the row of such a trajectory takes its task, reward, error and time from there.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,40 +30,86 @@ if TYPE_CHECKING:
     import atif
 
 
-@dataclass(frozen=True)
-class Run:
-    """The trajectory files under `root` (a file, or a folder searched to any depth), their rows, and the skipped."""
+@dataclass
+class _Seen:
+    """What the last look at one file found: its size and time, and its row, or why it has none."""
 
-    root: Path
-    files: list[Path]
-    rows: list[dict[str, Any]]
-    skipped: list[dict[str, str]]
+    stamp: tuple[int, int]
+    row: dict[str, Any] | None
+    why: str = ""
+
+
+class Run:
+    """The trajectory files under `root` (a file, or a folder searched to any depth): `rows` (one per trajectory, each
+    with its `id` and `file`), and `skipped` (the other JSON files, with why). Safe to use from several threads."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.rows: list[dict[str, Any]] = []
+        self.skipped: list[dict[str, str]] = []
+        self._seen: dict[Path, _Seen] = {}
+        self._files_by_id: dict[int, Path] = {}
+        self._ids: dict[Path, int] = {}
+        self._lock = threading.Lock()
 
     @classmethod
     def open(cls, path: str | Path) -> Run:
-        """Read the rows of every trajectory under `path`; `FileNotFoundError` when it does not exist."""
+        """The run under `path`, its files read; `FileNotFoundError` when it does not exist."""
         root = Path(path)
         if not root.exists():
             raise FileNotFoundError(f"{str(root)!r} does not exist: expected an ATIF trajectory file or a folder of them")
-        candidates = [root] if root.is_file() else sorted(
-            (file for file in root.rglob("*.json") if file.is_file()), key=lambda file: natural_key(str(file.relative_to(root))))
-        files: list[Path] = []
-        rows: list[dict[str, Any]] = []
-        skipped: list[dict[str, str]] = []
-        for file in candidates:
-            name = file.name if file == root else str(file.relative_to(root))
-            try:
-                row = {**summary(json.loads(file.read_bytes())), **harbor_trial(file)}
-            except (OSError, ValueError) as exc:
-                skipped.append({"file": name, "why": str(exc)})
-                continue
-            rows.append({"id": len(files), "file": name, **row})
-            files.append(file)
-        return cls(root, files, rows, skipped)
+        run = cls(root)
+        run.refresh()
+        return run
 
-    def episode(self, index: int) -> atif.Trajectory:
-        """Episode `index`, validated (`ReplayFileError` when it is not a valid trajectory)."""
-        return read_trajectory(self.files[index])
+    def refresh(self) -> None:
+        """Read the files that are new or changed since the last look; forget those that are gone."""
+        with self._lock:
+            self._seen = {file: self._look(file) for file in self._files()}
+            found = {seen.row["id"]: (file, seen.row) for file, seen in self._seen.items() if seen.row is not None}
+            self._files_by_id = {episode_id: file for episode_id, (file, _) in found.items()}
+            self.rows = [found[episode_id][1] for episode_id in sorted(found)]
+            self.skipped = [{"file": self._name(file), "why": seen.why} for file, seen in self._seen.items() if seen.row is None]
+
+    def neighbours(self, episode_id: int) -> tuple[dict[str, Any], int | None, int | None]:
+        """Episode `episode_id`'s row, and the ids of the episodes before and after it (None at either end);
+        `KeyError` when the run has no such episode (any more)."""
+        with self._lock:
+            ids = [row["id"] for row in self.rows]
+            if episode_id not in ids:
+                raise KeyError(f"episode {episode_id}: the run has no such episode")
+            at = ids.index(episode_id)
+            return self.rows[at], ids[at - 1] if at > 0 else None, ids[at + 1] if at + 1 < len(ids) else None
+
+    def episode(self, episode_id: int) -> atif.Trajectory:
+        """Episode `episode_id`, validated: `KeyError` when the run has no such episode (any more), `ReplayFileError`
+        when its file is not a valid trajectory."""
+        with self._lock:
+            file = self._files_by_id.get(episode_id)
+        if file is None:
+            raise KeyError(f"episode {episode_id}: the run has no such episode")
+        return read_trajectory(file)
+
+    def _files(self) -> list[Path]:
+        if self.root.is_file():
+            return [self.root]
+        files = (file for file in self.root.rglob("*.json") if file.is_file())
+        return sorted(files, key=lambda file: natural_key(self._name(file)))
+
+    def _look(self, file: Path) -> _Seen:
+        try:
+            status = file.stat()
+            stamp = (status.st_mtime_ns, status.st_size)
+            seen = self._seen.get(file)
+            if seen is not None and seen.stamp == stamp:
+                return seen
+            row = {**summary(json.loads(file.read_bytes())), **harbor_trial(file)}
+        except (OSError, ValueError) as exc:  # a file half written is read again when it changes
+            return _Seen((0, 0), None, getattr(exc, "strerror", None) or str(exc))
+        return _Seen(stamp, {"id": self._ids.setdefault(file, len(self._ids)), "file": self._name(file), **row})
+
+    def _name(self, file: Path) -> str:
+        return file.name if file == self.root else str(file.relative_to(self.root))
 
 
 def summary(data: Any) -> dict[str, Any]:

@@ -67,15 +67,17 @@ class ViewerServer:
         if path.removeprefix("/assets/") in ASSETS:
             return _text(path.removeprefix("/assets/"))
         if path == "/api/run":
+            self.run.refresh()  # a run still being written shows its new episodes
             return _json(run_data(self.run))
         match = _EPISODE.fullmatch(path) or _EXPORT.fullmatch(path)
-        if match is None or int(match[1]) >= len(self.run.files):
-            return _json({"error": f"not found: {path}"}, HTTPStatus.NOT_FOUND)
-        index = int(match[1])
         try:
+            if match is None:
+                raise KeyError(path)
             if match.re is _EXPORT:
-                return HTTPStatus.OK, "text/html; charset=utf-8", standalone_html(self.run, index, self.decode).encode()
-            return _json(episode_data(self.run, index, self.decode))
+                return HTTPStatus.OK, "text/html; charset=utf-8", standalone_html(self.run, int(match[1]), self.decode).encode()
+            return _json(episode_data(self.run, int(match[1]), self.decode))
+        except KeyError:
+            return _json({"error": f"not found: {path}"}, HTTPStatus.NOT_FOUND)
         except ReplayFileError as exc:
             return _json({"error": str(exc)}, HTTPStatus.UNPROCESSABLE_ENTITY)
 

@@ -16,7 +16,7 @@ const runView = { sort: "id", descending: false, show: "all", task: "", text: ""
 
 async function load(path) {
   if (EMBEDDED) return path === "run" ? EMBEDDED.run : EMBEDDED.episodes[path.split("/")[1]];
-  if (!(path in loaded)) {
+  if (!(path in loaded) || path === "run") {  // the run is asked for afresh: a run being written grows
     const response = await fetch(path === "run" ? "api/run" : `api/${path}`);
     const body = await response.json();
     if (!response.ok) throw new Error(body.error || response.statusText);
@@ -184,8 +184,8 @@ async function episodePage(id, stepId) {
   const info = (trajectory.extra || {}).gymenvs || {};
   where(esc(row.file));
   page.innerHTML = `
-    <nav>${EMBEDDED ? "" : `<a href="#/">← run</a> · <a href="#/episode/${id - 1}" ${id > 0 ? "" : "hidden"}>‹ previous</a>
-      <a href="#/episode/${id + 1}" ${id + 1 < episode.of ? "" : "hidden"}>next ›</a> · <a href="export/${id}.html" download>save as one HTML file</a>`}
+    <nav>${EMBEDDED ? "" : `<a href="#/">← run</a> · <a href="#/episode/${episode.previous}" ${episode.previous == null ? "hidden" : ""}>‹ previous</a>
+      <a href="#/episode/${episode.next}" ${episode.next == null ? "hidden" : ""}>next ›</a> · <a href="export/${id}.html" download>save as one HTML file</a>`}
       ${episode.samples.length ? ` · <a href="#/tokens/${id}" id="token-link">tokens</a>` : ""}</nav>
     <h1>${esc(row.task)} <span class="${failed(row) ? "failed" : "solved"}">reward ${num(row.reward)}</span></h1>
     ${facts(trajectory, row, info)}
