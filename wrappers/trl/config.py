@@ -7,6 +7,7 @@ what is allowed (the field's `description`); an unknown option is one that lists
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import pydantic
@@ -16,6 +17,8 @@ PositiveInt = Annotated[StrictInt, Field(gt=0, description="a positive integer")
 NonNegativeInt = Annotated[StrictInt, Field(ge=0, description="an integer >= 0")]
 OptionalPositiveInt = Annotated[PositiveInt | None, Field(description="a positive integer or None")]
 PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="a positive number of seconds")]
+OptionalFolder = Annotated[Annotated[str, Field(min_length=1)] | Path | None,
+                           Field(description="a folder (a non-empty str or a pathlib.Path) or None")]
 
 
 class Options(pydantic.BaseModel):
