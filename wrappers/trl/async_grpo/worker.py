@@ -203,8 +203,6 @@ class EnvRolloutWorker:
         from wrappers.trl.rollout.trajectories import TrajectoryWriter
 
         directory = Path(self.options.trajectories)
-        if directory.exists() and not directory.is_dir():
-            raise ValueError(f"trajectories={str(directory)!r}: expected a folder, found a file")
         if any(directory.glob("group-*")):
             raise ValueError(f"trajectories={str(directory)!r} already holds another run's groups (group-*): "
                              "give each run a folder of its own")
