@@ -70,7 +70,7 @@ class FactoryRecording:
         failed_write, self._failed_write = self._failed_write, None
         if failed_write is not None:
             raise failed_write
-        self.close()
+        self._write_cut_short()
         self._recorder = start_recording(env, observation, info, seed=seed, agent_name=AGENT_NAME)
         self._recorder.extra[EXTRA_KEY].update(environment=self.environment, retries=retries)
         self._return, self._info = 0.0, info
@@ -96,10 +96,14 @@ class FactoryRecording:
             self._last_step = time.perf_counter()
 
     def close(self) -> None:
-        """Write the episode being played, if any, as cut short; log a write that failed in a tool call."""
+        """Write the episode being played, if any, as cut short (the instance is closed or collected, or the
+        interpreter exits); log a write that failed in a tool call, which no `reset` will raise now."""
         if self._failed_write is not None:
             logger.error("a trajectory could not be written into %s: %r", self.directory, self._failed_write)
             self._failed_write = None
+        self._write_cut_short()
+
+    def _write_cut_short(self) -> None:
         if self._recorder is not None:
             write_trajectory(self._finish("truncated", end_reason=CUT_SHORT), self.directory)
 
