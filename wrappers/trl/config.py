@@ -7,15 +7,26 @@ what is allowed (the field's `description`); an unknown option is one that lists
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import pydantic
-from pydantic import Field, StrictInt
+from pydantic import AfterValidator, Field, StrictInt
 
 PositiveInt = Annotated[StrictInt, Field(gt=0, description="a positive integer")]
 NonNegativeInt = Annotated[StrictInt, Field(ge=0, description="an integer >= 0")]
 OptionalPositiveInt = Annotated[PositiveInt | None, Field(description="a positive integer or None")]
 PositiveSeconds = Annotated[float, Field(gt=0, allow_inf_nan=False, description="a positive number of seconds")]
+
+
+def _not_a_file(folder: str | Path | None) -> str | Path | None:
+    if folder is not None and Path(folder).is_file():
+        raise ValueError("it names a file")
+    return folder
+
+
+OptionalFolder = Annotated[Annotated[str, Field(min_length=1)] | Path | None, AfterValidator(_not_a_file),
+                           Field(description="a folder (a non-empty str or a pathlib.Path) or None")]
 
 
 class Options(pydantic.BaseModel):

@@ -6,7 +6,8 @@ another, and reads `get_reward()`. Observations with an image reach TRL as its m
 blocks, `[{"type": "image", "image": PIL.Image}, {"type": "text", "text": ...}]`. The class built here
 gives each instance its own env, one method per env tool with that tool's signature and docstring,
 and closes the env when the instance is collected or the interpreter exits (TRL never closes
-pooled instances).
+pooled instances). With `trajectories=DIR`, each instance writes its episodes as ATIF trajectories
+(`wrappers.trl.factory_trajectories`).
 """
 
 from __future__ import annotations
@@ -17,18 +18,22 @@ import re
 import typing
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 from pydantic import StrictBool
 
 from gymenvs.core.images import has_image, text_view, to_pil_image
-from gymenvs.core.outcomes import DETAIL_KEY, REASON_KEY, EndedBy, ended_by, is_trainable
+from gymenvs.core.outcomes import DETAIL_KEY, REASON_KEY, EndedBy, ended_by, ending, is_trainable
 from gymenvs.core.tools import tool_docstring
 from gymenvs.registry import probe
 from wrappers.trl import trl_internals
-from wrappers.trl.config import NonNegativeInt, OptionalPositiveInt, Options
+from wrappers.trl.config import NonNegativeInt, OptionalFolder, OptionalPositiveInt, Options
 from wrappers.trl.rollout.seeding import GroupSeeds, reset_options
+
+if TYPE_CHECKING:
+    from wrappers.trl.factory_trajectories import FactoryRecording
 
 _RESERVED_NAMES = frozenset({"reset", "get_reward", "reward", "done", "env"})
 EPISODE_OVER_NOTE = "\n(The episode is over: do not call any more tools.)"
@@ -54,16 +59,30 @@ class GymnasiumEnvironment:
     group_size: int | None = None
     #: Replays of a `reset` that raised or ended `infra`/`invalid` (TRL leaves no room to replay a played episode).
     infra_retries: int = 2
+    #: The folder each instance writes its episodes into, as ATIF trajectories (None: none written).
+    trajectories: Path | None = None
     _seeds: GroupSeeds
 
     def __init__(self) -> None:
         self._env = gym.make(self.env_id, **self.env_kwargs)
         self._finalizer = weakref.finalize(self, _close_quietly, self._env)
+        self._recording = self._new_recording()
         self._episode_started = False
         self._done = False
         self._reward = 0.0
         self._outcome: str = EndedBy.MODEL
         self._infra_failures = self._retries = 0
+
+    def _new_recording(self) -> FactoryRecording | None:
+        """The recording of this instance's episodes when `trajectories` is set; it writes the episode being played
+        when the instance is closed or collected, or the interpreter exits."""
+        if self.trajectories is None:
+            return None
+        from wrappers.trl.factory_trajectories import FactoryRecording
+
+        recording = FactoryRecording(self.trajectories, type(self).__name__)
+        weakref.finalize(self, recording.close)
+        return recording
 
     @property
     def env(self) -> gym.Env:
@@ -102,30 +121,35 @@ class GymnasiumEnvironment:
         self._done = False
         self._reward = 0.0
         self._outcome, self._infra_failures, self._retries = EndedBy.MODEL, 0, 0
-        observation = self._reset_with_retries(seed, reset_options(row))
+        observation, info = self._reset_with_retries(seed, reset_options(row))
+        if self._recording is not None:
+            self._recording.start(self._env, observation, info, seed=seed, retries=self._retries, failed=self._done)
         if has_image(observation):
             return _image_blocks(observation)
         return _separator(row.get("prompt")) + _as_text(observation)
 
-    def _reset_with_retries(self, seed: int, options: dict[str, Any] | None) -> Any:
-        """The env's first observation from `seed`, replayed up to `infra_retries` times when the reset raises or
-        ends `infra`/`invalid`. When every try fails the episode is over before it starts: its reward is None."""
+    def _reset_with_retries(self, seed: int, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
+        """The env's first observation from `seed` and its info, replayed up to `infra_retries` times when the reset
+        raises or ends `infra`/`invalid`. When every try fails the episode is over before it starts: its reward is
+        None, and the last try's info says why."""
         problem = ""
+        info: dict[str, Any] = {}
         for attempt in range(self.infra_retries + 1):
             self._retries = attempt
             try:
                 observation, info = self._env.reset(seed=seed, options=options)
             except Exception as exc:  # a sandbox that could not start: the infrastructure's failure
                 problem, self._outcome = repr(exc), EndedBy.INFRA
+                info = ending(EndedBy.INFRA, getattr(exc, "reason", "reset_error"), problem)
                 self._rebuild_env()
             else:
                 if is_trainable(info):
                     self._outcome = EndedBy.MODEL
-                    return observation
+                    return observation, info
                 problem, self._outcome = str(info.get(DETAIL_KEY) or info.get(REASON_KEY)), ended_by(info)
             self._infra_failures += 1
         self._done = True
-        return f"The episode could not start ({problem})." + EPISODE_OVER_NOTE
+        return f"The episode could not start ({problem})." + EPISODE_OVER_NOTE, info
 
     def _rebuild_env(self) -> None:
         """A fresh env after a reset raised: the old one may be half-built, and gymnasium's env checker cannot
@@ -139,7 +163,15 @@ class GymnasiumEnvironment:
             raise RuntimeError(f"{self.env_id}: call reset() before calling tools")
         if self._done:
             raise EpisodeOverError(f"The episode is over; {name}() was not run. Reply without calling a tool.")
-        observation, reward, terminated, truncated, info = self._env.step({"name": name, "arguments": arguments})
+        call = {"name": name, "arguments": arguments}
+        try:
+            observation, reward, terminated, truncated, info = self._env.step(call)
+        except Exception as error:  # TRL shows the model its message
+            if self._recording is not None:
+                self._recording.step_raised(call, error)
+            raise
+        if self._recording is not None:
+            self._recording.step(call, observation, float(reward), info, terminated=terminated, truncated=truncated)
         self._reward += float(reward)
         self._done = terminated or truncated
         if self._done and not is_trainable(info):
@@ -151,6 +183,9 @@ class GymnasiumEnvironment:
         return _as_text(observation) + note
 
     def _close(self) -> None:
+        """Close the env, after writing the episode being played if `trajectories` is set."""
+        if self._recording is not None:
+            self._recording.close()
         self._finalizer()
 
 
@@ -174,6 +209,7 @@ class FactoryOptions(Options):
     env_reward: StrictBool = True
     group_size: OptionalPositiveInt = None
     infra_retries: NonNegativeInt = 2
+    trajectories: OptionalFolder = None
 
 
 def environment_factory(
@@ -183,6 +219,7 @@ def environment_factory(
     env_reward: bool = True,
     group_size: int | None = None,
     infra_retries: int = 2,
+    trajectories: str | Path | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> type[GymnasiumEnvironment]:
@@ -207,6 +244,10 @@ def environment_factory(
             TRL's tool loop leaves no way to replay it) gets `get_reward()` None: TRL makes it NaN and leaves it
             out of its group's advantage. Your own reward functions should return None when
             `environments[i].trainable` is False, or TRL still scores the episode with their values.
+        trajectories: a folder each instance writes its episodes into, as ATIF trajectories
+            (`DIR/rank-0/Wordle-v0-seed3.json`; `wrappers.trl.factory_trajectories`): the conversation as the
+            env saw it (its observations, the tool calls and their rewards), without the model's tokens, which
+            TRL never shows the env.
         env_kwargs, **kwargs: keyword arguments for `gymnasium.make` (both forms merge), as
             `gymnasium.make` takes them; a keyword the env does not take fails here, at the probe.
             (`make_rollout_func`, with many options of its own, takes them in `env_kwargs` only.)
@@ -215,7 +256,7 @@ def environment_factory(
 
     env_kwargs = {**(env_kwargs or {}), **kwargs}
     class_name = _class_name(env_id, env_kwargs) if name is None else _checked_name(name)
-    FactoryOptions(env_reward=env_reward, group_size=group_size, infra_retries=infra_retries)
+    FactoryOptions(env_reward=env_reward, group_size=group_size, infra_retries=infra_retries, trajectories=trajectories)
     env_class, max_turns = _probe(env_id, env_kwargs)
     namespace: dict[str, Any] = {
         "env_id": env_id,
@@ -223,6 +264,7 @@ def environment_factory(
         "max_turns": max_turns,
         "group_size": group_size,
         "infra_retries": infra_retries,
+        "trajectories": None if trajectories is None else Path(trajectories),
         "_seeds": GroupSeeds(class_name),
         "__module__": __name__,
     }

@@ -254,6 +254,69 @@ def test_the_worker_options_are_read_from_worker_options_only(server, model_and_
             getattr(worker, name)
 
 
+# -- trajectories=DIR: each finished group's episodes, with the tokens of its samples ----------------
+
+
+def test_each_finished_group_is_a_folder_of_trajectories_holding_its_samples_tokens(server, model_and_tokenizer, tmp_path):
+    from gymenvs.trajectories import read_trajectories
+    from wrappers.trl.rollout.trajectories import training_tokens
+
+    _, tokenizer = model_and_tokenizer
+    worker = make_worker(server, tokenizer, groups_in_flight=1, trajectories=tmp_path / "runs")
+    worker.start()
+    try:
+        samples = take(worker, GROUP)  # one thread: the first group's samples come first
+    finally:
+        worker.stop()  # waits for the files
+    trajectories = read_trajectories(tmp_path / "runs" / "group-000000")
+    assert len(trajectories) == GROUP and {sample.group_id for sample in samples} == {0}
+    by_tokens = {}
+    for trajectory in trajectories:
+        tokens = training_tokens(trajectory)
+        by_tokens[tuple(tokens["prompt_ids"] + tokens["completion_ids"])] = (trajectory, tokens)
+    for sample in samples:
+        trajectory, tokens = by_tokens[tuple(sample.input_ids.tolist())]
+        prompt_length = len(tokens["prompt_ids"])
+        assert sample.completion_mask.tolist() == [0] * prompt_length + tokens["env_mask"]
+        assert np.array_equal(sample.old_log_probs, np.asarray([0.0] * prompt_length + tokens["logprobs"], np.float32))
+        extra = trajectory.extra["gymenvs"]
+        assert (extra["group_id"], extra["model_version"], extra["queued"]) == (0, 0, True)
+        assert extra["advantage"] == pytest.approx(sample.advantage) and extra["reward"] == sample.metrics["reward"]
+        assert extra["env_id"] == "tests/NumberedEcho-v0" and trajectory.agent.model_name == "tiny"
+
+
+def test_a_group_the_worker_stops_queueing_is_written_with_what_was_dropped(server, model_and_tokenizer, tmp_path):
+    _, tokenizer = model_and_tokenizer
+    worker = make_worker(server, tokenizer, groups_in_flight=1, queue_maxsize=1, trajectories=tmp_path / "runs")
+    worker.start()
+    try:
+        wait_until(worker.rollout_buffer.full)  # the group's first sample is queued, its second waits for room
+    finally:
+        worker.stop()
+    from gymenvs.trajectories import read_trajectories
+
+    fates = [trajectory.extra["gymenvs"] for trajectory in read_trajectories(tmp_path / "runs" / "group-000000")]
+    assert sorted((extra["queued"], extra.get("dropped")) for extra in fates) == [(False, "stopping")] * 2 + [(True, None)]
+
+
+def test_a_bad_trajectories_folder_is_rejected_at_construction(model_and_tokenizer, tmp_path):
+    _, tokenizer = model_and_tokenizer
+
+    def worker(trajectories):
+        return EnvRolloutWorker("gymenvs/Echo-v0", server_url="http://127.0.0.1:9", tokenizer=tokenizer,
+                                num_generations=GROUP, max_completion_length=40, trajectories=trajectories)
+
+    with pytest.raises(ValueError, match="trajectories=3: expected a folder"):
+        worker(3)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="trajectories=.*expected a folder.*it names a file"):
+        worker(tmp_path / "file")
+    (tmp_path / "runs" / "group-000000").mkdir(parents=True)
+    with pytest.raises(ValueError, match="already holds another run's groups"):
+        worker(str(tmp_path / "runs"))
+    worker(tmp_path / "new").stop()
+
+
 @pytest.mark.slow
 @pytest.mark.docker
 def test_the_worker_plays_swe_episodes_and_stop_leaves_no_container(server, model_and_tokenizer, docker_client, swe_images):

@@ -3,7 +3,7 @@ advantage, computed over whole episodes, and the group keeps its id."""
 
 from types import SimpleNamespace
 
-from wrappers.trl.async_grpo.worker import EnvRolloutWorker, _Group
+from wrappers.trl.async_grpo.worker import EnvRolloutWorker, _advantages, _Group
 from wrappers.trl.rollout.agent import AgentEpisode
 
 
@@ -18,8 +18,10 @@ def agent_episode(reward: float, rewrites: int) -> AgentEpisode:
 
 def test_every_sequence_of_a_rewritten_episode_is_a_sample_with_the_episodes_advantage():
     episodes = [agent_episode(1.0, rewrites=0), agent_episode(0.0, rewrites=2)]
-    worker = SimpleNamespace(_prompt_messages=1)
-    samples = EnvRolloutWorker._samples(worker, _Group(group_id=7, seed=0, model_version=3), episodes)  # type: ignore[arg-type]
+    worker, group = SimpleNamespace(_prompt_messages=1), _Group(group_id=7, seed=0, model_version=3)
+    advantages, reward_std = _advantages(episodes)
+    samples = [sample for episode, advantage in zip(episodes, advantages)
+               for sample in EnvRolloutWorker._samples(worker, group, episode, advantage, reward_std)]  # type: ignore[arg-type]
     assert len(samples) == 1 + 3
     # Advantages over the two episodes (rewards 1 and 0: +1 and -1), not over the four samples.
     assert [round(s.advantage, 6) for s in samples] == [1.0, -1.0, -1.0, -1.0]

@@ -22,6 +22,9 @@ one `RolloutSample` per episode is queued, tagged with the model version the gro
   flight) or dropped (finished), as the trainer would drop its samples.
 - `check_health` raises after a failure that repeats, or when nothing was generated for
   `stale_after_s` seconds; `stop()` ends the groups at their next turn and closes their envs.
+- With `trajectories=DIR`, each finished group's episodes are written as ATIF trajectories with the tokens
+  exactly as sampled (`wrappers.trl.rollout.trajectories`), into `DIR/group-000003/` for group 3, in a
+  thread of their own; `stop()` waits for them.
 """
 
 from __future__ import annotations
@@ -33,12 +36,13 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import numpy as np
 from pydantic import Field, StrictInt
 
-from wrappers.trl.config import NonNegativeInt, Options, PositiveInt, PositiveSeconds
+from wrappers.trl.config import NonNegativeInt, OptionalFolder, Options, PositiveInt, PositiveSeconds
 from wrappers.trl.rollout.base import EnvRollout, Prompt, outcome_counts
 from wrappers.trl.rollout.env import make_rollout_func
 from wrappers.trl.rollout.transcript import first_message_with
@@ -48,12 +52,16 @@ if TYPE_CHECKING:
     from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
 
     from wrappers.trl.generation.base import Completion, Generator, Sampling
+    from wrappers.trl.rollout.trajectories import TrajectoryWriter
     from wrappers.trl.rollout.transcript import Episode
 
 logger = logging.getLogger(__name__)
 
 #: Consecutive failed groups (server down, env broken) after which the worker is declared failed.
 MAX_CONSECUTIVE_FAILURES = 3
+#: What became of a finished group's episode: its samples went to the trainer's queue, or why they did not (the
+#: episode ended `infra`/`invalid`; the group fell more than `max_staleness` behind; the worker was stopping).
+QUEUED, UNTRAINABLE, STALE, STOPPING = "queued", "untrainable", "stale", "stopping"
 
 
 @dataclass
@@ -75,6 +83,7 @@ class WorkerOptions(Options):
     seed: NonNegativeInt
     queue_maxsize: Annotated[StrictInt, Field(ge=0, description="an integer >= 0 (0: unbounded)")]
     request_timeout_s: PositiveSeconds
+    trajectories: OptionalFolder = None
 
 
 class _Abandoned(Exception):
@@ -122,6 +131,12 @@ class EnvRolloutWorker:
             (as in `make_rollout_func`).
         request_timeout_s: seconds to wait for one generation request.
         model: the model name to request (default: the first one the server lists).
+        trajectories: a folder to write each finished group's episodes into, as ATIF trajectories with the tokens
+            that were sampled, one folder per group (`DIR/group-000003/0001-Echo-v0-seed3.json`); their
+            `extra["gymenvs"]` holds the group's id, the model version it started under, each episode's advantage
+            and whether its samples were queued (else `dropped`: why). A group abandoned in flight (stale, or the
+            worker stopping) has no finished episode and is not written. A folder that already holds groups is
+            refused: give each run its own.
     """
 
     def __init__(
@@ -148,6 +163,7 @@ class EnvRolloutWorker:
         vector_kwargs: dict[str, Any] | None = None,
         request_timeout_s: float = 600.0,
         model: str | None = None,
+        trajectories: str | Path | None = None,
     ):
         self.options = WorkerOptions(
             num_generations=num_generations,
@@ -156,6 +172,7 @@ class EnvRolloutWorker:
             seed=seed,
             queue_maxsize=queue_maxsize,
             request_timeout_s=request_timeout_s,
+            trajectories=trajectories,
         )
         self.server_url, self.tokenizer, self.model = server_url, tokenizer, model
         self.prompt, self.sampling = prompt, sampling
@@ -176,7 +193,20 @@ class EnvRolloutWorker:
         )
         self._rollouts = [make_rollout_func(env_id, **rollout_options) for _ in range(groups_in_flight)]
         self._prompt_messages = len(first_message_with(prompt, ""))
+        self._writer = self._trajectory_writer()
         self._init_bookkeeping()
+
+    def _trajectory_writer(self) -> TrajectoryWriter | None:
+        """The writer of the groups' trajectories, when `trajectories` names a folder that holds no other run's groups."""
+        if self.options.trajectories is None:
+            return None
+        from wrappers.trl.rollout.trajectories import TrajectoryWriter
+
+        directory = Path(self.options.trajectories)
+        if any(directory.glob("group-*")):
+            raise ValueError(f"trajectories={str(directory)!r} already holds another run's groups (group-*): "
+                             "give each run a folder of its own")
+        return TrajectoryWriter(directory, self._rollouts[0].trajectory_envs())
 
     def _init_bookkeeping(self) -> None:
         """The threads' shared state: what runs, which model version it plays, and how it is failing."""
@@ -208,7 +238,8 @@ class EnvRolloutWorker:
 
     def stop(self, timeout_s: float = 60.0) -> None:
         """End every group at its next turn and close their envs. Returns once the threads have ended (a
-        thread in the middle of an env step ends when the step does, within `step_timeout_s`)."""
+        thread in the middle of an env step ends when the step does, within `step_timeout_s`) and the
+        trajectories being written, if any, are; a write that failed is raised here."""
         self._stopping.set()
         deadline = time.monotonic() + timeout_s
         for thread in self._threads:
@@ -219,6 +250,8 @@ class EnvRolloutWorker:
         if not self._threads:  # never started: the rollouts built no envs, but close them anyway
             for rollout in self._rollouts:
                 rollout.close()
+        if self._writer is not None:
+            self._writer.close()
 
     def update_model_version(self, model_version: int) -> None:
         with self._lock:
@@ -288,7 +321,7 @@ class EnvRolloutWorker:
             self._group_failed(error)
             return
         self._consecutive_failures = 0
-        self._publish(group, episodes)
+        self._publish(group, episodes, model_name=getattr(generator, "model", None))
 
     def _next_group(self) -> _Group:
         with self._lock:
@@ -325,53 +358,79 @@ class EnvRolloutWorker:
 
     # -- samples --------------------------------------------------------------------------
 
-    def _publish(self, group: _Group, episodes: list[Episode]) -> None:
-        played = [episode for episode in episodes if episode.trainable]
+    def _publish(self, group: _Group, episodes: list[Episode], model_name: str | None = None) -> None:
         counts = outcome_counts(episodes)
         metrics = {
             "rollout/groups_total": 1.0,
-            "rollout/env_errors_total": float(len(episodes) - len(played)),
+            "rollout/env_errors_total": float(sum(not episode.trainable for episode in episodes)),
             **{f"rollout/{name}": float(count) for name, count in counts.items()},
             "rollout/group_s": time.monotonic() - group.started_at,
             "rollout/generation_s": group.generation_s,
         }
-        if not played or self._is_stale(group):
-            metrics["rollout/dropped_groups_total"] = 1.0
-            self._push_metrics(metrics)
-            return
-        for sample in self._samples(group, played):
-            if not self._put(sample, group):
-                metrics["rollout/dropped_groups_total"] = 1.0
-                break
-        else:
+        advantages, reward_std = _advantages(episodes)
+        fates = self._queue(group, episodes, advantages, reward_std)
+        if QUEUED in fates and set(fates) <= {QUEUED, UNTRAINABLE}:
             metrics.update(self._version_lags(group.model_version))
+        else:
+            metrics["rollout/dropped_groups_total"] = 1.0
         self._push_metrics(metrics)
+        self._write_trajectories(group, episodes, advantages, fates, model_name)
 
-    def _samples(self, group: _Group, episodes: list[Episode]) -> list[RolloutSample]:
+    def _queue(self, group: _Group, episodes: list[Episode], advantages: list[float | None],
+               reward_std: float) -> list[str]:
+        """Queue the samples of each trainable episode in turn, until one cannot be (the group went stale, or the
+        worker stops); what became of each episode (`QUEUED`, or why not)."""
+        fates = []
+        dropped = STALE if self._is_stale(group) else None
+        for episode, advantage in zip(episodes, advantages):
+            if advantage is None:
+                fates.append(UNTRAINABLE)
+                continue
+            samples = self._samples(group, episode, advantage, reward_std) if dropped is None else []
+            if samples and not all(self._put(sample, group) for sample in samples):
+                dropped = STOPPING if self._stopping.is_set() else STALE
+            fates.append(dropped or QUEUED)
+        return fates
+
+    def _samples(self, group: _Group, episode: Episode, advantage: float, reward_std: float) -> list[RolloutSample]:
         from trl.experimental.async_grpo.async_rollout_worker import RolloutSample
 
-        rewards = np.array([episode.reward for episode in episodes], dtype=np.float64)
-        advantages = (rewards - rewards.mean()) / (rewards.std() + 1e-8)
+        # An agent episode whose agent rewrote its history has several sequences: each is a sample with the
+        # episode's advantage, computed over whole episodes, so the group stays what GRPO compares.
         samples = []
-        for episode, advantage in zip(episodes, advantages):
-            # An agent episode whose agent rewrote its history has several sequences: each is a sample with the
-            # episode's advantage, computed above over whole episodes, so the group stays what GRPO compares.
-            for sequence in episode.token_sequences():
-                prompt_length = len(sequence["prompt_ids"])
-                samples.append(
-                    RolloutSample(
-                        prompt=episode.messages[: self._prompt_messages],
-                        completion=episode.messages[self._prompt_messages :],
-                        input_ids=np.asarray(sequence["prompt_ids"] + sequence["completion_ids"], dtype=np.int64),
-                        completion_mask=np.asarray([0] * prompt_length + sequence["env_mask"], dtype=np.int64),
-                        old_log_probs=np.asarray([0.0] * prompt_length + sequence["logprobs"], dtype=np.float32),
-                        advantage=float(advantage),
-                        model_version=group.model_version,
-                        group_id=group.group_id,
-                        metrics={"reward": episode.reward, "reward_std": float(rewards.std()), "turns": episode.turns},
-                    )
+        for sequence in episode.token_sequences():
+            prompt_length = len(sequence["prompt_ids"])
+            samples.append(
+                RolloutSample(
+                    prompt=episode.messages[: self._prompt_messages],
+                    completion=episode.messages[self._prompt_messages :],
+                    input_ids=np.asarray(sequence["prompt_ids"] + sequence["completion_ids"], dtype=np.int64),
+                    completion_mask=np.asarray([0] * prompt_length + sequence["env_mask"], dtype=np.int64),
+                    old_log_probs=np.asarray([0.0] * prompt_length + sequence["logprobs"], dtype=np.float32),
+                    advantage=advantage,
+                    model_version=group.model_version,
+                    group_id=group.group_id,
+                    metrics={"reward": episode.reward, "reward_std": reward_std, "turns": episode.turns},
                 )
+            )
         return samples
+
+    def _write_trajectories(self, group: _Group, episodes: list[Episode], advantages: list[float | None],
+                            fates: list[str], model_name: str | None) -> None:
+        """Write the group's episodes in the background (with `trajectories`), each with the group, its advantage and
+        its fate; `model_name` is the model the server generated with."""
+        if self._writer is None:
+            return
+        extras = []
+        for advantage, fate in zip(advantages, fates):
+            extra: dict[str, Any] = {"group_id": group.group_id, "model_version": group.model_version,
+                                     "queued": fate == QUEUED}
+            if advantage is not None:
+                extra["advantage"] = advantage
+            if fate != QUEUED:
+                extra["dropped"] = fate
+            extras.append(extra)
+        self._writer.submit(episodes, model_name, folder=f"group-{group.group_id:06d}", extras=extras)
 
     def _put(self, sample: RolloutSample, group: _Group) -> bool:
         """Queue a sample, waiting while the buffer is full; False if the group went stale or the worker stops."""
@@ -398,3 +457,13 @@ class EnvRolloutWorker:
             self.metrics_queue.put_nowait(metrics)
         except queue.Full:
             pass  # the trainer drains this in `log()`; never hold up a rollout for it
+
+
+def _advantages(episodes: list[Episode]) -> tuple[list[float | None], float]:
+    """Each trainable episode's return normalised within the group (None for the others: they are left out, as
+    TRL leaves out a missing reward), and the standard deviation of those returns."""
+    rewards = np.array([episode.reward for episode in episodes if episode.trainable], dtype=np.float64)
+    if not rewards.size:
+        return [None] * len(episodes), 0.0
+    normalised = iter((rewards - rewards.mean()) / (rewards.std() + 1e-8))
+    return [float(next(normalised)) if episode.trainable else None for episode in episodes], float(rewards.std())

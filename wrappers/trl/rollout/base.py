@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from wrappers.trl.generation.base import Generator
-    from wrappers.trl.rollout.trajectories import TrajectoryWriter
+    from wrappers.trl.rollout.trajectories import EnvOfEpisodes, TrajectoryWriter
 
 Prompt = list[dict[str, Any]] | str
 logger = logging.getLogger(__name__)
@@ -251,13 +251,18 @@ class EnvRollout:
         episodes = self._play(starts, generator, renderers, max_completion_length)
         if self.trajectories is not None:
             if self._writer is None:
-                from wrappers.trl.rollout.trajectories import EnvOfEpisodes, TrajectoryWriter
+                from wrappers.trl.rollout.trajectories import TrajectoryWriter
 
-                envs = {name: EnvOfEpisodes(env.env_id, env.tools if self.show_tools else None)
-                        for name, env in self.envs.items()}
-                self._writer = TrajectoryWriter(self.trajectories, envs)
+                self._writer = TrajectoryWriter(self.trajectories, self.trajectory_envs())
             self._writer.submit(episodes, getattr(tokenizer, "name_or_path", None) or None)
         return episodes
+
+    def trajectory_envs(self) -> dict[str, EnvOfEpisodes]:
+        """What the trajectory of an episode says of its env, for each env this rollout plays (by name): its id, and
+        the tool schemas the model was shown."""
+        from wrappers.trl.rollout.trajectories import EnvOfEpisodes
+
+        return {name: EnvOfEpisodes(env.env_id, env.tools if self.show_tools else None) for name, env in self.envs.items()}
 
     def _episode_starts(
         self,

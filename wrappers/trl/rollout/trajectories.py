@@ -10,12 +10,14 @@ the rollout sampled them, never tokenized again:
 
 `training_tokens(trajectory)` puts them back together: the `prompt_ids`, `completion_ids`, `logprobs` and
 `env_mask` the trainer was given. A `TrajectoryWriter` writes each batch in a thread of its own, so that the
-rollout returns without waiting for the files (its `close` waits for them).
+rollout returns without waiting for the files (its `close` waits for them). The async worker (`EnvRolloutWorker`)
+writes each GRPO group through one too, into `DIR/group-000003/`, with what became of the group.
 """
 
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,25 +37,30 @@ _END = {"terminated": "terminated", "truncated": "truncated", "max_completion_le
 
 class TrajectoryWriter:
     """Writes a rollout's batches into `directory`, one thread doing it in order; `close` waits for the last, and a
-    failed write is raised by the next `submit` or by `close`."""
+    failed write is raised by the next `submit` or by `close`. Several threads may submit."""
 
     def __init__(self, directory: str | Path, envs: Mapping[str, EnvOfEpisodes]):
         self.directory, self.envs = Path(directory), envs
         self._pool: ThreadPoolExecutor | None = None
         self._pending: list[Future] = []
+        self._lock = threading.Lock()
 
-    def submit(self, episodes: Sequence[Episode], model_name: str | None) -> None:
-        self._settle(wait=False)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="gymenvs-trajectories")
-        self._pending.append(self._pool.submit(write_batch, list(episodes), self.directory, envs=self.envs,
-                                               model_name=model_name))
+    def submit(self, episodes: Sequence[Episode], model_name: str | None, *, folder: str | None = None,
+               extras: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """Write `episodes` in the background, as `write_batch` does with `folder` and `extras`."""
+        with self._lock:
+            self._settle(wait=False)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="gymenvs-trajectories")
+            self._pending.append(self._pool.submit(write_batch, list(episodes), self.directory, envs=self.envs,
+                                                   model_name=model_name, folder=folder, extras=extras))
 
     def close(self) -> None:
-        self._settle(wait=True)
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        with self._lock:
+            self._settle(wait=True)
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
 
     def _settle(self, *, wait: bool) -> None:
         done = [future for future in self._pending if wait or future.done()]
@@ -71,30 +78,33 @@ class EnvOfEpisodes:
 
 
 def write_batch(episodes: Sequence[Episode], directory: str | Path, *, envs: Mapping[str, EnvOfEpisodes],
-                model_name: str | None) -> Path:
-    """Write one batch's episodes (each of the env of `envs` it names) into a new folder `directory/batch-NNNNNN`,
-    numbered in the batch's order (`0001-Echo-v0-seed3.json`); that folder."""
+                model_name: str | None, folder: str | None = None,
+                extras: Sequence[Mapping[str, Any]] | None = None) -> Path:
+    """Write one batch's episodes (each of the env of `envs` it names) into a new folder, `directory/folder` or else
+    the next `directory/batch-NNNNNN`, numbered in the batch's order (`0001-Echo-v0-seed3.json`); that folder.
+    `extras[i]`, when given, goes into episode i's `extra["gymenvs"]`."""
     from gymenvs.trajectories.files import file_stem
 
-    folder = _new_batch_folder(Path(directory))
-    for number, episode in enumerate(episodes, 1):
+    path = _new_batch_folder(Path(directory)) if folder is None else _new_folder(Path(directory) / folder)
+    for number, (episode, extra) in enumerate(zip(episodes, extras or [{}] * len(episodes), strict=True), 1):
         env = envs[str(episode.env_name)]
-        trajectory = episode_trajectory(episode, env_id=env.env_id, tools=env.tools, model_name=model_name)
+        trajectory = episode_trajectory(episode, env_id=env.env_id, tools=env.tools, model_name=model_name, extra=extra)
         text = trajectory.model_dump_json(exclude_none=True, indent=2) + "\n"
-        (folder / f"{number:04d}-{file_stem(trajectory)}.json").write_text(text, encoding="utf-8")
-    return folder
+        (path / f"{number:04d}-{file_stem(trajectory)}.json").write_text(text, encoding="utf-8")
+    return path
 
 
 def episode_trajectory(episode: Episode, *, env_id: str, tools: Sequence[dict[str, Any]] | None = None,
-                       model_name: str | None = None) -> atif.Trajectory:
-    """One rollout episode: its messages as steps, each model turn with its tokens (module docstring)."""
+                       model_name: str | None = None, extra: Mapping[str, Any] | None = None) -> atif.Trajectory:
+    """One rollout episode: its messages as steps, each model turn with its tokens (module docstring); `extra` goes
+    into the trajectory's `extra["gymenvs"]` beside the env, the seed and how the episode ended."""
     import gymenvs
     from gymenvs.trajectories import TrajectoryRecorder
 
     recorder = TrajectoryRecorder(agent_name=AGENT_NAME, agent_version=gymenvs.__version__, model_name=model_name,
                                   tools=tools, extra={"gymenvs": {"env_id": env_id, "seed": episode.seed,
                                                                   "env_name": episode.env_name, "retries": episode.retries,
-                                                                  "end_reason": episode.end_reason}})
+                                                                  "end_reason": episode.end_reason, **(extra or {})}})
     turns = _model_turns(episode)
     messages = list(episode.messages)
     first_turn = True
@@ -161,6 +171,12 @@ def _text(content: Any) -> str:
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
     return "" if content is None else str(content)
+
+
+def _new_folder(folder: Path) -> Path:
+    """`folder`, made now: a folder that exists already is a `FileExistsError`, never written into."""
+    folder.mkdir(parents=True)
+    return folder
 
 
 def _new_batch_folder(directory: Path) -> Path:
