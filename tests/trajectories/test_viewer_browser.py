@@ -169,10 +169,10 @@ def test_another_producers_trajectory_opens(browser, server, run):
 
 
 def test_the_token_page_shows_every_token_by_who_produced_it(browser, server, run, tokenizer, screenshot):
-    from wrappers.trl.rollout.trajectories import training_tokens
+    from gymenvs.trajectories.tokens import training_sequences
 
     index = training_index(run)
-    trained = training_tokens(run.episode(index))
+    [trained] = training_sequences(run.episode(index))
     open_page(browser, server.url + f"#/episode/{index}", "episode")
     browser.find_element("id", "token-link").click()
     open_page(browser, browser.current_url, "tokens")

@@ -259,7 +259,7 @@ def test_the_worker_options_are_read_from_worker_options_only(server, model_and_
 
 def test_each_finished_group_is_a_folder_of_trajectories_holding_its_samples_tokens(server, model_and_tokenizer, tmp_path):
     from gymenvs.trajectories import read_trajectories
-    from wrappers.trl.rollout.trajectories import training_tokens
+    from gymenvs.trajectories.tokens import training_sequences
 
     _, tokenizer = model_and_tokenizer
     worker = make_worker(server, tokenizer, groups_in_flight=1, trajectories=tmp_path / "runs")
@@ -272,7 +272,7 @@ def test_each_finished_group_is_a_folder_of_trajectories_holding_its_samples_tok
     assert len(trajectories) == GROUP and {sample.group_id for sample in samples} == {0}
     by_tokens = {}
     for trajectory in trajectories:
-        tokens = training_tokens(trajectory)
+        [tokens] = training_sequences(trajectory)
         by_tokens[tuple(tokens["prompt_ids"] + tokens["completion_ids"])] = (trajectory, tokens)
     for sample in samples:
         trajectory, tokens = by_tokens[tuple(sample.input_ids.tolist())]

@@ -70,6 +70,9 @@ class AgentEpisode(Episode):
             return
         self._append(tokens, [0.0] * len(tokens), model=False)
 
+    def earlier_sequences(self) -> list[dict[str, list]]:
+        return list(self.sequences)
+
     def token_sequences(self) -> list[dict[str, list]]:
         """Every sequence of the episode: those put aside at history rewrites, then the current one (left out
         when the model sampled nothing in it, as when the agent exited right after rewriting)."""

@@ -6,11 +6,14 @@ the rollout sampled them, never tokenized again:
 
 - `completion_token_ids` and `logprobs`: what the model sampled in that turn;
 - `extra["env_token_ids"]`: what the env and the template wrote after it (its reply, the next turn's header);
-- the first agent step's `prompt_token_ids`: the episode's prompt.
+- the first agent step's `prompt_token_ids`: the episode's prompt;
+- `extra["gymenvs"]["earlier_sequences"]`: an agent episode's sequences before its agent rewrote its history (the
+  steps hold the last one's messages and tokens), each whole.
 
-`training_tokens(trajectory)` puts them back together: the `prompt_ids`, `completion_ids`, `logprobs` and
-`env_mask` the trainer was given. A `TrajectoryWriter` writes each batch in a thread of its own, so that the
-rollout returns without waiting for the files (its `close` waits for them). The async worker (`EnvRolloutWorker`)
+`gymenvs.trajectories.tokens.training_sequences(trajectory)` puts them back together: each sequence's `prompt_ids`,
+`completion_ids`, `logprobs` and `env_mask`, as `Episode.token_sequences()` holds them. A `TrajectoryWriter` writes
+each batch in a thread of its own, so that the rollout returns without waiting for the files (its `close` waits for
+them). The async worker (`EnvRolloutWorker`)
 writes each GRPO group through one too, into `DIR/group-000003/`, with what became of the group.
 """
 
@@ -30,7 +33,6 @@ if TYPE_CHECKING:
     from wrappers.trl.rollout.transcript import Episode
 
 AGENT_NAME = "gymenvs-rollout"
-ENV_TOKENS = "env_token_ids"
 #: A rollout episode's end as ATIF trajectories of gymenvs say it (the rollout's own reason is kept as "end_reason").
 _END = {"terminated": "terminated", "truncated": "truncated", "max_completion_length": "truncated", "env_error": "failed"}
 
@@ -100,11 +102,14 @@ def episode_trajectory(episode: Episode, *, env_id: str, tools: Sequence[dict[st
     into the trajectory's `extra["gymenvs"]` beside the env, the seed and how the episode ended."""
     import gymenvs
     from gymenvs.trajectories import TrajectoryRecorder
+    from gymenvs.trajectories.tokens import EARLIER_SEQUENCES
 
     recorder = TrajectoryRecorder(agent_name=AGENT_NAME, agent_version=gymenvs.__version__, model_name=model_name,
                                   tools=tools, extra={"gymenvs": {"env_id": env_id, "seed": episode.seed,
                                                                   "env_name": episode.env_name, "retries": episode.retries,
                                                                   "end_reason": episode.end_reason, **(extra or {})}})
+    if episode.earlier_sequences():
+        recorder.extra["gymenvs"][EARLIER_SEQUENCES] = episode.earlier_sequences()
     turns = _model_turns(episode)
     messages = list(episode.messages)
     first_turn = True
@@ -125,24 +130,10 @@ def episode_trajectory(episode: Episode, *, env_id: str, tools: Sequence[dict[st
                            error=episode.error)
 
 
-def training_tokens(trajectory: atif.Trajectory) -> dict[str, list]:
-    """The token sequence a rollout trajectory trained on: `prompt_ids`, `completion_ids`, `logprobs`, `env_mask`."""
-    sequence: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": []}
-    for step in trajectory.steps:
-        metrics = step.metrics
-        if step.source != "agent" or metrics is None or metrics.completion_token_ids is None:
-            continue
-        if not sequence["prompt_ids"] and metrics.prompt_token_ids:
-            sequence["prompt_ids"] = list(metrics.prompt_token_ids)
-        env = list((metrics.extra or {}).get(ENV_TOKENS, []))
-        sequence["completion_ids"] += [*metrics.completion_token_ids, *env]
-        sequence["logprobs"] += [*(metrics.logprobs or []), *[0.0] * len(env)]
-        sequence["env_mask"] += [1] * len(metrics.completion_token_ids) + [0] * len(env)
-    return sequence
-
-
 def _model_turns(episode: Episode) -> Iterator[dict[str, Any]]:
     """Each model turn's metrics, from the runs of `env_mask`: the sampled run, then the env's run after it."""
+    from gymenvs.trajectories.tokens import ENV_TOKENS
+
     runs = [(mask, list(group)) for mask, group in itertools.groupby(range(len(episode.env_mask)),
                                                                    key=lambda i: episode.env_mask[i])]
     for position, (mask, indices) in enumerate(runs):

@@ -195,6 +195,10 @@ class Episode:
     def finished(self) -> bool:
         return self.end_reason is not None
 
+    def earlier_sequences(self) -> list[dict[str, list]]:
+        """The sequences put aside before the current one: none here; an agent episode's, at its history rewrites."""
+        return []
+
     def token_sequences(self) -> list[dict[str, list]]:
         """The episode's token sequences to train on, each with `prompt_ids`, `completion_ids`, `logprobs` and
         `env_mask`: one here; an agent episode whose agent rewrote its history has more."""
