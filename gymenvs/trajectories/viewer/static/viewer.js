@@ -295,12 +295,12 @@ function sampleHtml(segments, index, total, id, turnOf) {
   const meanLogprob = logprobs.length ? logprobs.reduce((s, v) => s + v, 0) / logprobs.length : null;
   const groups = [];
   for (const segment of segments) {
-    const key = segment.producer === "prompt" ? "prompt" : segment.step_id;
+    const key = segment.producer === "prompt" ? "prompt" : segment.step_id ?? "earlier";
     if (!groups.length || groups[groups.length - 1].key !== key) groups.push({ key, segments: [] });
     groups[groups.length - 1].segments.push(segment);
   }
   const turns = groups.map((group) => {
-    const label = group.key === "prompt" ? "prompt"
+    const label = group.key === "prompt" ? "prompt" : group.key === "earlier" ? "its turns (their messages were rewritten)"
       : `<a href="#/episode/${id}/step/${group.key}">step ${group.key}${turnOf.has(group.key) ? ` · turn ${turnOf.get(group.key)}` : ""}</a>`;
     return `<div class="turn"><div class="turn-head">${label}</div><div class="tokens">${group.segments.map(tokensHtml).join("")}</div></div>`;
   }).join("");
