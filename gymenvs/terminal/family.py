@@ -143,17 +143,12 @@ class HarborFamily(TaskFamily[TerminalTask, HarborOptions]):
         return validate_task(task, lambda task, oracle: run_episode(runtime, task, oracle, timeout_s=timeout_s), runs)
 
     def regrade(self, task: TerminalTask, stored: Mapping[str, Any], runtime: Runtime) -> Grade:
-        """The snapshot the episode's grading kept (`keep_snapshots=True`), graded again by the task's tests now, with the
-        services its grading started again."""
-        from gymenvs.terminal.services import Recording
-        from gymenvs.terminal.validate import regrade_snapshot
+        """What the episode's grading kept, graded again by the task's tests now (`gymenvs.terminal.regrading`): its
+        snapshot (`keep_snapshots=True`) while that image is there, else its changed files (`keep_changes=True`)."""
+        from gymenvs.terminal.regrading import regrade_report
 
         report = stored.get("report") or {}
-        if not report.get("snapshot"):
-            raise ValueError(f"{task.name}: the episode kept no snapshot to grade again (run it with keep_snapshots=True)")
-        services = Recording.from_list(report.get("recorded") or [])
-        return as_grade(task, regrade_snapshot(runtime, task, report["snapshot"], services=services,
-                                               timeout_s=self.options.verifier_timeout_s))
+        return as_grade(task, regrade_report(runtime, task, report, timeout_s=self.options.verifier_timeout_s))
 
     def fingerprint(self, task: TerminalTask) -> str:
         from gymenvs.terminal.validate import fingerprint
