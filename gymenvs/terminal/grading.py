@@ -7,18 +7,17 @@ agent's container, in a fresh container, and the reward is read by the engine.
    `gymenvs.terminal.services`);
 1. stops the agent's container (SIGKILL to its init: the kernel kills every process in it, daemons
    included; no program of the container takes part);
-2. with the container stopped, lists what the agent changed in its files if they are to be kept
-   (`gymenvs.terminal.changes`), replaces whatever the agent left at /logs, /logs/verifier and /tests
-   (a symbolic link, a file) by plain directories, and puts back the image's tools on PATH
-   (`toolguard`), all through the runtime's file operations;
+2. with the container stopped, lists what the agent changed in its files (`Sandbox.changed_paths`), replaces
+   whatever the agent left at /logs, /logs/verifier and /tests (a symbolic link, a file) by plain directories,
+   and puts back the image's tools on PATH (`toolguard`), all through the runtime's file operations;
 3. commits the container (`Sandbox.commit`) and starts a fresh container from that snapshot, with the
    task's cpus, memory and storage, no network unless the task allows it, and two fresh empty
    volumes mounted over /logs/verifier and /tests (not copied from the snapshot);
-4. copies the task's `tests/` from the host into /tests, reads the changed files (when they are kept) before
-   anything runs there, starts the recorded services again from the
-   snapshot in a second container that shares only the grading container's network namespace, and runs
-   `bash /tests/test.sh` with the verifier's time limit ([verifier] timeout_sec, or `timeout_s`) and
-   environment;
+4. copies the task's `tests/` from the host into /tests; if the agent's changed files are kept
+   (`gymenvs.terminal.changes`), reads them from that container before anything runs in it; starts the recorded
+   services again from the snapshot in a second container that shares only the grading container's network
+   namespace, and runs `bash /tests/test.sh` with the verifier's time limit ([verifier] timeout_sec, or
+   `timeout_s`) and environment;
 5. kills every other process of that container the moment test.sh exits, then stops the
    container (nothing the tests started can write afterwards), and reads
    `/logs/verifier/reward.txt` (one float) or `reward.json` (named scores) through the engine,
@@ -198,14 +197,12 @@ class _GradingRun:
         return verdict
 
     def _freeze(self, restore: bool) -> list[str]:
-        """Stop the agent's container, list what it changed (if that is kept), make its /logs/verifier and /tests
-        plain directories, put back the image's tools, and commit it."""
+        """Stop the agent's container, list what it changed, make its /logs/verifier and /tests plain directories,
+        put back the image's tools, and commit it."""
         self.sandbox.stop()
-        if self.changes_limit is not None:
-            self.changed = {path: kind for path, kind in self.sandbox.changed_paths("/").items()
-                            if not any(path == left or path.startswith(left + "/") for left in _NOT_KEPT)}
+        self.changed = self.sandbox.changed_paths("/")  # the agent's: grading's own below change no tool
         self.sandbox.put_archive("/", entries_archive([(LOGS_DIR, "dir", ""), (VERIFIER_DIR, "dir", ""), (TESTS_DIR, "dir", "")]))
-        restored = restore_tools(self.sandbox) if restore else []
+        restored = restore_tools(self.sandbox, self.changed) if restore else []
         if self.keep_snapshot:  # an image that outlives this process: its user removes it
             self.snapshot = self.sandbox.commit(KEPT_REPOSITORY, self.nonce, role=KEPT_ROLE)
         else:
@@ -213,10 +210,13 @@ class _GradingRun:
         return restored
 
     def _keep_changes(self, grader: Sandbox) -> KeptChanges | None:
-        """The agent's changes listed by `_freeze`, read from the grading container before the tests run, if kept."""
+        """The agent's changes listed by `_freeze`, less `_NOT_KEPT`, read from the grading container before the tests
+        run, if they are kept."""
         if self.changes_limit is None:
             return None
-        return keep_changes(self.changed, grader, limit=self.changes_limit)
+        kept = {path: kind for path, kind in self.changed.items()
+                if not any(path == left or path.startswith(left + "/") for left in _NOT_KEPT)}
+        return keep_changes(kept, grader, limit=self.changes_limit)
 
     def _replay(self, services: Recording) -> None:
         """The agent's listening services started again beside the grader, in its network namespace only."""
