@@ -214,8 +214,7 @@ class _GradingRun:
         run, if they are kept."""
         if self.changes_limit is None:
             return None
-        kept = {path: kind for path, kind in self.changed.items()
-                if not any(path == left or path.startswith(left + "/") for left in _NOT_KEPT)}
+        kept = {path: kind for path, kind in self.changed.items() if not _left_out(path)}
         return keep_changes(kept, grader, limit=self.changes_limit)
 
     def _replay(self, services: Recording) -> None:
@@ -269,6 +268,11 @@ class _GradingRun:
             self.runtime.remove_volume(name)
         if self.snapshot is not None and not self.keep_snapshot:
             self.runtime.remove_image(self.snapshot)
+
+
+def _left_out(path: str) -> bool:
+    """Whether kept changes leave `path` out (`_NOT_KEPT`)."""
+    return any(path == left or path.startswith(left + "/") for left in _NOT_KEPT)
 
 
 def network_limits(mode: str, hosts: tuple[str, ...] = ()) -> dict[str, Any]:
