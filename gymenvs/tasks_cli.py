@@ -31,7 +31,8 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     validate.set_defaults(run=run_validate)
 
     regrade = commands.add_parser("regrade", help="grade stored episodes again with the current grader and tasks, "
-                                  "without the agent (SWE: their diff; Harbor: the snapshot kept with keep_snapshots=True); "
+                                  "without the agent (SWE: their diff; Harbor: the snapshot kept with keep_snapshots=True "
+                                  "while its image is there, else the changed files kept with keep_changes=True); "
                                   "prints each episode's reward then and now")
     regrade.add_argument("trajectories", type=Path, help="a trajectory file, or a folder of them (searched at any depth)")
     regrade.add_argument("--dataset", default="fixtures", help="where the episodes' tasks are, as for validate "

@@ -2,8 +2,8 @@
 
 `gymenvs tasks regrade PATH` reads the ATIF trajectories under PATH (`gymenvs.trajectories`), finds each
 episode's task in the dataset, and has the task's family grade what the episode left (`TaskFamily.regrade`: SWE
-from the stored diff, Harbor from the snapshot it kept) through the same grading path as an episode and
-`gymenvs tasks validate`. The result says, per episode, the reward stored and the reward now, and why.
+from the stored diff, Harbor from the snapshot or the changed files it kept) through the same grading path as an
+episode and `gymenvs tasks validate`. The result says, per episode, the reward stored and the reward now, and why.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gymenvs.container.family import Grade, Task, TaskFamily
-from gymenvs.container.runtime import Runtime
+from gymenvs.container.runtime import Runtime, SandboxError
 
 #: The env of a trajectory names its family, when `--format` does not.
 FAMILY_OF_ENV = {"gymenvs/SWE-v0": "swe", "gymenvs/SWEAgent-v0": "swe", "gymenvs/Terminal-v0": "harbor",
@@ -85,7 +85,7 @@ def regrade_episodes(episodes: Sequence[StoredEpisode], family: TaskFamily, runt
         else:
             try:
                 result = Regraded(episode, family.regrade(task, episode.stored, runtime))
-            except ValueError as exc:
+            except (ValueError, SandboxError) as exc:  # not enough stored, or the engine failed: this episode only
                 result = Regraded(episode, None, str(exc))
         on_done(result)
         return result

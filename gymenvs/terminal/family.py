@@ -17,8 +17,9 @@ from typing import Any
 
 from pydantic import PositiveFloat
 
+from gymenvs.container.config import Size
 from gymenvs.container.family import FamilyOptions, Grade, GradingRun, TaskFamily, TaskImage
-from gymenvs.container.runtime import Limits, Runtime, Sandbox, Sidecars
+from gymenvs.container.runtime import Limits, Runtime, Sandbox, Sidecars, parse_size
 from gymenvs.container.validation import TaskValidation
 from gymenvs.core.outcomes import EndedBy
 from gymenvs.terminal import steps
@@ -47,6 +48,13 @@ class HarborOptions(FamilyOptions):
     """Keep each graded snapshot as an image (`info["report"]["snapshot"]`) that `gymenvs tasks regrade` grades
     again. They cost disk and outlive the process: `docker image prune -a --filter
     label=gymenvs.container.role=episode` removes them."""
+    keep_changes: bool = False
+    """Keep in each grading report (`info["report"]["changes"]`) the files the agent added, changed and deleted in
+    its container, so that `gymenvs tasks regrade` grades the episode again from its trajectory alone, in a fresh
+    container of the task's image (gymenvs/terminal/changes.py). They cost the report's size, up to `changes_limit`."""
+    changes_limit: Size = "4m"
+    """The most bytes the kept changes may take, compressed (size syntax, e.g. "4m"); past it, the report keeps
+    none and says why (the episode is graded all the same)."""
 
 
 class HarborFamily(TaskFamily[TerminalTask, HarborOptions]):
@@ -105,8 +113,10 @@ class HarborFamily(TaskFamily[TerminalTask, HarborOptions]):
 
     def grade(self, run: GradingRun[TerminalTask]) -> Grade:
         """The task's tests on a snapshot of the episode's container (which this stops), in a fresh container."""
-        return as_grade(run.task, grade_task(run.sandbox, run.task, timeout_s=self.options.verifier_timeout_s,
-                                             keep_snapshot=self.options.keep_snapshots))
+        options = self.options
+        changes_limit = parse_size(options.changes_limit) if options.keep_changes else None
+        return as_grade(run.task, grade_task(run.sandbox, run.task, timeout_s=options.verifier_timeout_s,
+                                             keep_snapshot=options.keep_snapshots, changes_limit=changes_limit))
 
     # -- tasks of several steps ([[steps]]: gymenvs.terminal.steps) ----------------------------
 
@@ -133,17 +143,12 @@ class HarborFamily(TaskFamily[TerminalTask, HarborOptions]):
         return validate_task(task, lambda task, oracle: run_episode(runtime, task, oracle, timeout_s=timeout_s), runs)
 
     def regrade(self, task: TerminalTask, stored: Mapping[str, Any], runtime: Runtime) -> Grade:
-        """The snapshot the episode's grading kept (`keep_snapshots=True`), graded again by the task's tests now, with the
-        services its grading started again."""
-        from gymenvs.terminal.services import Recording
-        from gymenvs.terminal.validate import regrade_snapshot
+        """What the episode's grading kept, graded again by the task's tests now (`gymenvs.terminal.regrading`): its
+        snapshot (`keep_snapshots=True`) while that image is there, else its changed files (`keep_changes=True`)."""
+        from gymenvs.terminal.regrading import regrade_report
 
         report = stored.get("report") or {}
-        if not report.get("snapshot"):
-            raise ValueError(f"{task.name}: the episode kept no snapshot to grade again (run it with keep_snapshots=True)")
-        services = Recording.from_list(report.get("recorded") or [])
-        return as_grade(task, regrade_snapshot(runtime, task, report["snapshot"], services=services,
-                                               timeout_s=self.options.verifier_timeout_s))
+        return as_grade(task, regrade_report(runtime, task, report, timeout_s=self.options.verifier_timeout_s))
 
     def fingerprint(self, task: TerminalTask) -> str:
         from gymenvs.terminal.validate import fingerprint

@@ -7,16 +7,17 @@ agent's container, in a fresh container, and the reward is read by the engine.
    `gymenvs.terminal.services`);
 1. stops the agent's container (SIGKILL to its init: the kernel kills every process in it, daemons
    included; no program of the container takes part);
-2. with the container stopped, replaces whatever the agent left at /logs, /logs/verifier and /tests
-   (a symbolic link, a file) by plain directories, and puts back the image's tools on PATH
-   (`toolguard`), all through the runtime's file operations;
+2. with the container stopped, lists what the agent changed in its files (`Sandbox.changed_paths`), replaces
+   whatever the agent left at /logs, /logs/verifier and /tests (a symbolic link, a file) by plain directories,
+   and puts back the image's tools on PATH (`toolguard`), all through the runtime's file operations;
 3. commits the container (`Sandbox.commit`) and starts a fresh container from that snapshot, with the
    task's cpus, memory and storage, no network unless the task allows it, and two fresh empty
    volumes mounted over /logs/verifier and /tests (not copied from the snapshot);
-4. copies the task's `tests/` from the host into /tests, starts the recorded services again from the
-   snapshot in a second container that shares only the grading container's network namespace, and runs
-   `bash /tests/test.sh` with the verifier's time limit ([verifier] timeout_sec, or `timeout_s`) and
-   environment;
+4. copies the task's `tests/` from the host into /tests; if the agent's changed files are kept
+   (`gymenvs.terminal.changes`), reads them from that container before anything runs in it; starts the recorded
+   services again from the snapshot in a second container that shares only the grading container's network
+   namespace, and runs `bash /tests/test.sh` with the verifier's time limit ([verifier] timeout_sec, or
+   `timeout_s`) and environment;
 5. kills every other process of that container the moment test.sh exits, then stops the
    container (nothing the tests started can write afterwards), and reads
    `/logs/verifier/reward.txt` (one float) or `reward.json` (named scores) through the engine,
@@ -41,8 +42,10 @@ from typing import Any
 from gymenvs.container.agent.specs import AGENTS_ROOT, MOUNT
 from gymenvs.container.output import decode_output
 from gymenvs.container.runtime import Sandbox, SandboxError
+from gymenvs.container.runtime.base import ChangeKind
 from gymenvs.container.runtime.commands import entries_archive, kill_all_script
 from gymenvs.core.outcomes import EndedBy, ending
+from gymenvs.terminal.changes import KeptChanges, keep_changes
 from gymenvs.terminal.services import Recording, ServiceReplay, record_services
 from gymenvs.terminal.task import TerminalTask
 from gymenvs.terminal.toolguard import restore_tools
@@ -67,6 +70,9 @@ _TEST_STATUS = '"$code"'  # the shell variable `_command` saves test.sh's exit s
 _EXIT_LINE = "tests/test.sh exited {}"
 #: Where gymenvs' own processes in an agent's container come from (its channel, the agent CLIs): not services.
 _GYMENVS_PATHS = (MOUNT, AGENTS_ROOT)
+#: What kept changes leave out: not the agent's work (the kernel's and the engine's file systems, gymenvs' own files)
+#: or what grading mounts afresh.
+_NOT_KEPT = ("/proc", "/sys", "/dev", *_GYMENVS_PATHS, VERIFIER_DIR, TESTS_DIR)
 
 
 @dataclass
@@ -97,6 +103,9 @@ class VerifierResult:
     test_exit_code: int | None = None
     #: The graded snapshot, kept as this image for re-grading (`grade_task(keep_snapshot=True)`), else "".
     snapshot: str = ""
+    #: The agent's changes to its container's files, kept for re-grading (`grade_task(changes_limit=...)`:
+    #: `KeptChanges.to_dict`), else {}.
+    changes: dict[str, Any] = field(default_factory=dict)
     #: What test.sh printed (up to 1 MiB, with grading's line after it), whole and its last 4,000 characters.
     log: str = ""
     log_tail: str = ""
@@ -121,19 +130,21 @@ class VerifierResult:
         return dataclasses.asdict(self)
 
 
-def grade_task(sandbox: Sandbox, task: TerminalTask, *, timeout_s: float | None = None,
-               restore: bool = True, keep_snapshot: bool = False, services: Recording | None = None) -> VerifierResult:
+def grade_task(sandbox: Sandbox, task: TerminalTask, *, timeout_s: float | None = None, restore: bool = True,
+               keep_snapshot: bool = False, changes_limit: int | None = None,
+               services: Recording | None = None) -> VerifierResult:
     """Grade what the agent left in `sandbox` (the episode's container, which this stops) by the task's
     tests. `timeout_s` overrides [verifier] timeout_sec; `restore=False` skips putting back the image's
-    tools (for a task whose goal is to change them); `keep_snapshot` keeps the graded snapshot as the image
-    `VerifierResult.snapshot` names (for `gymenvs tasks regrade`); `services`, the services to start again for the
-    tests instead of those listening in `sandbox` (a re-grading's, recorded by the episode's grading in
+    tools (for a task whose goal is to change them); for `gymenvs tasks regrade`, `keep_snapshot` keeps the graded
+    snapshot as the image `VerifierResult.snapshot` names, and `changes_limit` keeps the agent's changed files in
+    `VerifierResult.changes` if compressed they take at most that many bytes; `services`, the services to start again
+    for the tests instead of those listening in `sandbox` (a re-grading's, recorded by the episode's grading in
     `VerifierResult.recorded`). Engine failures come back as an infra result."""
     started = time.monotonic()
     if not task.test_script.is_file():
         return VerifierResult(None, outcome=EndedBy.INVALID, reason="broken_task", detail=f"{task.test_script} is missing")
     timeout = timeout_s if timeout_s is not None else task.config.verifier.timeout_sec
-    run = _GradingRun(sandbox, task, uuid.uuid4().hex[:12], keep_snapshot=keep_snapshot)
+    run = _GradingRun(sandbox, task, uuid.uuid4().hex[:12], keep_snapshot=keep_snapshot, changes_limit=changes_limit)
     try:
         result = run.grade(timeout, restore, services)
     except SandboxError as exc:
@@ -147,10 +158,13 @@ def grade_task(sandbox: Sandbox, task: TerminalTask, *, timeout_s: float | None 
 class _GradingRun:
     """One grading: the snapshot image, the volumes and the container it made, removed by `clean_up`."""
 
-    def __init__(self, sandbox: Sandbox, task: TerminalTask, nonce: str, *, keep_snapshot: bool = False):
+    def __init__(self, sandbox: Sandbox, task: TerminalTask, nonce: str, *, keep_snapshot: bool = False,
+                 changes_limit: int | None = None):
         self.sandbox, self.task, self.nonce = sandbox, task, nonce
         self.runtime = sandbox.runtime
         self.keep_snapshot = keep_snapshot
+        self.changes_limit = changes_limit
+        self.changed: dict[str, ChangeKind] = {}
         self.snapshot: str | None = None
         self.volumes: list[str] = []
         self.grader: Sandbox | None = None
@@ -162,6 +176,7 @@ class _GradingRun:
         restored = self._freeze(restore)
         self.grader = grader = self._start_grader()
         grader.put_archive(TESTS_DIR, tests_archive(self.task))
+        changes = self._keep_changes(grader)
         self._replay(services)
         tests_started = time.monotonic()
         result = grader.run(self._command(), timeout=timeout, output_limit=_LOG_LIMIT, kill_after=5)
@@ -176,21 +191,31 @@ class _GradingRun:
             verdict = read_reward(grader)
         verdict.restored, verdict.services, verdict.recorded = restored, replayed, services.to_list()
         verdict.snapshot = f"{KEPT_REPOSITORY}:{self.nonce}" if self.keep_snapshot else ""
+        verdict.changes = changes.to_dict() if changes is not None else {}
         verdict.test_exit_code, verdict.test_seconds = result.exit_code, test_seconds
         verdict.log, verdict.log_tail = log, log[-4000:]
         return verdict
 
     def _freeze(self, restore: bool) -> list[str]:
-        """Stop the agent's container, make its /logs/verifier and /tests plain directories, put back the
-        image's tools, and commit it."""
+        """Stop the agent's container, list what it changed, make its /logs/verifier and /tests plain directories,
+        put back the image's tools, and commit it."""
         self.sandbox.stop()
+        self.changed = self.sandbox.changed_paths("/")  # the agent's: grading's own below change no tool
         self.sandbox.put_archive("/", entries_archive([(LOGS_DIR, "dir", ""), (VERIFIER_DIR, "dir", ""), (TESTS_DIR, "dir", "")]))
-        restored = restore_tools(self.sandbox) if restore else []
+        restored = restore_tools(self.sandbox, self.changed) if restore else []
         if self.keep_snapshot:  # an image that outlives this process: its user removes it
             self.snapshot = self.sandbox.commit(KEPT_REPOSITORY, self.nonce, role=KEPT_ROLE)
         else:
             self.snapshot = self.sandbox.commit(_SNAPSHOT_REPOSITORY, self.nonce)
         return restored
+
+    def _keep_changes(self, grader: Sandbox) -> KeptChanges | None:
+        """The agent's changes listed by `_freeze`, less `_NOT_KEPT`, read from the grading container before the tests
+        run, if they are kept."""
+        if self.changes_limit is None:
+            return None
+        kept = {path: kind for path, kind in self.changed.items() if not _left_out(path)}
+        return keep_changes(kept, grader, limit=self.changes_limit)
 
     def _replay(self, services: Recording) -> None:
         """The agent's listening services started again beside the grader, in its network namespace only."""
@@ -243,6 +268,11 @@ class _GradingRun:
             self.runtime.remove_volume(name)
         if self.snapshot is not None and not self.keep_snapshot:
             self.runtime.remove_image(self.snapshot)
+
+
+def _left_out(path: str) -> bool:
+    """Whether kept changes leave `path` out (`_NOT_KEPT`)."""
+    return any(path == left or path.startswith(left + "/") for left in _NOT_KEPT)
 
 
 def network_limits(mode: str, hosts: tuple[str, ...] = ()) -> dict[str, Any]:

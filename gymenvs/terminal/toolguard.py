@@ -43,10 +43,10 @@ def search_path(environment: dict[str, str]) -> list[str]:
     return list(dict.fromkeys([*directories, *SYSTEM_BIN_DIRS]))
 
 
-def restore_tools(agent: Sandbox) -> list[str]:
+def restore_tools(agent: Sandbox, changes: Mapping[str, str]) -> list[str]:
     """Undo, in the stopped container `agent`, what the agent did to its image's tools (see the module
-    docstring); what was put back, one line per entry."""
-    changes = agent.changed_paths("/")
+    docstring), given what the engine lists as changed in it (`agent.changed_paths("/")`); what was put back, one
+    line per entry."""
     directories = search_path(dict(agent.runtime.image_config(agent.image).environment))
     touched = [p for p in changes if p in directories or posixpath.dirname(p) in directories or p in GUARDED_FILES]
     if not touched:

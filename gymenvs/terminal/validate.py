@@ -33,7 +33,6 @@ from gymenvs.terminal import steps
 from gymenvs.terminal.compose import start_sidecars
 from gymenvs.terminal.grading import VerifierResult, grade_task, network_limits
 from gymenvs.terminal.images import ensure_task_image, environment_digest, sidecar_images
-from gymenvs.terminal.services import Recording
 from gymenvs.terminal.task import STEPS, TerminalTask
 
 RULES = ("flaky", "oracle_fails", "empty_run_passes")
@@ -187,23 +186,6 @@ def _run_steps(runtime: Runtime, task: TerminalTask, image: str, network_name: s
             runtime.remove_image(checkpoint)
     graded = results[-1].outcome == EndedBy.MODEL
     return steps.combine(task, results) if task.steps and graded else results[-1]
-
-
-def regrade_snapshot(runtime: Runtime, task: TerminalTask, snapshot: str, *, services: Recording | None = None,
-                     timeout_s: float | None = None) -> VerifierResult:
-    """A kept snapshot of an episode (`grade_task(keep_snapshot=True)`) graded again by the task's tests, as it is
-    graded in an episode, with the `services` its grading started again. A compose task's sidecars start afresh:
-    what the agent left in them is not there."""
-    if task.steps:
-        raise ValueError(f"{task.name}: a task of several steps cannot be graded again from one snapshot")
-    with sidecars_of(runtime, task) as network_name:
-        limits = dataclasses.replace(task_limits(task), network_name=network_name)
-        sandbox = runtime.start(snapshot, role="regrade", episode_id=task.name, limits=limits,
-                                workdir=runtime.image_config(snapshot).workdir)
-        try:
-            return grade_task(sandbox, task, timeout_s=timeout_s, services=services)
-        finally:
-            sandbox.remove()
 
 
 def _run_oracle(sandbox: Sandbox, task: TerminalTask) -> None:

@@ -108,6 +108,10 @@ def test_bad_options_are_value_errors():
         gym.make("gymenvs/Terminal-v0", instance_ids=["nope"])
     with pytest.raises(ValueError, match="verifier_timeout_s"):
         gym.make("gymenvs/Terminal-v0", verifier_timeout_s=0.0)
+    with pytest.raises(ValueError, match="keep_changes"):
+        gym.make("gymenvs/Terminal-v0", keep_changes="yes")
+    with pytest.raises(ValueError, match="changes_limit"):
+        gym.make("gymenvs/Terminal-v0", keep_changes=True, changes_limit="4 MB")
 
 
 @pytest.mark.docker

@@ -1,5 +1,6 @@
 """What every runtime's sandbox does the same way once it can start a process (`Sandbox.open_exec`): run
-one command to completion under a timeout, signal every process of the container, and pack files as tar.
+one command to completion under a timeout (its output captured as text, or streamed as bytes), signal every
+process of the container, and pack files as tar.
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import io
 import tarfile
 import time
+from collections.abc import Callable
 
 import tenacity
 
@@ -71,6 +73,22 @@ def run_command(sandbox: Sandbox, command: str, *, timeout: float, output_limit:
         sandbox.ensure_running()  # the stream ended without an exit code: was the container killed?
     timed_out = watchdog_fired or (exit_code in TIMEOUT_EXIT_CODES and seconds >= timeout)
     return ExecResult(exit_code, output, timed_out)
+
+
+def stream_output(sandbox: Sandbox, command: str, on_output: Callable[[bytes], None], *, timeout: float,
+                  kill_after: float = 5.0) -> int | None:
+    """Run `command` with bash in `sandbox`, handing its standard output to `on_output` as it comes (bytes: a tar,
+    not text to capture), its standard error dropped; its exit code (124 or 137: `timeout` stopped it), or None if
+    the host watchdog fired. An exception of `on_output` closes the stream and goes through."""
+    argv = ["timeout", "-k", f"{kill_after:g}", f"{timeout:g}", "bash", "-c", f"{{ {command}\n}} 2>/dev/null"]
+    stream = sandbox.open_exec(argv)
+    deadline = time.monotonic() + timeout + kill_after + 10
+    try:
+        while data := stream.read(deadline):
+            on_output(data)
+        return None if data is None else stream.exit_code()
+    finally:
+        stream.close()
 
 
 def kill_all(sandbox: Sandbox, signal_name: str = "KILL", *, keep: tuple[int, ...] = (), attempts: int = 20) -> None:

@@ -46,6 +46,9 @@ _CHANGE_KINDS: dict[int, ChangeKind] = {0: "changed", 1: "added", 2: "deleted"}
 _MODE_DIR = 1 << 31
 _MODE_SYMLINK = 1 << 27
 _MODE_IRREGULAR = (1 << 26) | (1 << 25) | (1 << 24) | (1 << 21) | (1 << 19)  # device, pipe, socket, char device, irregular
+#: Where the engine mounts its init program (`init=True`) in a container, as its writable layer names it (/sbin a link
+#: to /usr/sbin, or not).
+_INIT_PATHS = ("/sbin/docker-init", "/usr/sbin/docker-init")
 _STORAGE_OPT_SUPPORTED: dict[str, bool] = {}
 _ALIASES_API = "1.22"  # the engine API version that added network aliases (the SDK checks the one it is given)
 
@@ -75,6 +78,12 @@ def container_options(role: str, episode_id: str, limits: Limits, workdir: str, 
     )
 
 
+def mount_points(options: Mapping[str, Any]) -> frozenset[str]:
+    """Where the engine mounts something over a container created with `options`: its init program, binds, volumes."""
+    mounted = {bind["bind"] for bind in (options.get("volumes") or {}).values()}
+    return frozenset(mounted | set(_INIT_PATHS if options.get("init") else ()))
+
+
 def _network_options(limits: Limits) -> dict[str, Any]:
     """Join the sidecars' network as "main" (`Limits.network_name`), else the default bridge or none."""
     if limits.network_name is None:
@@ -98,6 +107,7 @@ class DockerSandbox:
         self.workdir = workdir
         self.limits = limits
         self.disk_capped = False
+        self._mount_points = mount_points(options)
         container = self._create_explained(image, options)
         self.id: str = container.id
         self.name: str = container.name
@@ -210,13 +220,15 @@ class DockerSandbox:
 
     def changed_paths(self, under: str) -> dict[str, ChangeKind]:
         """What the container changed under `under`, as the engine sees its writable layer (no process in
-        the container is asked): {absolute path: "changed" | "added" | "deleted"}."""
+        the container is asked): {absolute path: "changed" | "added" | "deleted"}. The entries the engine made for
+        what it mounts (its init program, binds, volumes) are not the container's changes, and are left out."""
         try:
             changes = self._api.diff(self.id) or []
         except Exception as exc:
             raise self._failure("could not list the changed files", exc) from None
         prefix = under.rstrip("/") + "/"
-        return {c["Path"]: _CHANGE_KINDS[c["Kind"]] for c in changes if c["Path"].startswith(prefix)}
+        return {c["Path"]: _CHANGE_KINDS[c["Kind"]] for c in changes
+                if c["Path"].startswith(prefix) and c["Path"] not in self._mount_points}
 
     # -- lifecycle ------------------------------------------------------------------------------
 
