@@ -86,6 +86,7 @@ def act(messages, tools):
 """
 
 
+@pytest.mark.slow  # waits out a timeout or a subprocess: the quick lane leaves it to the full suite
 def test_the_first_ctrl_c_lets_running_episodes_finish_and_a_second_quits_at_once(tmp_path):
     (tmp_path / "sleepy.py").write_text(SLEEPY_POLICY)
     process = subprocess.Popen([sys.executable, "-m", "gymenvs.cli", "eval", "gymenvs/Wordle-v0", "-n", "10", "--workers", "2",

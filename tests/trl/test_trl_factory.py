@@ -226,6 +226,7 @@ def test_an_instance_closes_its_env_when_collected():
         del gym.registry["gymenvs_tests/ClosingEcho-v0"]
 
 
+@pytest.mark.slow  # waits out a timeout or a subprocess: the quick lane leaves it to the full suite
 def test_instances_still_alive_at_exit_close_their_envs():
     script = textwrap.dedent(
         """

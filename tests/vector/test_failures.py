@@ -188,6 +188,7 @@ def test_close_leaves_no_process_even_after_restarts():
     assert all(worker.exitcode is not None for worker in workers)
 
 
+@pytest.mark.slow  # waits out a timeout or a subprocess: the quick lane leaves it to the full suite
 def test_a_hung_call_raises_and_rebuilds_the_slot(backend):
     with faulty_vector(backend, step_timeout_s=0.5) as envs:
         envs.reset()
@@ -263,6 +264,7 @@ def ctrl_c_raises():
     signal.signal(signal.SIGINT, previous)
 
 
+@pytest.mark.slow  # waits out a timeout or a subprocess: the quick lane leaves it to the full suite
 def test_ctrl_c_during_a_step_leaves_the_vector_env_usable(backend, ctrl_c_raises):
     with faulty_vector(backend) as envs:
         envs.reset()

@@ -539,6 +539,7 @@ def test_dedicated_threads_drive_each_env_from_one_thread_for_its_whole_life(ste
     assert not our_threads()
 
 
+@pytest.mark.slow  # waits out a timeout or a subprocess: the quick lane leaves it to the full suite
 def test_a_slot_with_a_dedicated_thread_that_times_out_gets_a_new_thread_and_env():
     logs = [[] for _ in range(2)]
     factories = [functools.partial(RecordsItsThreads, log) for log in logs]
