@@ -24,7 +24,8 @@ def test_an_episode_the_env_ends_is_written_at_once_with_its_calls_rewards_and_e
     wordle = Wordle()
     first = wordle.reset(prompt=PROMPT, seed=3, options={"secret": "crane"})
     replies = [wordle.guess(word="slate"), wordle.guess(word="abc"), wordle.guess(word="crane")]
-    [trajectory] = read_trajectories(tmp_path / "rank-0")  # written by the call that solved it
+    wordle._recording.flush()  # handed to the writing thread by the call that solved it
+    [trajectory] = read_trajectories(tmp_path / "rank-0")
     user, *agent = trajectory.steps
     assert user.source == "user" and user.message == first
     assert [(step.tool_calls[0].function_name, step.tool_calls[0].arguments) for step in agent] == [
@@ -45,8 +46,10 @@ def test_an_episode_trl_stops_playing_is_written_cut_short_at_the_next_reset_and
     catch = Catch()
     catch.reset(prompt=PROMPT, seed=0)
     catch.move(direction="left")  # the model answers without a tool call: TRL moves on to the next batch
+    catch._recording.flush()
     assert not (tmp_path / "rank-0").exists()
     catch.reset(prompt=PROMPT, seed=1)
+    catch._recording.flush()
     assert [t.extra["gymenvs"]["seed"] for t in read_trajectories(tmp_path / "rank-0")] == [0]
     catch.stay()
     catch._close()  # as when the instance is collected or the interpreter exits
@@ -86,6 +89,7 @@ def test_an_episode_whose_reset_failed_every_try_is_written_as_failed(tmp_path):
     try:
         broken = environment_factory("gymenvs_tests/BrokenEcho-v0", infra_retries=1, trajectories=tmp_path)()
         observation = broken.reset(prompt=PROMPT, seed=0)
+        broken._recording.flush()
     finally:
         del gym.registry["gymenvs_tests/BrokenEcho-v0"]
     [trajectory] = read_trajectories(tmp_path / "rank-0")

@@ -18,15 +18,20 @@ The files go to `DIR/rank-<RANK>/` (RANK: the process's rank in a distributed ru
   calling the env's tools before the env ended the episode (the model answered without a tool call, or ran out of
   tool calls or tokens): "truncated", with `end_reason` "cut_short".
 
-A write that fails inside a tool call is raised by the next `reset`: TRL would show an exception raised there to the
-model, as the tool's result.
+The tool call or reset that ends an episode hands it to a thread of its own, which builds the trajectory and writes
+it (that would otherwise cost the call about half a millisecond: docs/trajectories.md). The instance's next `reset`
+and its close wait for its writes, and a write that failed is raised by the next `reset` (never inside a tool call:
+TRL would show the exception to the model, as the tool's result).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +41,6 @@ from gymenvs.trajectories.env_steps import record_step, start_recording
 from gymenvs.trajectories.recorder import EXTRA_KEY
 
 if TYPE_CHECKING:
-    import atif
     import gymnasium as gym
 
 AGENT_NAME = "gymenvs-environment-factory"
@@ -61,22 +65,21 @@ class FactoryRecording:
         self._return = 0.0
         self._info: dict[str, Any] = {}
         self._started = self._last_step = 0.0
-        self._failed_write: Exception | None = None
+        self._pending: list[Future] = []
 
     def start(self, env: gym.Env, observation: Any, info: dict[str, Any], *, seed: int, retries: int,
               failed: bool) -> None:
         """Record the episode a reset of `env` began with `observation` (`failed`: no try worked, and `observation`
-        says why), after writing the one it cuts short. Raises a write that failed in a tool call."""
-        failed_write, self._failed_write = self._failed_write, None
-        if failed_write is not None:
-            raise failed_write
-        self._write_cut_short()
+        says why), after writing the one it cuts short. Raises a write of an earlier episode that failed."""
+        self.flush()
+        if self._recorder is not None:
+            self._write("truncated", end_reason=CUT_SHORT)
         self._recorder = start_recording(env, observation, info, seed=seed, agent_name=AGENT_NAME)
         self._recorder.extra[EXTRA_KEY].update(environment=self.environment, retries=retries)
         self._return, self._info = 0.0, info
         self._started = self._last_step = time.perf_counter()
         if failed:
-            write_trajectory(self._finish("failed", error=str(info.get(DETAIL_KEY) or observation)), self.directory)
+            self._write("failed", error=str(info.get(DETAIL_KEY) or observation))
 
     def step(self, call: dict[str, Any], observation: Any, reward: float, info: dict[str, Any], *, terminated: bool,
              truncated: bool) -> None:
@@ -87,7 +90,7 @@ class FactoryRecording:
         self._return += reward
         self._info, self._last_step = info, time.perf_counter()
         if terminated or truncated:
-            self._write_in_a_tool(self._finish("terminated" if terminated else "truncated"))
+            self._write("terminated" if terminated else "truncated")
 
     def step_raised(self, call: dict[str, Any], error: Exception) -> None:
         """Record a tool call whose env step raised, with the result TRL shows the model."""
@@ -97,26 +100,48 @@ class FactoryRecording:
 
     def close(self) -> None:
         """Write the episode being played, if any, as cut short (the instance is closed or collected, or the
-        interpreter exits); log a write that failed in a tool call, which no `reset` will raise now."""
-        if self._failed_write is not None:
-            logger.error("a trajectory could not be written into %s: %r", self.directory, self._failed_write)
-            self._failed_write = None
-        self._write_cut_short()
-
-    def _write_cut_short(self) -> None:
+        interpreter exits), and wait for the writes; log one that failed, which no `reset` will raise now."""
         if self._recorder is not None:
-            write_trajectory(self._finish("truncated", end_reason=CUT_SHORT), self.directory)
+            self._write("truncated", end_reason=CUT_SHORT)
+        try:
+            self.flush()
+        except Exception as error:
+            logger.error("a trajectory could not be written into %s: %r", self.directory, error)
 
-    def _finish(self, end: str, *, end_reason: str | None = None, error: str | None = None) -> atif.Trajectory:
+    def flush(self) -> None:
+        """Wait until this instance's episodes are written; raise the first write that failed."""
+        pending, self._pending = self._pending, []
+        failures = [error for error in (future.exception() for future in pending) if error is not None]
+        if failures:
+            raise failures[0]
+
+    def _write(self, end: str, *, end_reason: str | None = None, error: str | None = None) -> None:
+        """Finish the episode being recorded and write it, in the writing thread."""
         recorder, self._recorder = self._recorder, None
         assert recorder is not None
         if end_reason is not None:
             recorder.extra[EXTRA_KEY]["end_reason"] = end_reason
-        return recorder.finish(reward=self._return, info=self._info, seconds=self._last_step - self._started, end=end,
-                               error=error)
-
-    def _write_in_a_tool(self, trajectory: atif.Trajectory) -> None:
+        job = functools.partial(_finish_and_write, recorder, self.directory, reward=self._return, info=self._info,
+                                seconds=self._last_step - self._started, end=end, error=error)
         try:
-            write_trajectory(trajectory, self.directory)
-        except Exception as error:  # raised by the next reset, not shown to the model
-            self._failed_write = error
+            self._pending.append(_writing_thread().submit(job))
+        except RuntimeError:  # the interpreter is exiting and its threads are gone: write it here
+            job()
+
+
+def _finish_and_write(recorder: TrajectoryRecorder, directory: Path, **finish: Any) -> None:
+    write_trajectory(recorder.finish(**finish), directory)
+
+
+_writer_lock = threading.Lock()
+_writer: ThreadPoolExecutor | None = None
+
+
+def _writing_thread() -> ThreadPoolExecutor:
+    """The one thread that writes the trajectories of every instance of the process, started with the first (the
+    interpreter waits for its last writes when it exits)."""
+    global _writer
+    with _writer_lock:
+        if _writer is None:
+            _writer = ThreadPoolExecutor(1, thread_name_prefix="gymenvs-factory-trajectories")
+        return _writer
