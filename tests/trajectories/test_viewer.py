@@ -8,17 +8,14 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
+from viewer_support import FIXTURES, SWE, add_other_producers
 
 from gymenvs.eval import evaluate_policy
 from gymenvs.eval.policies import make_policy
 from gymenvs.trajectories.viewer import Run, ViewerServer, standalone_html
 from gymenvs.trajectories.viewer.pages import DATA_ELEMENT, asset
-
-FIXTURES = Path(__file__).parent / "fixtures"
-SWE = "swe-textkit-gold.json"
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +27,7 @@ def run_folder(tmp_path_factory):
                     trajectories=folder / "wordle", progress=False)
     evaluate_policy("gymenvs/Echo-v0", make_policy("scripted", "gymenvs/Echo-v0"), num_episodes=2,
                     env_kwargs={"max_turns": 2}, trajectories=folder / "echo", progress=False)
-    shutil.copy(FIXTURES / SWE, folder / SWE)
-    trial = folder / "harbor" / "hello-world__abc" / "agent"
-    trial.mkdir(parents=True)
-    shutil.copy(FIXTURES / "harbor-hello-world.json", trial / "trajectory.json")
-    (trial.parent / "result.json").write_text(json.dumps({  # the fields of Harbor's TrialResult the viewer reads
-        "task_name": "hello-world", "trial_name": "hello-world__abc", "verifier_result": {"rewards": {"reward": 1.0}},
-        "started_at": "2026-05-01T10:00:00Z", "finished_at": "2026-05-01T10:01:30.500000Z"}))
+    add_other_producers(folder, trial_result=True)
     return folder
 
 

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from viewer_support import FIXTURES, SWE, add_other_producers
 
 from gymenvs.eval import evaluate_policy
 from gymenvs.eval.policies import make_policy
@@ -20,8 +21,6 @@ if not (shutil.which("chromium") and shutil.which("chromedriver")):
     pytest.skip("Debian's chromium and chromium-driver are not installed (.ci/setup installs them)", allow_module_level=True)
 
 pytestmark = pytest.mark.slow
-FIXTURES = Path(__file__).parent / "fixtures"
-SWE = "swe-textkit-gold.json"
 
 
 @pytest.fixture(scope="module")
@@ -43,10 +42,7 @@ def run_folder(_tiny, tmp_path_factory):
                         trajectories=folder / f"wordle-{policy}", progress=False)
     evaluate_policy("gymenvs/Echo-v0", make_policy("scripted", "gymenvs/Echo-v0"), num_episodes=2,
                     env_kwargs={"max_turns": 2}, trajectories=folder / "echo", progress=False)
-    shutil.copy(FIXTURES / SWE, folder / SWE)
-    trial = folder / "harbor" / "hello-world__abc" / "agent"
-    trial.mkdir(parents=True)
-    shutil.copy(FIXTURES / "harbor-hello-world.json", trial / "trajectory.json")
+    add_other_producers(folder, trial_result=False)
 
     model, tokenizer = _tiny
     rollout = make_rollout_func("gymenvs/Echo-v0", env_kwargs={"max_turns": 3}, max_tokens_per_turn=8,
