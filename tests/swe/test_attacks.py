@@ -125,7 +125,7 @@ def _module_diff(path: str, task, prefix: str) -> str:
 
 def test_the_tests_run_unprivileged_without_plugin_autoload(runtime, swe_images):
     probe = dataclasses.replace(TASK, test_cmd="id -u; printenv PYTEST_DISABLE_PLUGIN_AUTOLOAD; "
-                                               "cat /run/gymenvs/run-tests.sh; touch /testbed/new-file && echo created")
+                                               "cat /run/gymenvs/run-tests.sh 2>&1; touch /testbed/new-file && echo created")
     report = grade(runtime, probe, "", image=image_for(TASK), timeout=120)
     section = report.log_tail.split("Start Test Output\n", 1)[1]
     assert section.startswith("65534\n1\n") and "Permission denied" in section and "created" in section
