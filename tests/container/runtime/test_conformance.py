@@ -1,0 +1,71 @@
+"""What every runtime must do the same, run on each one (`RUNTIMES`) whose engine answers: an episode of SWE-v0 on a
+fixture task graded by its gold patch and by an empty one, and a container killed from outside ending the episode
+as the infrastructure's failure. A runtime whose engine does not answer is skipped, saying why (in CI a skip fails:
+.ci/setup starts Docker and rootful Podman)."""
+
+from __future__ import annotations
+
+import pytest
+from env_support import envs_made
+from swe.swe_support import FIXTURE_IDS
+
+from gymenvs.container.runtime import RUNTIMES, SandboxError, shared_runtime
+
+from ..tools_support import SUBMIT, TASKS, bash, ending, write_and_apply
+
+pytestmark = pytest.mark.docker
+
+#: A fixture task whose tests run in a second or two (textkit: the first of the fixtures).
+TASK = FIXTURE_IDS[0]
+
+
+@pytest.fixture(scope="module", params=list(RUNTIMES))
+def runtime_name(request):
+    """Each runtime by name, with the base and fixture images present in its own store (built there if missing)."""
+    from gymenvs.container.images import BASE_IMAGE, build_base_image
+    from gymenvs.swe.images import build_fixture_images
+
+    try:
+        runtime = shared_runtime(request.param)
+    except SandboxError as exc:
+        pytest.skip(f"runtime {request.param!r}: {exc}")
+    build_base_image(runtime, tag=BASE_IMAGE, progress=False)
+    build_fixture_images(runtime, base=BASE_IMAGE, progress=False)
+    return request.param
+
+
+@pytest.fixture
+def make(runtime_name):
+    with envs_made("gymenvs/SWE-v0", runtime=runtime_name, command_timeout_s=20.0) as make:
+        yield make
+
+
+def started(make):
+    env = make()
+    env.reset(options={"instance_id": TASK})
+    return env
+
+
+def test_the_gold_patch_grades_one(make, runtime_name):
+    env = started(make)
+    assert env.unwrapped.runtime.name == runtime_name
+    applied = env.step(write_and_apply(TASKS[TASK].patch, "gold.patch"))
+    assert applied[4]["exit_code"] == 0, applied[0]
+    _, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated) == (1.0, True, False) and ending(info) == ("model", "solved"), info.get("error")
+    assert info["report"]["fail_to_pass"] == dict.fromkeys(TASKS[TASK].fail_to_pass, "PASSED")
+
+
+def test_an_empty_patch_grades_zero(make):
+    _, reward, terminated, truncated, info = started(make).step(SUBMIT)
+    assert (reward, terminated, truncated) == (0.0, True, False) and ending(info) == ("model", "failed")
+    assert info["report"]["status"] == "unresolved" and info["report"]["patch_is_empty"]
+
+
+def test_a_container_killed_from_outside_ends_the_episode_as_infra(make):
+    env = started(make)
+    runtime = env.unwrapped.runtime
+    runtime.client.api.kill(env.unwrapped.episode_sandbox.id)  # from outside, by the engine's own API
+    _, reward, terminated, truncated, info = env.step(bash("echo still here"))
+    assert (reward, terminated, truncated) == (0.0, False, True), info
+    assert ending(info) == ("infra", "container_died"), info.get("outcome_detail")
