@@ -1,7 +1,8 @@
 """What every runtime must do the same, run on each one (`RUNTIMES`) whose engine answers: an episode of SWE-v0 on a
-fixture task graded by its gold patch and by an empty one, and a container killed from outside ending the episode
-as the infrastructure's failure. A runtime whose engine does not answer is skipped, saying why (in CI a skip fails:
-.ci/setup starts Docker and rootful Podman)."""
+fixture task graded by its gold patch and by an empty one, a container killed from outside ending the episode
+as the infrastructure's failure, and an allowlist letting a container reach the allowed address only. A runtime
+whose engine does not answer is skipped, saying why (in CI a skip fails: .ci/setup starts Docker and rootful
+Podman)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import pytest
 from env_support import envs_made
 from swe.swe_support import FIXTURE_IDS
 
-from gymenvs.container.runtime import RUNTIMES, SandboxError, shared_runtime
+from gymenvs.container.images import BASE_IMAGE
+from gymenvs.container.runtime import RUNTIMES, Limits, SandboxError, shared_runtime
 
 from ..tools_support import SUBMIT, TASKS, bash, ending, write_and_apply
+from .test_egress import probe
 
 pytestmark = pytest.mark.docker
 
@@ -22,7 +25,7 @@ TASK = FIXTURE_IDS[0]
 @pytest.fixture(scope="module", params=list(RUNTIMES))
 def runtime_name(request):
     """Each runtime by name, with the base and fixture images present in its own store (built there if missing)."""
-    from gymenvs.container.images import BASE_IMAGE, build_base_image
+    from gymenvs.container.images import build_base_image
     from gymenvs.swe.images import build_fixture_images
 
     try:
@@ -69,3 +72,22 @@ def test_a_container_killed_from_outside_ends_the_episode_as_infra(make):
     _, reward, terminated, truncated, info = env.step(bash("echo still here"))
     assert (reward, terminated, truncated) == (0.0, False, True), info
     assert ending(info) == ("infra", "container_died"), info.get("outcome_detail")
+
+
+def test_an_allowlist_lets_a_container_reach_the_allowed_address_only(runtime_name):
+    runtime = shared_runtime(runtime_name)
+    servers = [runtime.start(BASE_IMAGE, role="test", episode_id="egress", limits=Limits(network=True)) for _ in range(2)]
+    try:
+        for server in servers:
+            server.open_exec(["python3", "-m", "http.server", "8000"])
+        allowed, other = (runtime.client.api.inspect_container(s.id)["NetworkSettings"]["IPAddress"] for s in servers)
+        sandbox = runtime.start(BASE_IMAGE, role="test", episode_id="egress",
+                                limits=Limits(network=True, allowed_hosts=(allowed,)))
+        try:
+            output = probe(sandbox, allowed, other)
+            assert f"{allowed} reached" in output and f"{other} refused" in output, output
+        finally:
+            sandbox.remove()
+    finally:
+        for server in servers:
+            server.remove()
