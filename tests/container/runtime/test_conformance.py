@@ -1,6 +1,7 @@
 """What every runtime must do the same, run on each one (`RUNTIMES`) whose engine answers: an episode of SWE-v0 on a
-fixture task graded by its gold patch and by an empty one, a container killed from outside ending the episode
-as the infrastructure's failure, and an allowlist letting a container reach the allowed address only. A runtime
+fixture task graded by its gold patch and by an empty one, the same for Terminal-v0 (a Harbor task: its image built
+on first use, its grading on a snapshot with volumes), a container killed from outside ending the episode as the
+infrastructure's failure, and an allowlist letting a container reach the allowed address only. A runtime
 whose engine does not answer is skipped, saying why (in CI a skip fails: .ci/setup starts Docker and rootful
 Podman)."""
 
@@ -20,6 +21,8 @@ pytestmark = pytest.mark.docker
 
 #: A fixture task whose tests run in a second or two (textkit: the first of the fixtures).
 TASK = FIXTURE_IDS[0]
+#: A Harbor fixture task, and what its oracle runs.
+HARBOR_TASK = "gymenvs/edit-config"
 
 
 @pytest.fixture(scope="module", params=list(RUNTIMES))
@@ -63,6 +66,21 @@ def test_an_empty_patch_grades_zero(make):
     _, reward, terminated, truncated, info = started(make).step(SUBMIT)
     assert (reward, terminated, truncated) == (0.0, True, False) and ending(info) == ("model", "failed")
     assert info["report"]["status"] == "unresolved" and info["report"]["patch_is_empty"]
+
+
+@pytest.mark.parametrize("oracle", [True, False], ids=["oracle", "empty"])
+def test_a_harbor_task_scores_one_after_its_oracle_and_zero_after_nothing(runtime_name, oracle):
+    from gymenvs.terminal.tasks import load_terminal_tasks
+
+    (task,) = [task for task in load_terminal_tasks() if task.name == HARBOR_TASK]
+    with envs_made("gymenvs/Terminal-v0", runtime=runtime_name, command_timeout_s=30.0) as make_terminal:
+        env = make_terminal()
+        env.reset(options={"instance_id": HARBOR_TASK})
+        if oracle:
+            assert env.step(bash(task.solve_script.read_text()))[4]["exit_code"] == 0
+        _, reward, terminated, truncated, info = env.step(SUBMIT)
+    expected = (1.0, ("model", "solved")) if oracle else (0.0, ("model", "failed"))
+    assert (reward, ending(info)) == expected and terminated and not truncated, info.get("outcome_detail")
 
 
 def test_a_container_killed_from_outside_ends_the_episode_as_infra(make):
