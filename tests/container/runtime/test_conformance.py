@@ -1,5 +1,6 @@
 """What every runtime must do the same, run on each one (`RUNTIMES`) whose engine answers: an episode of SWE-v0 on a
-fixture task graded by its gold patch and by an empty one, the same for Terminal-v0 (a Harbor task: its image built
+fixture task graded by its gold patch and by an empty one, SWEAgent-v0's reference agent (in the container,
+its calls on a Unix socket bind-mounted from the host) applying the gold patch, the same for Terminal-v0 (a Harbor task: its image built
 on first use, its grading on a snapshot with volumes), a container killed from outside ending the episode as the
 infrastructure's failure, and an allowlist letting a container reach the allowed address only. A runtime
 whose engine does not answer is skipped, saying why (in CI a skip fails: .ci/setup starts Docker and rootful
@@ -66,6 +67,17 @@ def test_an_empty_patch_grades_zero(make):
     _, reward, terminated, truncated, info = started(make).step(SUBMIT)
     assert (reward, terminated, truncated) == (0.0, True, False) and ending(info) == ("model", "failed")
     assert info["report"]["status"] == "unresolved" and info["report"]["patch_is_empty"]
+
+
+def test_the_reference_agent_applying_the_gold_patch_grades_one(runtime_name):
+    from ..agent.agent_support import apply_patch
+
+    with envs_made("gymenvs/SWEAgent-v0", runtime=runtime_name, call_timeout_s=60.0) as make_agent:
+        env = make_agent()
+        env.reset(options={"instance_id": TASK})
+        env.step(apply_patch(TASKS[TASK].patch))
+        _, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated) == (1.0, True, False) and ending(info) == ("model", "solved"), info.get("error")
 
 
 @pytest.mark.parametrize("oracle", [True, False], ids=["oracle", "empty"])
