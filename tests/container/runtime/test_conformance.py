@@ -1,10 +1,10 @@
 """What every runtime must do the same, run on each one (`RUNTIMES`) whose engine answers: an episode of SWE-v0 on a
-fixture task graded by its gold patch and by an empty one, SWEAgent-v0's reference agent (in the container,
-its calls on a Unix socket bind-mounted from the host) applying the gold patch, the same for Terminal-v0 (a Harbor task: its image built
-on first use, its grading on a snapshot with volumes), a container killed from outside ending the episode as the
-infrastructure's failure, and an allowlist letting a container reach the allowed address only. A runtime
-whose engine does not answer is skipped, saying why (in CI a skip fails: .ci/setup starts Docker and rootful
-Podman)."""
+fixture task graded by its gold patch and by an empty one; SWEAgent-v0's reference agent (in the container, its
+calls on a Unix socket bind-mounted from the host) applying the gold patch; the same for Terminal-v0 (a Harbor task:
+its image built on first use, its grading on a snapshot with volumes); a container killed from outside ending the
+episode as the infrastructure's failure; and an allowlist letting a container reach the allowed address only. A
+runtime whose engine does not answer is skipped, saying why (in CI a skip fails: .ci/setup starts Docker and
+rootful Podman)."""
 
 from __future__ import annotations
 
