@@ -1,9 +1,14 @@
-"""What every runtime must do the same, run on each one (`RUNTIMES`) whose engine answers: an episode of SWE-v0 on a
-fixture task graded by its gold patch and by an empty one; SWEAgent-v0's reference agent (in the container, its
-calls on a Unix socket bind-mounted from the host) applying the gold patch; the same for Terminal-v0 (a Harbor task:
-its image built on first use, its grading on a snapshot with volumes); a container killed from outside ending the
-episode as the infrastructure's failure; and an allowlist letting a container reach the allowed address only. A
-runtime whose engine does not answer is skipped, saying why (in CI a skip fails: .ci/setup starts Docker and
+"""What every runtime must do the same, run on each one (`RUNTIMES`) whose engine answers:
+
+- SWE-v0 on a fixture task: the gold patch grades 1, an empty patch 0;
+- SWEAgent-v0: the reference agent (in the container, its calls on a Unix socket bind-mounted from the host)
+  applying the gold patch grades 1;
+- Terminal-v0 on a Harbor task (its image built on first use, its grading on a snapshot with volumes): the oracle
+  scores 1, an empty run 0;
+- a container killed from outside, and a file written past the disk limit, end the episode as infra;
+- an allowlist lets a container reach the allowed address only.
+
+A runtime whose engine does not answer is skipped, saying why (in CI a skip fails: .ci/setup starts Docker and
 rootful Podman)."""
 
 from __future__ import annotations
@@ -102,6 +107,15 @@ def test_a_container_killed_from_outside_ends_the_episode_as_infra(make):
     _, reward, terminated, truncated, info = env.step(bash("echo still here"))
     assert (reward, terminated, truncated) == (0.0, False, True), info
     assert ending(info) == ("infra", "container_died"), info.get("outcome_detail")
+
+
+def test_a_file_written_past_the_disk_limit_ends_the_episode_as_infra_ungraded(make):
+    env = make(disk_limit="40m")
+    env.reset(options={"instance_id": TASK})
+    env.step(bash("head -c 60m /dev/zero > /tmp/fill"))
+    _, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated) == (0.0, False, True) and ending(info) == ("infra", "disk_limit")
+    assert info["report"]["status"] == "error"
 
 
 def test_an_allowlist_lets_a_container_reach_the_allowed_address_only(runtime_name):
