@@ -5,7 +5,8 @@
   applying the gold patch grades 1;
 - Terminal-v0 on a Harbor task (its image built on first use, its grading on a snapshot with volumes): the oracle
   scores 1, an empty run 0;
-- a container killed from outside, and a file written past the disk limit, end the episode as infra;
+- a container killed from outside, or by the OOM killer, and a file written past the disk limit, end the episode
+  as infra;
 - an allowlist lets a container reach the allowed address only.
 
 A runtime whose engine does not answer is skipped, saying why (in CI a skip fails: .ci/setup starts Docker and
@@ -107,6 +108,21 @@ def test_a_container_killed_from_outside_ends_the_episode_as_infra(make):
     _, reward, terminated, truncated, info = env.step(bash("echo still here"))
     assert (reward, terminated, truncated) == (0.0, False, True), info
     assert ending(info) == ("infra", "container_died"), info.get("outcome_detail")
+
+
+#: How each runtime's episode ends when the OOM killer stops its container: Podman 4.3 (cgroup v1, runc, measured on
+#: the CI machines) does not report the container as OOM-killed, so the episode ends as a container that died.
+OOM_REASONS = {"docker": "oom_killed", "podman": "container_died"}
+
+
+def test_a_container_the_oom_killer_stops_mid_command_ends_the_episode_as_infra(make, runtime_name):
+    from ..test_faults import FILL_MEMORY, MAIN_PROCESS_FIRST
+
+    env = make(mem_limit="56m")  # under what /dev/shm holds (63-64 MiB)
+    env.reset(options={"instance_id": TASK})
+    _, reward, terminated, truncated, info = env.step(bash(f"{MAIN_PROCESS_FIRST}; {FILL_MEMORY}"))
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    assert ending(info) == ("infra", OOM_REASONS[runtime_name]) and "exit code 137" in info["outcome_detail"], info
 
 
 def test_a_file_written_past_the_disk_limit_ends_the_episode_as_infra_ungraded(make):
