@@ -48,7 +48,7 @@ class DockerRuntime:
             import docker
         except ImportError as exc:
             raise ImportError("the container envs need the docker SDK: pip install 'gymenvs[swe]'") from exc
-        self._client_options: dict[str, Any] = {**docker.utils.kwargs_from_env(), "timeout": timeout}
+        self._client_options: dict[str, Any] = {**self._environment_options(), "timeout": timeout}
         self._engine = engine
         if engine is not None:
             self._client_options["base_url"] = engine
@@ -65,6 +65,13 @@ class DockerRuntime:
             atexit.register(_sweep_at_exit)
             _sweep_registered_in.add(self._pid)
         _runtimes.add(self)
+
+    @staticmethod
+    def _environment_options() -> dict[str, Any]:
+        """The client options the process environment sets: `DOCKER_HOST`, `DOCKER_TLS_VERIFY`, `DOCKER_CERT_PATH`."""
+        import docker
+
+        return docker.utils.kwargs_from_env()
 
     # -- sandboxes --------------------------------------------------------------------------------
 

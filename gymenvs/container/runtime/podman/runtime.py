@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from gymenvs.container.runtime.base import SandboxError
 from gymenvs.container.runtime.docker.compose import DockerSidecars
@@ -42,6 +42,11 @@ class PodmanRuntime(DockerRuntime):
 
     def __init__(self, engine: str | None = None, *, timeout: int = 600):
         super().__init__(engine or os.environ.get("CONTAINER_HOST") or DEFAULT_ENGINE, timeout=timeout)
+
+    @staticmethod
+    def _environment_options() -> dict[str, Any]:
+        """None: `DOCKER_HOST` and Docker's TLS settings name a Docker engine, not this one (`CONTAINER_HOST` does)."""
+        return {}
 
     def import_image(self, chunks: Iterable[bytes], repository: str, tag: str, changes: list[str]) -> None:
         """As `DockerRuntime.import_image`, then named `repository:tag` (Podman names an import `repository:latest`)."""
