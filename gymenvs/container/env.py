@@ -23,6 +23,7 @@ from gymenvs.container.family import Grade, GradingRun, Task, TaskFamily, TaskIm
 from gymenvs.container.pool import WarmPool, discard
 from gymenvs.container.reaper import reap_once
 from gymenvs.container.runtime import (
+    RUNTIMES,
     ContainerGone,
     DiskLimitExceeded,
     Limits,
@@ -134,7 +135,7 @@ class ContainerEnv(TextEnv):
         if isinstance(runtime, str):
             check_choice(runtime, engine)
         elif not isinstance(runtime, Runtime):
-            raise ValueError(f"runtime={short_repr(runtime)}: allowed are 'docker', 'podman' or a Runtime object")
+            raise ValueError(f"runtime={short_repr(runtime)}: allowed are {', '.join(map(repr, RUNTIMES))} or a Runtime object")
         elif engine is not None:
             raise ValueError(f"engine={engine!r} beside a Runtime object, which has its own engine: give runtime a name")
         return runtime, engine

@@ -1,15 +1,15 @@
 """The Podman `Runtime`: a rootful Podman engine, driven through its Docker-compatible API.
 
-Podman serves the Docker engine API (`podman system service`), and the docker SDK drives it: every operation
-of `DockerRuntime` and `DockerSandbox` works there unchanged (the fixture images build, episodes grade,
-containers are watched and reaped the same way) but three, which this class mends or refuses:
+Podman serves the Docker engine API (`podman system service`), and the docker SDK drives it: the code of
+`DockerRuntime` and `DockerSandbox` serves unchanged, but for what this class mends or declares:
 
-- an imported image gets the name `repository:latest` whatever tag was asked (Podman 4.3): it is re-tagged;
+- an imported image is named `repository:latest` whatever tag is asked (Podman 4.3): it is re-tagged;
+- Docker's variables (`DOCKER_HOST`, its TLS settings) are not read: `CONTAINER_HOST` is Podman's;
 - a compose sidecar's healthcheck never runs where the engine has no systemd (Podman runs healthchecks from
-  systemd timers), so a task waiting for a healthy service is refused (`lacks`);
-- nothing else differs, rootful: the disk limit is watched (as on Docker's overlay2 without quotas), and the
-  egress allowlist enters the container's network namespace from the host, which needs the engine local.
+  systemd timers), so a task waiting for a healthy service is refused (`lacks`).
 
+Differences that need no code (docs/runtimes.md): the disk limit is watched, never capped by the engine; a
+container the OOM killer stops is reported as stopped, not OOM-killed; an exec costs about 3.5 times Docker's.
 Rootless Podman (its socket under $XDG_RUNTIME_DIR) is not covered yet.
 """
 
