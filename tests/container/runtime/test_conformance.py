@@ -7,12 +7,21 @@
   scores 1, an empty run 0;
 - a container killed from outside, or by the OOM killer, and a file written past the disk limit, end the episode
   as infra;
-- an allowlist lets a container reach the allowed address only.
+- an allowlist lets a container reach the allowed address only;
+- what a process killed by SIGKILL left (a container, a grading snapshot, a volume) is reaped by the next.
 
 A runtime whose engine does not answer is skipped, saying why (in CI a skip fails: .ci/setup starts Docker and
 rootful Podman)."""
 
 from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 from env_support import envs_made
@@ -151,3 +160,36 @@ def test_an_allowlist_lets_a_container_reach_the_allowed_address_only(runtime_na
     finally:
         for server in servers:
             server.remove()
+
+
+#: A process that leaves a container, a grading snapshot and a volume on runtime argv[1], prints their names, and waits
+#: to be killed (as tests/container/test_reaper.py's owner does on Docker).
+OWNER = textwrap.dedent("""
+    import json, sys, time, uuid
+    from gymenvs.container.runtime import shared_runtime
+
+    runtime, nonce = shared_runtime(sys.argv[1]), uuid.uuid4().hex[:12]
+    sandbox = runtime.start(sys.argv[2], role="agent", episode_id="reaper-test")
+    sandbox.commit("gymenvs-terminal-snapshot", nonce)
+    volume = runtime.create_volume(f"gymenvs-terminal-{nonce}-logs", role="verifier")
+    print(json.dumps([sandbox.name, f"gymenvs-terminal-snapshot:{nonce}", volume]), flush=True)
+    time.sleep(600)
+""")
+
+
+def test_what_a_killed_process_left_is_reaped_by_the_next(runtime_name):
+    from gymenvs.container.reaper import reap
+
+    root = str(Path(__file__).resolve().parents[3])
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, runtime_name, BASE_IMAGE], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": root})
+    left = json.loads(owner.stdout.readline())
+    owner.send_signal(signal.SIGKILL)  # no atexit, no finalizer
+    owner.wait(30)
+    runtime = shared_runtime(runtime_name)
+    assert runtime.image_exists(left[1])
+    reaped = reap(runtime)
+    container, snapshot, volume = left
+    # Podman reports the snapshot by its qualified name, docker.io/library/<name>
+    assert {container, volume} <= set(reaped) and any(name.endswith(snapshot) for name in reaped), reaped
+    assert not runtime.image_exists(snapshot)

@@ -231,8 +231,9 @@ class DockerRuntime:
             if orphaned(container.attrs.get("Labels") or {}):
                 self._remove_container(container.id)
                 removed.append(container.attrs.get("Names", [container.id])[0].lstrip("/"))
-        for image in self.client.images.list(filters={"label": [*mine["label"], f"{LABEL_ROLE}=snapshot"]}):
-            if orphaned(image.labels or {}):
+        # by one label: Podman 4.3 lists no image for several (`orphaned` judges the host, gymenvs' mark is checked)
+        for image in self.client.images.list(filters={"label": f"{LABEL_ROLE}=snapshot"}):
+            if LABEL in (image.labels or {}) and orphaned(image.labels or {}):
                 self.remove_image(image.id)
                 removed += image.tags or [image.id]
         for volume in self.client.volumes.list(filters=mine):
