@@ -119,8 +119,9 @@ def test_a_container_killed_from_outside_ends_the_episode_as_infra(make):
     assert ending(info) == ("infra", "container_died"), info.get("outcome_detail")
 
 
-#: How each runtime's episode ends when the OOM killer stops its container: Podman 4.3 (cgroup v1, runc, measured on
-#: the CI machines) does not report the container as OOM-killed, so the episode ends as a container that died.
+#: How each runtime's episode ends when the OOM killer stops its container: Podman 4.3 (cgroup v1, runc, conmon 2.1.6,
+#: measured on the CI machines) does not report the container as OOM-killed (conmon writes its `oom` marker into the
+#: API service's working directory), so the episode ends as a container that died.
 OOM_REASONS = {"docker": "oom_killed", "podman": "container_died"}
 
 
