@@ -20,6 +20,8 @@ FORMATS = ("auto", *FAMILIES)
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
+    from gymenvs.container.runtime_cli import add_runtime_options
+
     commands = parser.add_subparsers(dest="tasks_command", required=True, metavar="TASKS_COMMAND")
     validate = commands.add_parser("validate", help="check each task before training on it: a Harbor task's oracle scores 1 "
                                    "and an empty run does not; a SWE task's gold patch resolves it and the empty patch does "
@@ -28,6 +30,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     validate.add_argument("--format", choices=FORMATS, default="auto",
                           help="harbor (task folders) or swe (a dataset of rows); auto (default): a local folder or archive "
                           "is harbor, anything else swe")
+    add_runtime_options(validate)
     validate.set_defaults(run=run_validate)
 
     regrade = commands.add_parser("regrade", help="grade stored episodes again with the current grader and tasks, "
@@ -42,6 +45,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     regrade.add_argument("--split", help="dataset split (default: the only one, or test)")
     regrade.add_argument("--workers", type=int, default=2, help="episodes graded at once (default 2)")
     regrade.add_argument("--changed-only", action="store_true", help="print only the episodes whose reward changed")
+    add_runtime_options(regrade)
     regrade.set_defaults(run=run_regrade)
 
     build = commands.add_parser("build-images", help="make every task's image present (a Harbor task's is built from its "
@@ -53,6 +57,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     build.add_argument("--agents", nargs="+", default=[], metavar="AGENT",
                        help="also install these agents into derived images (as `gymenvs swe install-agent` does)")
     build.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_runtime_options(build)
     build.set_defaults(run=run_build_images)
 
 
@@ -90,7 +95,7 @@ def run_build_images(args: argparse.Namespace) -> int:
     from gymenvs.container.agent.install import install_agent
     from gymenvs.container.agent.specs import agent_spec, derived_image
     from gymenvs.container.family import select_tasks
-    from gymenvs.container.runtime import default_runtime
+    from gymenvs.container.runtime_cli import runtime_of
 
     try:
         family = _family_class(args)(dataset=args.dataset, split=args.split, instance_ids=args.instance_ids)
@@ -99,7 +104,7 @@ def run_build_images(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
-    runtime = default_runtime()
+    runtime = runtime_of(args)
     images = [family.image(task, runtime).name for task in tasks]
     print(f"task images: {len(images)} present")
     for spec in specs:
@@ -120,7 +125,7 @@ def _family_class(args: argparse.Namespace) -> Any:
 def run_validate(args: argparse.Namespace) -> int:
     from gymenvs.container.family import TaskFamily, select_tasks
     from gymenvs.container.reaper import reap
-    from gymenvs.container.runtime import default_runtime
+    from gymenvs.container.runtime_cli import runtime_of
     from gymenvs.container.validation import VALID, run_validation
 
     if args.runs < 1 or args.workers < 1:
@@ -133,7 +138,7 @@ def run_validate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
-    runtime = default_runtime()
+    runtime = runtime_of(args)
     reap(runtime)
     verdicts = run_validation(tasks, lambda task, runs: family.validate(task, runtime, runs=runs, timeout_s=args.timeout_s),
                               key=lambda task: task.instance_id, fingerprint_of=family.fingerprint, report=args.report,
@@ -147,7 +152,7 @@ def run_validate(args: argparse.Namespace) -> int:
 def run_regrade(args: argparse.Namespace) -> int:
     from gymenvs.container.env import resolve_family
     from gymenvs.container.regrading import FAMILY_OF_ENV, Regraded, StoredEpisode, regrade_episodes, trajectory_files
-    from gymenvs.container.runtime import default_runtime
+    from gymenvs.container.runtime_cli import runtime_of
 
     try:
         episodes = [StoredEpisode.read(path) for path in trajectory_files(args.trajectories)]
@@ -164,7 +169,7 @@ def run_regrade(args: argparse.Namespace) -> int:
         if result.changed or not args.changed_only:
             print(result.line(), flush=True)
 
-    results = regrade_episodes(episodes, family, default_runtime(), workers=args.workers, on_done=report)
+    results = regrade_episodes(episodes, family, runtime_of(args), workers=args.workers, on_done=report)
     changed = sum(result.changed for result in results)
     print(f"{len(results)} episodes graded again: {changed} changed, {len(results) - changed} the same")
     return 0

@@ -11,10 +11,10 @@ import pytest
 @pytest.fixture(scope="session")
 def runtime():
     """The process's Docker runtime, as the envs use it; the tests that need one skip, saying why, when no engine answers."""
-    from gymenvs.container.runtime import SandboxError, default_runtime
+    from gymenvs.container.runtime import SandboxError, shared_runtime
 
     try:
-        return default_runtime()
+        return shared_runtime("docker")
     except SandboxError as exc:
         pytest.skip(f"no Docker engine can run here: {exc}")
 

@@ -36,7 +36,7 @@ import docker
 from gymenvs.container.agent.env import AgentEnv
 from gymenvs.container.agent.install import default_npm_cache, install_agent
 from gymenvs.container.agent.specs import agent_spec, derived_image
-from gymenvs.container.runtime import Runtime, default_runtime
+from gymenvs.container.runtime import Runtime, shared_runtime
 from gymenvs.swe.family import SWEFamily
 from gymenvs.swe.images import image_for
 from gymenvs.swe.tasks import FIXTURES, load_tasks
@@ -130,7 +130,7 @@ def main() -> None:
     args = parser.parse_args()
     task = next(task for task in load_tasks(FIXTURES) if task.instance_id == args.instance_id)
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    runtime = default_runtime()
+    runtime = shared_runtime()
     for agent in args.agents:
         if args.install:
             measure_install(runtime, agent, image_for(task))

@@ -31,7 +31,7 @@ from collections.abc import Callable
 import gymnasium as gym
 
 import gymenvs  # noqa: F401  (registers the envs)
-from gymenvs.container.runtime import default_runtime
+from gymenvs.container.runtime import shared_runtime
 from gymenvs.swe.tasks import load_tasks
 from gymenvs.terminal.task import TerminalTask
 from gymenvs.terminal.tasks import fixtures_path
@@ -80,7 +80,7 @@ def line(label: str, grading: list[float], tests: list[float], rewards: list[flo
 
 
 def terminal(runs: int) -> list[float]:
-    runtime = default_runtime()
+    runtime = shared_runtime()
     overheads = []
     for folder in sorted(path for path in fixtures_path().iterdir() if path.name not in UNRELIABLE_ORACLES):
         task = TerminalTask.from_dir(folder)

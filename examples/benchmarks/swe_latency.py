@@ -21,7 +21,7 @@ import docker
 import gymnasium as gym
 
 import gymenvs  # noqa: F401  (registers gymenvs/SWE-v0)
-from gymenvs.container.runtime import default_runtime
+from gymenvs.container.runtime import shared_runtime
 from gymenvs.swe.grading import grade
 from gymenvs.swe.images import WORKDIR, image_for
 from gymenvs.swe.tasks import FIXTURES, load_tasks
@@ -65,7 +65,7 @@ def main() -> None:
     parser.add_argument("--gradings", type=int, default=3, help="gradings timed per fixture task")
     args = parser.parse_args()
 
-    runtime = default_runtime()
+    runtime = shared_runtime()
     client = docker.from_env()
     tasks = load_tasks(FIXTURES)
     task = tasks[0]

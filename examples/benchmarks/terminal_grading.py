@@ -22,7 +22,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from gymenvs.container.runtime import default_runtime
+from gymenvs.container.runtime import shared_runtime
 from gymenvs.terminal.task import TerminalTask
 from gymenvs.terminal.tasks import fixtures_path
 from gymenvs.terminal.validate import run_episode
@@ -56,7 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     options = parser.parse_args()
-    runtime = default_runtime()
+    runtime = shared_runtime()
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     with tempfile.TemporaryDirectory() as root:
         tasks = {"edit-config (no service)": TerminalTask.from_dir(fixtures_path() / "edit-config"),

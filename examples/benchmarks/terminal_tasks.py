@@ -24,7 +24,7 @@ import time
 import gymnasium as gym
 
 import gymenvs  # noqa: F401  (registers gymenvs/Terminal-v0)
-from gymenvs.container.runtime import default_runtime
+from gymenvs.container.runtime import shared_runtime
 from gymenvs.terminal.images import ensure_task_image, image_name
 from gymenvs.terminal.task import TerminalTask
 from gymenvs.terminal.tasks import load_terminal_tasks
@@ -33,7 +33,7 @@ SUBMIT = {"name": "submit", "arguments": {}}
 
 
 def build_seconds(task: TerminalTask, keep: bool) -> float:
-    runtime = default_runtime()
+    runtime = shared_runtime()
     if not keep:
         runtime.remove_image(image_name(task))  # best effort: nothing to remove before the first build
     started = time.perf_counter()

@@ -23,6 +23,7 @@ from gymenvs.container.family import Grade, GradingRun, Task, TaskFamily, TaskIm
 from gymenvs.container.pool import WarmPool, discard
 from gymenvs.container.reaper import reap_once
 from gymenvs.container.runtime import (
+    RUNTIMES,
     ContainerGone,
     DiskLimitExceeded,
     Limits,
@@ -30,8 +31,11 @@ from gymenvs.container.runtime import (
     Sandbox,
     SandboxError,
     Sidecars,
-    default_runtime,
+    check_choice,
+    runtime_class,
+    shared_runtime,
 )
+from gymenvs.container.runtime.requirements import unmet
 from gymenvs.core import EndedBy, Outcome, TextEnv, ending
 from gymenvs.core.errors import ResetOptionsError, did_you_mean, short_repr
 from gymenvs.core.outcomes import DETAIL_KEY, OUTCOME_KEY, REASON_KEY
@@ -84,7 +88,11 @@ class ContainerEnv(TextEnv):
     Args:
         family: the task family (a `TaskFamily`, its class or "module:Class"); given as a class or a name, it is
             built from the keyword arguments that are its options (`dataset=`, `instance_ids=`...).
-        runtime: the `Runtime` every engine operation goes through.
+        runtime: the runtime every engine operation goes through: a name ("docker", "podman"), whose engine the
+            process's envs share (`shared_runtime`), or a `Runtime` object. The tasks needing what it lacks
+            (`Runtime.lacks`) are refused here, with why (`refused`); none left is a `ValueError`.
+        engine: with a runtime name, its engine's URL (default: `DOCKER_HOST` / `CONTAINER_HOST`, else the
+            runtime's standard socket).
         max_turns, render_mode: as every `TextEnv`.
         **options: the family's options (when it is given by class or name) and the env's (`config_class`).
     """
@@ -92,13 +100,13 @@ class ContainerEnv(TextEnv):
     reset_option_keys = frozenset({"instance_id"})
     config_class: ClassVar[type[ContainerConfig]] = ContainerConfig
 
-    def __init__(self, family: FamilyLike, *, runtime: Runtime | None = None, max_turns: PositiveInt | None = None,
-                 render_mode: str | None = None, **options: Any):
+    def __init__(self, family: FamilyLike, *, runtime: Runtime | str = "docker", engine: str | None = None,
+                 max_turns: PositiveInt | None = None, render_mode: str | None = None, **options: Any):
         super().__init__(max_turns=max_turns, render_mode=render_mode)
+        self._runtime, self._engine = self._runtime_choice(runtime, engine)
         self.family, self.config = self._configure(resolve_family(family), options)
-        self.tasks, self.refused = self.family.episode_tasks()
+        self.tasks, self.refused = self._runtime_can_run(*self.family.episode_tasks())
         self.reset_option_keys = frozenset({"instance_id", *self.family.task_option_names})
-        self._runtime = runtime
         self.limits: Limits = Limits()
         self.task: Task | None = None  # as its current step runs it (`TaskFamily.at_step`)
         self._drawn: Task | None = None  # the task itself
@@ -121,9 +129,32 @@ class ContainerEnv(TextEnv):
         family = resolve_family(kwargs["family"])
         return frozenset() if isinstance(family, TaskFamily) else family.option_names()
 
+    @staticmethod
+    def _runtime_choice(runtime: Runtime | str, engine: str | None) -> tuple[Runtime | str, str | None]:
+        """`runtime` and `engine` checked: a known name and an engine URL, or a `Runtime` object alone."""
+        if isinstance(runtime, str):
+            check_choice(runtime, engine)
+        elif not isinstance(runtime, Runtime):
+            raise ValueError(f"runtime={short_repr(runtime)}: allowed are {', '.join(map(repr, RUNTIMES))} or a Runtime object")
+        elif engine is not None:
+            raise ValueError(f"engine={engine!r} beside a Runtime object, which has its own engine: give runtime a name")
+        return runtime, engine
+
+    def _runtime_can_run(self, tasks: tuple[Task, ...], refused: dict[str, str]) -> tuple[tuple[Task, ...], dict[str, str]]:
+        """`tasks` without those needing what the runtime lacks (`Runtime.lacks`, known without an engine), which join
+        `refused` with why; a `ValueError` if none is left."""
+        runtime = self._runtime
+        lacks = runtime_class(runtime).lacks if isinstance(runtime, str) else runtime.lacks
+        name = runtime if isinstance(runtime, str) else runtime.name
+        why = {task.instance_id: unmet(lacks, self.family.requirements(task)) for task in tasks}
+        lacking = {instance_id: f"runtime {name!r} cannot run it: {reason}" for instance_id, reason in why.items() if reason}
+        if lacking and len(lacking) == len(tasks):
+            raise ValueError(f"runtime={name!r}: no task can run on it: {lacking}")
+        return tuple(task for task in tasks if task.instance_id not in lacking), {**refused, **lacking}
+
     def _configure(self, family: TaskFamily | type[TaskFamily], options: dict[str, Any]) -> tuple[TaskFamily, ContainerConfig]:
         """The family (built from its options when given as a class) and the env's own config."""
-        owner, named = type(self).__name__, ("max_turns", "render_mode", "runtime")  # __init__'s own arguments
+        owner, named = type(self).__name__, ("max_turns", "render_mode", "runtime", "engine")  # __init__'s own arguments
         if isinstance(family, TaskFamily):
             check_no_family_options(owner, options, family)
             return family, split_options(owner, options, (), self.config_class, named)[1]
@@ -135,9 +166,9 @@ class ContainerEnv(TextEnv):
 
     @property
     def runtime(self) -> Runtime:
-        """The runtime of this env's containers (the process's default one, made at the first use)."""
-        if self._runtime is None:
-            self._runtime = default_runtime()
+        """The runtime of this env's containers (given by name: the process's shared one, made at the first use)."""
+        if isinstance(self._runtime, str):
+            self._runtime = shared_runtime(self._runtime, self._engine)
         return self._runtime
 
     @property

@@ -198,6 +198,11 @@ class TaskFamily(ABC, Generic[TaskT, OptionsT]):
         default) for a task with none. The env removes them after grading."""
         return None
 
+    def requirements(self, task: TaskT) -> frozenset[str]:
+        """What `task` needs of a runtime beyond sandboxes and images (`gymenvs.container.runtime.requirements`):
+        none by default. A container env refuses, at construction, the tasks needing what its runtime lacks."""
+        return frozenset()
+
     # -- tasks of several steps ---------------------------------------------------------------
 
     def step_count(self, task: TaskT) -> int:

@@ -29,6 +29,8 @@ from gymenvs.container.output import OutputCapture
 from gymenvs.container.runtime.base import ExecProcess, ExecResult, Sandbox, SandboxError
 from gymenvs.container.runtime.commands import DISK_CHECK_INTERVAL
 
+#: Seconds a dying container may take to be seen stopped by the engine after its processes' streams ended.
+_SETTLE_S = 2.0
 _QUOTE_TABLE = {ord("\\"): "\\\\", ord("'"): "\\'", ord("\n"): "\\n", ord("\t"): "\\t", 0: None}
 _QUOTE_TABLE.update({c: f"\\x{c:02x}" for c in [*range(1, 32), 127] if c not in _QUOTE_TABLE})
 
@@ -110,10 +112,20 @@ class PersistentShell:
         discard = OutputCapture(4096)
         pid = self._read_until_marker(ready, discard, time.monotonic() + self.start_timeout)
         if pid is None:
-            self.sandbox.ensure_running()
+            self._ensure_running_once_settled()
             raise SandboxError(f"the shell did not start in {self.start_timeout:g} s: {discard.text()[-500:]}")
         self.pid = pid
         self._pending.clear()
+
+    def _ensure_running_once_settled(self) -> None:
+        """`ensure_running`, waiting up to `_SETTLE_S` when the shell's stream has ended: the streams of a container
+        the OOM killer is stopping end before the engine says it stopped."""
+        deadline = time.monotonic() + (_SETTLE_S if self._process().eof else 0.0)
+        while True:
+            self.sandbox.ensure_running()
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.1)
 
     def _restart(self, capture: OutputCapture, timed_out: bool, why: str) -> ShellResult:
         if self.pid:

@@ -41,7 +41,9 @@ class ToolsEnv(ContainerEnv):
 
     Args:
         family: the task family (a `TaskFamily`, its class or "module:Class").
-        runtime: the `Runtime` every engine operation goes through (default: the process's Docker engine).
+        runtime: "docker" (the default) or "podman", or a `Runtime` object: what every engine operation goes
+            through (`ContainerEnv`).
+        engine: with a runtime name, its engine's URL (default: the runtime's own default).
         max_turns: turns allowed; the work is graded when they run out.
         render_mode: None or "ansi".
         **options: the family's options (`dataset=`, `instance_ids=`...) and the env's (`ContainerConfig`:
@@ -50,9 +52,9 @@ class ToolsEnv(ContainerEnv):
 
     default_max_turns = 50
 
-    def __init__(self, family: FamilyLike, *, runtime: Runtime | None = None, max_turns: PositiveInt | None = None,
-                 render_mode: str | None = None, **options: Any):
-        super().__init__(family, runtime=runtime, max_turns=max_turns, render_mode=render_mode, **options)
+    def __init__(self, family: FamilyLike, *, runtime: Runtime | str = "docker", engine: str | None = None,
+                 max_turns: PositiveInt | None = None, render_mode: str | None = None, **options: Any):
+        super().__init__(family, runtime=runtime, engine=engine, max_turns=max_turns, render_mode=render_mode, **options)
         self._shell: PersistentShell | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:

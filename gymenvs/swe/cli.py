@@ -10,14 +10,18 @@ from pathlib import Path
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
+    from gymenvs.container.runtime_cli import add_runtime_options
+
     commands = parser.add_subparsers(dest="swe_command", required=True, metavar="SWE_COMMAND")
 
-    base = commands.add_parser("build-base-image", help="build the Debian base image offline (debootstrap + docker import)")
+    base = commands.add_parser("build-base-image", help="build the Debian base image offline (debootstrap + import)")
     _add_base_options(base)
+    add_runtime_options(base)
     base.set_defaults(run=_build_base_image)
 
     images = commands.add_parser("build-images", help="build the base image if missing, then the fixture task images")
     _add_base_options(images)
+    add_runtime_options(images)
     images.set_defaults(run=_build_images)
 
     tasks = commands.add_parser("tasks", help="list a dataset's tasks and their images")
@@ -40,6 +44,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                        help="what the static screen does with code in a patch that targets the test run "
                             "(docs/swe-security.md): zero (status screened, the default) or flag (findings in the report only)")
     grade.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_runtime_options(grade)
     grade.set_defaults(run=_grade)
 
     install = commands.add_parser("install-agent", help="install an agent offline into derived images of task images")
@@ -48,10 +53,12 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     _add_dataset_options(install)
     install.add_argument("--force", action="store_true", help="rebuild derived images that exist")
     install.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_runtime_options(install)
     install.set_defaults(run=_install_agent)
 
     reap = commands.add_parser("reap", help="remove the containers, grading snapshots and volumes, and channel directories "
                                "that gymenvs processes which are gone left behind")
+    add_runtime_options(reap)
     reap.set_defaults(run=_reap)
 
 
@@ -73,20 +80,20 @@ def _add_dataset_options(parser: argparse.ArgumentParser) -> None:
 
 def _build_base_image(args: argparse.Namespace, force: bool | None = None) -> int:
     from gymenvs.container.images import build_base_image
-    from gymenvs.container.runtime import default_runtime
+    from gymenvs.container.runtime_cli import runtime_of
 
-    built = build_base_image(default_runtime(), tag=args.tag, suite=args.suite, mirror=args.mirror,
+    built = build_base_image(runtime_of(args), tag=args.tag, suite=args.suite, mirror=args.mirror,
                              force=args.force if force is None else force, progress=not args.quiet)
     print(f"{args.tag}: {'built' if built else 'already present (use --force to rebuild)'}")
     return 0
 
 
 def _build_images(args: argparse.Namespace) -> int:
-    from gymenvs.container.runtime import default_runtime
+    from gymenvs.container.runtime_cli import runtime_of
     from gymenvs.swe.images import build_fixture_images
 
     _build_base_image(args, force=False)  # --force rebuilds the fixture images, not the slow base
-    built = build_fixture_images(default_runtime(), base=args.tag, force=args.force, progress=not args.quiet)
+    built = build_fixture_images(runtime_of(args), base=args.tag, force=args.force, progress=not args.quiet)
     print(f"fixture images: {len(built)} built" + (f" ({', '.join(built)})" if built else ", all present"))
     return 0
 
@@ -104,7 +111,8 @@ def _list_tasks(args: argparse.Namespace) -> int:
 def _grade(args: argparse.Namespace) -> int:
     from gymenvs.container.images import ensure_image
     from gymenvs.container.reaper import reap
-    from gymenvs.container.runtime import SandboxError, default_runtime
+    from gymenvs.container.runtime import SandboxError
+    from gymenvs.container.runtime_cli import runtime_of
     from gymenvs.swe.grading import evaluate
     from gymenvs.swe.grading.grading import GradeReport, grade
     from gymenvs.swe.images import image_for
@@ -123,7 +131,7 @@ def _grade(args: argparse.Namespace) -> int:
         return 2
     if args.instance_ids:
         predictions = [p for p in predictions if p.instance_id in set(args.instance_ids)]
-    runtime = default_runtime()
+    runtime = runtime_of(args)
     reap(runtime)
 
     def grade_one(task, patch: str) -> GradeReport:
@@ -154,13 +162,13 @@ def _grade(args: argparse.Namespace) -> int:
 def _install_agent(args: argparse.Namespace) -> int:
     from gymenvs.container.agent.install import install_agent
     from gymenvs.container.agent.specs import agent_spec, derived_image
-    from gymenvs.container.runtime import default_runtime
+    from gymenvs.container.runtime_cli import runtime_of
     from gymenvs.swe.images import image_for
     from gymenvs.swe.tasks.tasks import load_tasks
 
     spec = agent_spec(args.agent)
     images = args.images or [image_for(task, args.image_template) for task in load_tasks(args.dataset, split=args.split)]
-    built = install_agent(default_runtime(), spec, images, force=args.force, progress=not args.quiet)
+    built = install_agent(runtime_of(args), spec, images, force=args.force, progress=not args.quiet)
     for image in dict.fromkeys(images):
         print(f"{derived_image(image, spec)}: {'built' if derived_image(image, spec) in built else 'already present'}")
     return 0
@@ -168,9 +176,9 @@ def _install_agent(args: argparse.Namespace) -> int:
 
 def _reap(args: argparse.Namespace) -> int:
     from gymenvs.container.reaper import reap
-    from gymenvs.container.runtime import default_runtime
+    from gymenvs.container.runtime_cli import runtime_of
 
-    reaped = reap(default_runtime())
+    reaped = reap(runtime_of(args))
     print(f"removed {len(reaped)} orphaned container(s), snapshot(s), volume(s) and folder(s)"
           + (f": {', '.join(reaped)}" if reaped else ""))
     return 0

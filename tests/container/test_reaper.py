@@ -46,7 +46,7 @@ NEXT_PROCESS = textwrap.dedent("""
     reap = reaper.reap
     reaper.reap = lambda rt: calls.append(1) or reap(rt)
     envs = [gym.make("gymenvs/SWE-v0") for _ in range(3)]
-    assert not runtime._defaults and not calls  # constructing touches no engine
+    assert not runtime._shared and not calls  # constructing touches no engine
     for env in envs:
         env.reset(seed=0)
     print(len(calls), " ".join(envs[0].unwrapped.reaped))

@@ -61,7 +61,9 @@ class AgentEnv(ContainerEnv):
 
     Args:
         family: the task family (a `TaskFamily`, its class or "module:Class").
-        runtime: the `Runtime` every engine operation goes through (default: the process's Docker engine).
+        runtime: "docker" (the default) or "podman", or a `Runtime` object: what every engine operation goes
+            through (`ContainerEnv`).
+        engine: with a runtime name, its engine's URL (default: the runtime's own default).
         max_turns: replies allowed; the work is graded when they run out (the step limit).
         render_mode: None or "ansi".
         **options: the family's options and the env's (`AgentConfig`: `agent=`, `mode=`, `upstream_url=`,
@@ -74,9 +76,9 @@ class AgentEnv(ContainerEnv):
     config_class = AgentConfig
     config: AgentConfig
 
-    def __init__(self, family: FamilyLike, *, runtime: Runtime | None = None, max_turns: PositiveInt | None = None,
-                 render_mode: str | None = None, **options: Any):
-        super().__init__(family, runtime=runtime, max_turns=max_turns, render_mode=render_mode, **options)
+    def __init__(self, family: FamilyLike, *, runtime: Runtime | str = "docker", engine: str | None = None,
+                 max_turns: PositiveInt | None = None, render_mode: str | None = None, **options: Any):
+        super().__init__(family, runtime=runtime, engine=engine, max_turns=max_turns, render_mode=render_mode, **options)
         self.agent = self.config.agent_spec
         self.mode = self.config.mode
         url = self.config.upstream_url

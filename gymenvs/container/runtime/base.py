@@ -1,7 +1,7 @@
 """What a container runtime is, whatever engine runs it: the `Runtime` and `Sandbox` protocols and the
 types and errors every backend shares.
 
-A **runtime** is one container engine (a Docker engine today; Podman or a remote engine next). It does
+A **runtime** is one container engine (a Docker or a Podman engine, local or remote). It does
 every engine operation the container envs need, and nothing else in gymenvs touches an engine's API:
 
 - **sandboxes**: `start` one (or `create` one that is not started, to read an image's files);
@@ -33,7 +33,7 @@ import tarfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from gymenvs.container.output import OutputCapture
 from gymenvs.core.outcomes import InfraError
@@ -235,8 +235,10 @@ class Sidecars(Protocol):
 class Runtime(Protocol):
     """One container engine, doing every engine operation (see the module docstring)."""
 
-    #: "docker", ...: what `info` and errors call it.
+    #: "docker", "podman": what `info` and errors call it, and its name in `RUNTIMES`.
     name: str
+    #: What it cannot do: requirement (`gymenvs.container.runtime.requirements`) -> why.
+    lacks: ClassVar[Mapping[str, str]]
 
     def start(self, image: str, *, role: str, episode_id: str, limits: Limits = Limits(), workdir: str = "/",
               labels: Mapping[str, str] | None = None, read_only_binds: Mapping[str, str] | None = None,

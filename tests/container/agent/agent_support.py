@@ -66,6 +66,6 @@ SUBMIT = {"name": "submit", "arguments": {}}
 NEXT_PROCESS = ("import gymnasium as gym, gymenvs, json\n"
                 "from gymenvs.container import runtime\n"
                 "env = gym.make('gymenvs/SWEAgent-v0')\n"
-                "assert env.unwrapped._runtime is None and not runtime._defaults  # constructing touches no engine\n"
+                "assert env.unwrapped._runtime == 'docker' and not runtime._shared  # constructing touches no engine\n"
                 "env.reset(seed=0)\n"
                 "print(json.dumps(env.unwrapped.reaped)); env.close()\n")

@@ -1,7 +1,7 @@
 """The Docker `Runtime`: every engine operation of gymenvs, on the `docker` SDK.
 
 One `DockerRuntime` holds one client of one engine (`DOCKER_HOST`, or the local socket); its connection
-pool is thread-safe, so a process's envs, pools and threads share it (`gymenvs.container.runtime.default_runtime`).
+pool is thread-safe, so a process's envs, pools and threads share it (`gymenvs.container.runtime.shared_runtime`).
 
 Each container goes at `remove()` or, forgotten, by its finalizer at interpreter exit. One can be starting on
 a daemon thread as the process exits (an episode of `gymenvs eval` that a SIGTERM cut short): too late for a
@@ -12,13 +12,14 @@ removes every container still labelled with this process as its owner (`_sweep_a
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from gymenvs.container.runtime.base import ImageBuildError, ImageConfig, ImageMissing, Limits, Sandbox, SandboxError
 from gymenvs.container.runtime.docker.compose import DockerSidecars
@@ -37,13 +38,17 @@ class DockerRuntime:
     """A Docker engine: `engine` is its URL (default: `DOCKER_HOST`, else the local socket)."""
 
     name = "docker"
+    #: What this runtime cannot do, by requirement (`gymenvs.container.runtime.requirements`): none.
+    lacks: ClassVar[Mapping[str, str]] = {}
+    #: How to start this runtime's engine, for the error saying none answers.
+    start_hint = "start one (e.g. `dockerd`) or set DOCKER_HOST"
 
     def __init__(self, engine: str | None = None, *, timeout: int = 600):
         try:
             import docker
         except ImportError as exc:
             raise ImportError("the container envs need the docker SDK: pip install 'gymenvs[swe]'") from exc
-        self._client_options: dict[str, Any] = {**docker.utils.kwargs_from_env(), "timeout": timeout}
+        self._client_options: dict[str, Any] = {**self._environment_options(), "timeout": timeout}
         self._engine = engine
         if engine is not None:
             self._client_options["base_url"] = engine
@@ -51,7 +56,7 @@ class DockerRuntime:
             self.client = docker.DockerClient(max_pool_size=32, **self._client_options)
             self.client.ping()
         except docker.errors.DockerException as exc:
-            raise SandboxError(f"no Docker engine answers ({exc}); start one (e.g. `dockerd`) or set DOCKER_HOST") from None
+            raise SandboxError(f"no {self.name} engine answers ({exc}); {self.start_hint}") from None
         self._pid = os.getpid()
         self._starting = 0
         self._exiting = False
@@ -60,6 +65,13 @@ class DockerRuntime:
             atexit.register(_sweep_at_exit)
             _sweep_registered_in.add(self._pid)
         _runtimes.add(self)
+
+    @staticmethod
+    def _environment_options() -> dict[str, Any]:
+        """The client options the process environment sets: `DOCKER_HOST`, `DOCKER_TLS_VERIFY`, `DOCKER_CERT_PATH`."""
+        import docker
+
+        return docker.utils.kwargs_from_env()
 
     # -- sandboxes --------------------------------------------------------------------------------
 
@@ -175,10 +187,16 @@ class DockerRuntime:
                                                 on_output=on_output)
 
     def import_image(self, chunks: Iterable[bytes], repository: str, tag: str, changes: list[str]) -> None:
+        self._import(chunks, repository, tag, changes)
+
+    def _import(self, chunks: Iterable[bytes], repository: str, tag: str, changes: list[str]) -> str:
+        """Import the image; the id the engine answers."""
         try:
-            self.client.api.import_image_from_stream(chunks, repository=repository, tag=tag, changes=changes)
+            answer = self.client.api.import_image_from_stream(chunks, repository=repository, tag=tag, changes=changes)
         except Exception as exc:
             raise ImageBuildError(f"importing {repository}:{tag} failed: {exc}") from None
+        last = json.loads(answer.strip().splitlines()[-1])
+        return last.get("id") or last["status"]
 
     def remove_image(self, name: str) -> None:
         try:
@@ -213,8 +231,9 @@ class DockerRuntime:
             if orphaned(container.attrs.get("Labels") or {}):
                 self._remove_container(container.id)
                 removed.append(container.attrs.get("Names", [container.id])[0].lstrip("/"))
-        for image in self.client.images.list(filters={"label": [*mine["label"], f"{LABEL_ROLE}=snapshot"]}):
-            if orphaned(image.labels or {}):
+        # by one label: Podman 4.3 lists no image for several (`orphaned` judges the host, gymenvs' mark is checked)
+        for image in self.client.images.list(filters={"label": f"{LABEL_ROLE}=snapshot"}):
+            if LABEL in (image.labels or {}) and orphaned(image.labels or {}):
                 self.remove_image(image.id)
                 removed += image.tags or [image.id]
         for volume in self.client.volumes.list(filters=mine):
