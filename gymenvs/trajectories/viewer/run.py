@@ -97,6 +97,8 @@ class Run:
         return sorted(files, key=lambda file: natural_key(self._name(file)))
 
     def _look(self, file: Path) -> _Seen:
+        """What `file` holds now; the last look's, when its size and time have not changed since."""
+        stamp = (0, 0)
         try:
             status = file.stat()
             stamp = (status.st_mtime_ns, status.st_size)
@@ -104,8 +106,8 @@ class Run:
             if seen is not None and seen.stamp == stamp:
                 return seen
             row = {**summary(json.loads(file.read_bytes())), **harbor_trial(file)}
-        except (OSError, ValueError) as exc:  # a file half written is read again when it changes
-            return _Seen((0, 0), None, getattr(exc, "strerror", None) or str(exc))
+        except (OSError, ValueError) as exc:  # a file half written is read again once it changes
+            return _Seen(stamp, None, getattr(exc, "strerror", None) or str(exc))
         return _Seen(stamp, {"id": self._ids.setdefault(file, len(self._ids)), "file": self._name(file), **row})
 
     def _name(self, file: Path) -> str:
