@@ -80,11 +80,6 @@ class Sample:
         }
 
 
-def has_tokens(trajectory: atif.Trajectory) -> bool:
-    """Whether some agent step holds the tokens it sampled."""
-    return any(step.metrics is not None and step.metrics.completion_token_ids for step in trajectory.steps)
-
-
 def training_sequences(trajectory: atif.Trajectory) -> list[dict[str, list]]:
     """Each token sequence `trajectory` holds, as the trainer got it (`Sample.trained`), in order."""
     return [sample.trained() for sample in samples(trajectory)]

@@ -139,7 +139,6 @@ def summary(data: Any) -> dict[str, Any]:
         "tokens": _tokens(data.get("final_metrics") or {}),
         "seconds": episode.get("seconds"),
         "error": episode.get("error"),
-        "has_tokens": any((step.get("metrics") or {}).get("completion_token_ids") for step in steps),
     }
 
 
