@@ -28,7 +28,6 @@ from gymenvs.container.runtime.base import (
     Limits,
     OutOfMemory,
     PathStat,
-    Runtime,
     SandboxError,
 )
 from gymenvs.container.runtime.docker.exec import ExecStream
@@ -36,6 +35,8 @@ from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
 
 if TYPE_CHECKING:
     import docker
+
+    from gymenvs.container.runtime.docker.runtime import DockerRuntime
 
 #: Capabilities a container keeps (Docker's defaults minus NET_RAW, MKNOD, SETFCAP, SETPCAP, SYS_CHROOT
 #: and AUDIT_WRITE). DAC_OVERRIDE stays so root can still reach a bind-mounted unix socket it does not own.
@@ -69,7 +70,7 @@ def container_options(role: str, episode_id: str, limits: Limits, workdir: str, 
         init=True,
         mem_limit=limits.mem_limit,
         memswap_limit=limits.mem_limit,
-        nano_cpus=int(limits.cpus * 1e9),
+        nano_cpus=None if limits.cpus is None else int(limits.cpus * 1e9),
         pids_limit=limits.pids_limit,
         cap_drop=["ALL"],
         cap_add=list(KEPT_CAPABILITIES),
@@ -98,7 +99,7 @@ class DockerSandbox:
     """One container of `image`, started (unless `start=False`) and removed when no longer needed. Made by
     `DockerRuntime.start` and `DockerRuntime.create`."""
 
-    def __init__(self, runtime: Runtime, client: docker.DockerClient, image: str, options: dict[str, Any], *,
+    def __init__(self, runtime: DockerRuntime, client: docker.DockerClient, image: str, options: dict[str, Any], *,
                  limits: Limits, workdir: str, start: bool = True):
         """`client`: the runtime's docker SDK client."""
         self.runtime = runtime
@@ -233,7 +234,11 @@ class DockerSandbox:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def pause(self) -> None:
-        """Freeze every process of the container (nothing left running changes its files now)."""
+        """Freeze every process of the container (nothing left running changes its files now). Where the engine cannot
+        freeze one (`DockerRuntime.can_freeze`), kill them all instead (`stop`): nothing runs, the files stay readable."""
+        if not self.runtime.can_freeze:
+            self.stop()
+            return
         try:
             self._api.pause(self.id)
         except Exception as exc:
@@ -260,7 +265,8 @@ class DockerSandbox:
         role); its id."""
         changes = [f'LABEL {key}="{value}"' for key, value in labels_for(role, **(labels or {})).items()]
         try:
-            return self._api.commit(self.id, repository=repository, tag=tag, changes=changes, pause=True)["Id"]
+            return self._api.commit(self.id, repository=repository, tag=tag, changes=changes,
+                                    pause=self.runtime.can_freeze)["Id"]
         except Exception as exc:
             raise self._failure(f"could not commit as {repository}:{tag}", exc) from None
 
