@@ -71,6 +71,11 @@ class PodmanRuntime(DockerRuntime):
         # no cgroup, no freezer: `pause` stops the container instead, and a commit does not pause it
         self.can_freeze = not (self.rootless and self.cgroup_version == "v1")
 
+    @staticmethod
+    def _environment_options() -> dict[str, Any]:
+        """None: `DOCKER_HOST` and Docker's TLS settings name a Docker engine, not this one (`CONTAINER_HOST` does)."""
+        return {}
+
     def _host(self) -> dict[str, Any]:
         """What the engine says of its host (libpod's info: `security.rootless`, `cgroupVersion`, `cgroupControllers`)."""
         answer = self.client.api.get(self.client.api.base_url + _LIBPOD_INFO)
