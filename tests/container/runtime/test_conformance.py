@@ -172,7 +172,7 @@ def test_pausing_a_container_freezes_its_processes_or_where_the_engine_cannot_ki
         sandbox.pause()
         status = target.runtime.client.api.inspect_container(sandbox.id)["State"]["Status"]
         assert status == ("paused" if target.runtime.can_freeze else "exited"), status
-        assert sandbox.read_file("/etc/hostname", 100)[0]  # its files stay readable for grading
+        assert sandbox.read_file("/etc/debian_version", 100)[0]  # its files stay readable for grading
     finally:
         sandbox.remove()
 

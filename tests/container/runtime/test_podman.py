@@ -1,7 +1,7 @@
 """What the Podman runtime does besides driving Podman's Docker-compatible API as the Docker runtime does: it keeps
-to its own engine whatever `DOCKER_HOST` and Docker's TLS settings say, and an imported image gets the tag asked
-(Podman 4.3 would name it `latest`); each engine says whether it is rootless, and what it then cannot enforce. Skipped, saying why, when no Podman engine answers (in CI a skip fails:
-.ci/setup starts one)."""
+to its own engine whatever `DOCKER_HOST` and Docker's TLS settings say, an imported image gets the tag asked
+(Podman 4.3 would name it `latest`), and each engine says whether it is rootless, and what it then cannot enforce.
+Skipped, saying why, when no Podman engine answers (in CI a skip fails: .ci/setup starts both)."""
 
 from __future__ import annotations
 

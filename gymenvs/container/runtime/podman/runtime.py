@@ -10,8 +10,8 @@ Podman serves the Docker engine API (`podman system service`), and the docker SD
 - a rootless engine sets a resource limit only through a cgroup controller delegated to its user, and on cgroup v1
   none is: Podman then drops the limit, and its Docker API still claims it (`/info`, `HostConfig`). So the engine's
   own API (libpod's info) is asked, once it answers, which limits it can set: the others are `unenforced`, and a
-  container asking them is refused or runs without them, as its `Limits.unenforced_limits` says. Without a cgroup
-  it cannot freeze a container either (`can_freeze`): `pause` kills its processes instead.
+  container asking them is refused or runs without them, as its `Limits.unenforced_limits` says. Without a freezer
+  cgroup it cannot freeze a container either (`can_freeze`): `pause` kills its processes instead.
 
 Differences that need no code (docs/runtimes.md): the disk limit is watched, never capped by the engine; a
 container the OOM killer stops is reported as stopped, not OOM-killed; an exec costs about 3.5 times Docker's.
@@ -67,9 +67,10 @@ class PodmanRuntime(DockerRuntime):
         host = self._host()
         self.rootless: bool = bool(host["security"]["rootless"])
         self.cgroup_version: str = host.get("cgroupVersion", "")
-        self.unenforced = self._unenforced(host.get("cgroupControllers"))
-        # no cgroup, no freezer: `pause` stops the container instead, and a commit does not pause it
-        self.can_freeze = not (self.rootless and self.cgroup_version == "v1")
+        controllers = self._controllers(host.get("cgroupControllers"))
+        self.unenforced = self._unenforced(controllers)
+        # cgroup v2 freezes any cgroup; v1 needs its freezer controller. Else `pause` stops the container instead.
+        self.can_freeze = "freezer" in controllers if self.cgroup_version == "v1" else bool(controllers)
 
     @staticmethod
     def _environment_options() -> dict[str, Any]:
@@ -84,11 +85,15 @@ class PodmanRuntime(DockerRuntime):
         host: dict[str, Any] = answer.json()["host"]
         return host
 
-    def _unenforced(self, controllers: list[str] | None) -> dict[str, str]:
-        """The resource limits this engine cannot set -> why, from the cgroup controllers its containers get
-        (None, from a Podman that does not list them: a rootful one has them all, a rootless one none)."""
-        if controllers is None:
-            controllers = [] if self.rootless else list(_CONTROLLERS.values())
+    def _controllers(self, listed: list[str] | None) -> list[str]:
+        """The cgroup controllers the engine's containers get (from a Podman that does not list them: a rootful one
+        has them all, a rootless one none)."""
+        if listed is not None:
+            return listed
+        return [] if self.rootless else [*_CONTROLLERS.values(), "freezer"]
+
+    def _unenforced(self, controllers: list[str]) -> dict[str, str]:
+        """The resource limits this engine cannot set -> why, from the cgroup controllers its containers get."""
         if self.rootless and self.cgroup_version == "v1":
             why = ("rootless Podman on cgroup v1 gets no cgroup of its own, so it drops every resource limit (cgroup v2 "
                    "with the controllers delegated to the user would set them)")
