@@ -108,7 +108,8 @@ class DockerRuntime:
             egress = self._egress(limits)
             options["extra_hosts"] = egress.pinned
         with self._starting_one():
-            sandbox = DockerSandbox(self, self.client, image, options, limits=limits, workdir=workdir)
+            sandbox = DockerSandbox(self, self.client, image, options, limits=limits, workdir=workdir,
+                                    freezes=self.can_freeze)
         if egress is not None:
             try:
                 egress.apply(self.client.api.inspect_container(sandbox.id)["State"]["Pid"])
@@ -128,7 +129,8 @@ class DockerRuntime:
     def create(self, image: str, *, role: str) -> DockerSandbox:
         options = {"command": ["true"], "labels": labels_for(role)}
         with self._starting_one():
-            return DockerSandbox(self, self.client, image, options, limits=Limits(disk_limit=None), workdir="/", start=False)
+            return DockerSandbox(self, self.client, image, options, limits=Limits(disk_limit=None), workdir="/", start=False,
+                                 freezes=self.can_freeze)
 
     @contextmanager
     def _starting_one(self) -> Iterator[None]:

@@ -28,6 +28,7 @@ from gymenvs.container.runtime.base import (
     Limits,
     OutOfMemory,
     PathStat,
+    Runtime,
     SandboxError,
 )
 from gymenvs.container.runtime.docker.exec import ExecStream
@@ -35,8 +36,6 @@ from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
 
 if TYPE_CHECKING:
     import docker
-
-    from gymenvs.container.runtime.docker.runtime import DockerRuntime
 
 #: Capabilities a container keeps (Docker's defaults minus NET_RAW, MKNOD, SETFCAP, SETPCAP, SYS_CHROOT
 #: and AUDIT_WRITE). DAC_OVERRIDE stays so root can still reach a bind-mounted unix socket it does not own.
@@ -99,10 +98,11 @@ class DockerSandbox:
     """One container of `image`, started (unless `start=False`) and removed when no longer needed. Made by
     `DockerRuntime.start` and `DockerRuntime.create`."""
 
-    def __init__(self, runtime: DockerRuntime, client: docker.DockerClient, image: str, options: dict[str, Any], *,
-                 limits: Limits, workdir: str, start: bool = True):
-        """`client`: the runtime's docker SDK client."""
+    def __init__(self, runtime: Runtime, client: docker.DockerClient, image: str, options: dict[str, Any], *,
+                 limits: Limits, workdir: str, start: bool = True, freezes: bool = True):
+        """`client`: the runtime's docker SDK client; `freezes`: whether its engine can freeze a container."""
         self.runtime = runtime
+        self._freezes = freezes
         self._client = client
         self.image = image
         self.workdir = workdir
@@ -236,7 +236,7 @@ class DockerSandbox:
     def pause(self) -> None:
         """Freeze every process of the container (nothing left running changes its files now). Where the engine cannot
         freeze one (`DockerRuntime.can_freeze`), kill them all instead (`stop`): nothing runs, the files stay readable."""
-        if not self.runtime.can_freeze:
+        if not self._freezes:
             self.stop()
             return
         try:
@@ -266,7 +266,7 @@ class DockerSandbox:
         changes = [f'LABEL {key}="{value}"' for key, value in labels_for(role, **(labels or {})).items()]
         try:
             return self._api.commit(self.id, repository=repository, tag=tag, changes=changes,
-                                    pause=self.runtime.can_freeze)["Id"]
+                                    pause=self._freezes)["Id"]
         except Exception as exc:
             raise self._failure(f"could not commit as {repository}:{tag}", exc) from None
 
