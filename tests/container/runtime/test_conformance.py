@@ -10,6 +10,7 @@ rootless Podman, which .ci/setup runs as an ordinary user):
   as infra;
 - an allowlist lets a container reach the allowed address only;
 - what a process killed by SIGKILL left (a container, a grading snapshot, a volume) is reaped by the next;
+- pausing a container freezes its processes, or, where the engine cannot freeze one, kills them;
 - a resource limit is enforced, or, where the runtime declares it cannot (`Runtime.unenforced`: rootless Podman on
   cgroup v1), refused at the first reset, or left out when the env is told to run without it, as its info says.
 
