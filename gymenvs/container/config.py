@@ -8,7 +8,7 @@ envs): `split_options` does it, and an option neither knows is one `ConfigError`
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
@@ -32,6 +32,10 @@ class ContainerConfig(BaseModel):
     build or pull it)."""
     pids_limit: PositiveInt = 512
     """Processes allowed in each container."""
+    unenforced_limits: Literal["refuse", "run_without"] = "refuse"
+    """What to do when the runtime cannot enforce a resource limit (memory, cpus, pids: rootless Podman on cgroup v1
+    sets none, `Runtime.unenforced`): "refuse" (the first reset raises `LimitsNotEnforced`, saying which and why)
+    or "run_without" them (`info["runtime"]["unenforced"]` says which the containers did not get)."""
     output_limit: Annotated[int, Field(ge=256, le=1 << 20)] = 10_000
     """Bytes of a command's output shown to the agent (its head and tail)."""
     warm_pool: Annotated[int, Field(ge=0, le=256)] = 0

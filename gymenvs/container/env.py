@@ -35,6 +35,7 @@ from gymenvs.container.runtime import (
     runtime_class,
     shared_runtime,
 )
+from gymenvs.container.runtime.base import enforceable
 from gymenvs.container.runtime.requirements import unmet
 from gymenvs.core import EndedBy, Outcome, TextEnv, ending
 from gymenvs.core.errors import ResetOptionsError, did_you_mean, short_repr
@@ -197,6 +198,13 @@ class ContainerEnv(TextEnv):
 
     # -- episodes -----------------------------------------------------------------------------
 
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """As `TextEnv.reset`, the info naming the task, its image and the runtime (`Runtime.info`: what it is, and
+        the resource limits its containers do not get)."""
+        observation, info = super().reset(seed=seed, options=options)
+        info.update(instance_id=self.episode_task.instance_id, image=self.episode_sandbox.image, runtime=self.runtime.info())
+        return observation, info
+
     def close(self) -> None:
         self._release()
         self._remove_leftovers()
@@ -227,9 +235,12 @@ class ContainerEnv(TextEnv):
             raise
 
     def _limits_of(self, task: Task) -> Limits:
-        """The family's limits for `task`, with the env's pids limit and the episode's sidecars' network."""
+        """The family's limits for `task`, with the env's pids limit and the episode's sidecars' network, as the runtime
+        enforces them (`LimitsNotEnforced` for one it cannot, unless the config says to run without)."""
         network_name = None if self._sidecars is None else self._sidecars.network
-        return dataclasses.replace(self.family.limits(task), pids_limit=self.config.pids_limit, network_name=network_name)
+        limits = dataclasses.replace(self.family.limits(task), pids_limit=self.config.pids_limit, network_name=network_name,
+                                     unenforced_limits=self.config.unenforced_limits)
+        return enforceable(limits, self.runtime.unenforced, self.runtime.name)
 
     @property
     def _pooled(self) -> bool:

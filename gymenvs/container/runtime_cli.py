@@ -11,10 +11,11 @@ from gymenvs.container.runtime import ENGINE_SCHEMES, RUNTIMES, Runtime, check_c
 def add_runtime_options(parser: argparse.ArgumentParser) -> None:
     """Add `--runtime` and `--engine` to a command that reaches an engine."""
     parser.add_argument("--runtime", choices=tuple(RUNTIMES), default="docker",
-                        help="the container runtime (default docker; podman: a rootful Podman API service)")
+                        help="the container runtime (default docker; podman: a Podman API service, rootful or rootless)")
     parser.add_argument("--engine", type=_engine_url, metavar="URL",
                         help=f"the engine's URL ({', '.join(ENGINE_SCHEMES)}; default: DOCKER_HOST for docker, "
-                        "CONTAINER_HOST for podman, else the runtime's standard socket)")
+                        "CONTAINER_HOST for podman, else the runtime's standard socket: for podman, root's service as "
+                        "root, else the user's own under XDG_RUNTIME_DIR)")
 
 
 def runtime_of(args: argparse.Namespace) -> Runtime:

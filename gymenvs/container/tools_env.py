@@ -57,11 +57,6 @@ class ToolsEnv(ContainerEnv):
         super().__init__(family, runtime=runtime, engine=engine, max_turns=max_turns, render_mode=render_mode, **options)
         self._shell: PersistentShell | None = None
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        observation, info = super().reset(seed=seed, options=options)
-        info.update(instance_id=self.episode_task.instance_id, image=self.episode_sandbox.image)
-        return observation, info
-
     def _begin(self, task: Task) -> str:
         image = self.episode_image
         if self._pooled:

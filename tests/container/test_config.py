@@ -41,6 +41,7 @@ BAD_SHARED_VALUES = [
     ("command_timeout_s", "60"),
     ("grading_timeout_s", -5.0),
     ("grade_as_root", "no"),
+    ("unenforced_limits", "ignore"),
     ("no_such_option", 1),
 ]
 

@@ -97,8 +97,7 @@ class AgentEnv(ContainerEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         observation, info = super().reset(seed=seed, options=options)
-        info.update(instance_id=self.episode_task.instance_id, image=self.episode_sandbox.image, agent=self.agent.name,
-                    **self._request_info)
+        info.update(agent=self.agent.name, **self._request_info)
         info["tools"] = info["request"]["tools"]
         return observation, info
 

@@ -24,19 +24,22 @@ from gymenvs.container.runtime.base import (
     ImageConfig,
     ImageMissing,
     Limits,
+    LimitsNotEnforced,
     OutOfMemory,
     PathStat,
     Runtime,
     Sandbox,
     SandboxError,
     Sidecars,
+    UnenforcedLimits,
     parse_size,
 )
 
 __all__ = [
     "ENGINE_SCHEMES", "RUNTIMES", "SIZE_PATTERN", "ContainerGone", "ContainerPaused", "DiskLimitExceeded", "ExecProcess",
-    "ExecResult", "ImageBuildError", "ImageConfig", "ImageMissing", "Limits", "OutOfMemory", "PathStat", "Runtime",
-    "Sandbox", "SandboxError", "Sidecars", "check_choice", "parse_size", "runtime_class", "shared_runtime",
+    "ExecResult", "ImageBuildError", "ImageConfig", "ImageMissing", "Limits", "LimitsNotEnforced", "OutOfMemory",
+    "PathStat", "Runtime", "Sandbox", "SandboxError", "Sidecars", "UnenforcedLimits", "check_choice", "parse_size",
+    "runtime_class", "shared_runtime",
 ]
 
 #: The runtimes by name (`runtime=` of a container env, `--runtime` of the commands): the class of each.

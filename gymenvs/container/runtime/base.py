@@ -31,9 +31,9 @@ from __future__ import annotations
 import re
 import tarfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from gymenvs.container.output import OutputCapture
 from gymenvs.core.outcomes import InfraError
@@ -91,19 +91,31 @@ class OutOfMemory(ContainerGone):
     reason = "oom_killed"
 
 
+class LimitsNotEnforced(SandboxError):
+    """The runtime cannot enforce a resource limit asked of a container (`Runtime.unenforced`), and the limits do not
+    say to run without it (`Limits.unenforced_limits`)."""
+
+
 class DiskLimitExceeded(SandboxError):
     """The container wrote more than its disk limit: its episode must stop."""
 
     reason = "disk_limit"
 
 
+#: What a container started with limits its runtime cannot enforce does: "refuse" (`LimitsNotEnforced`) or "run_without"
+#: them (the runtime's `unenforced` says which, and why).
+UnenforcedLimits = Literal["refuse", "run_without"]
+#: The resource limits of `Limits` that an engine may be unable to enforce (rootless Podman on cgroup v1: all three).
+RESOURCE_LIMITS = ("mem_limit", "cpus", "pids_limit")
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Resources one container may use."""
+    """Resources one container may use. None: no limit of that resource."""
 
-    mem_limit: str = "2g"
-    cpus: float = 1.0
-    pids_limit: int = 512
+    mem_limit: str | None = "2g"
+    cpus: float | None = 1.0
+    pids_limit: int | None = 512
     network: bool = False
     #: The container's main process is `sleep <lifetime>`: a leaked container dies by itself.
     lifetime_seconds: int = 24 * 3600
@@ -117,6 +129,24 @@ class Limits:
     #: With `network`: reach only these (IP addresses, CIDR ranges, and host names resolved on the host when the
     #: container starts, and pinned in its /etc/hosts); () reaches nothing outside. None: no such restriction.
     allowed_hosts: tuple[str, ...] | None = None
+    #: What a runtime that cannot enforce some of `RESOURCE_LIMITS` does with a container asking them.
+    unenforced_limits: UnenforcedLimits = "refuse"
+
+
+def enforceable(limits: Limits, unenforced: Mapping[str, str], runtime: str) -> Limits:
+    """`limits` as a runtime that cannot enforce `unenforced` (limit -> why) gives them: unchanged where it can,
+    without those it cannot where `limits.unenforced_limits` says to run without them; else `LimitsNotEnforced`."""
+    asked = {name: getattr(limits, name) for name in RESOURCE_LIMITS if name in unenforced and getattr(limits, name) is not None}
+    if not asked:
+        return limits
+    if limits.unenforced_limits == "run_without":
+        without: dict[str, Any] = dict.fromkeys(asked)
+        return replace(limits, **without)
+    why = "; ".join(dict.fromkeys(unenforced[name] for name in asked))
+    named = ", ".join(f"{name}={value!r}" for name, value in asked.items())
+    raise LimitsNotEnforced(f"runtime {runtime!r} cannot enforce {named}: {why}. Its containers would run without them: "
+                            "pass unenforced_limits='run_without' to run them so, knowingly, or use an engine that "
+                            "enforces them (Docker, rootful Podman)")
 
 
 @dataclass
@@ -239,6 +269,14 @@ class Runtime(Protocol):
     name: str
     #: What it cannot do: requirement (`gymenvs.container.runtime.requirements`) -> why.
     lacks: ClassVar[Mapping[str, str]]
+    #: The resource limits (`RESOURCE_LIMITS`) its containers would not get -> why, as its engine says (rootless Podman
+    #: on cgroup v1: all). A start asking one is refused, or runs without it, as `Limits.unenforced_limits` says.
+    unenforced: Mapping[str, str]
+
+    def info(self) -> dict[str, Any]:
+        """What it is, for a user to see (`info["runtime"]` of a container env's reset): its name, its engine's URL,
+        `unenforced`, and what else its engine says of itself (Podman: rootless, cgroup version)."""
+        ...
 
     def start(self, image: str, *, role: str, episode_id: str, limits: Limits = Limits(), workdir: str = "/",
               labels: Mapping[str, str] | None = None, read_only_binds: Mapping[str, str] | None = None,
@@ -247,7 +285,8 @@ class Runtime(Protocol):
         `volumes` maps volume names (`create_volume`) to where they are mounted. With `network_of`, it joins
         that sandbox's network namespace (its loopback and interfaces; `limits.network` is then not used)
         and shares nothing else with it. With `limits.allowed_hosts`, it reaches only those (`SandboxError` where
-        the runtime cannot enforce it)."""
+        the runtime cannot enforce it). Resource limits it cannot enforce (`unenforced`) are refused
+        (`LimitsNotEnforced`) or left out (`Limits.unenforced_limits`; the sandbox's `limits` say what it got)."""
         ...
 
     def create(self, image: str, *, role: str) -> Sandbox:

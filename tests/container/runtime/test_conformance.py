@@ -1,4 +1,5 @@
-"""What every runtime must do the same, run on each one (`RUNTIMES`) whose engine answers:
+"""What every runtime must do the same, run on each one whose engine answers (`TARGETS`: Docker, rootful Podman, and
+rootless Podman, which .ci/setup runs as an ordinary user):
 
 - SWE-v0 on a fixture task: the gold patch grades 1, an empty patch 0;
 - SWEAgent-v0: the reference agent (in the container, its calls on a Unix socket bind-mounted from the host)
@@ -8,10 +9,14 @@
 - a container killed from outside, or by the OOM killer, and a file written past the disk limit, end the episode
   as infra;
 - an allowlist lets a container reach the allowed address only;
-- what a process killed by SIGKILL left (a container, a grading snapshot, a volume) is reaped by the next.
+- what a process killed by SIGKILL left (a container, a grading snapshot, a volume) is reaped by the next;
+- pausing a container freezes its processes, or, where the engine cannot freeze one, kills them;
+- a resource limit is enforced, or, where the runtime declares it cannot (`Runtime.unenforced`: rootless Podman on
+  cgroup v1), refused at the first reset, or left out when the env is told to run without it, as its info says.
 
-A runtime whose engine does not answer is skipped, saying why (in CI a skip fails: .ci/setup starts Docker and
-rootful Podman)."""
+Where a runtime cannot enforce resource limits, the other rows run without them (`unenforced_limits="run_without"`),
+and the row that needs one (the OOM killer's) is an xfail giving the runtime's reason. A runtime whose engine does
+not answer is skipped, saying why (in CI a skip fails: .ci/setup starts all three)."""
 
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -28,9 +34,11 @@ from env_support import envs_made
 from swe.swe_support import FIXTURE_IDS
 
 from gymenvs.container.images import BASE_IMAGE
-from gymenvs.container.runtime import RUNTIMES, Limits, SandboxError, shared_runtime
+from gymenvs.container.runtime import Limits, LimitsNotEnforced, Runtime, SandboxError, shared_runtime
+from gymenvs.container.runtime.owners import LABEL
 
 from ..tools_support import SUBMIT, TASKS, bash, ending, write_and_apply
+from .runtime_support import rootless_engine
 from .test_egress import probe
 
 pytestmark = pytest.mark.docker
@@ -41,24 +49,50 @@ TASK = FIXTURE_IDS[0]
 HARBOR_TASK = "gymenvs/edit-config"
 
 
-@pytest.fixture(scope="module", params=list(RUNTIMES))
-def runtime_name(request):
-    """Each runtime by name, with the base and fixture images present in its own store (built there if missing)."""
+#: The runtimes the rows run on: the `runtime=` name, and the engine (None: its default; "rootless": .ci/setup's user's).
+TARGETS = {"docker": ("docker", None), "podman": ("podman", None), "podman-rootless": ("podman", "rootless")}
+
+
+@dataclass(frozen=True)
+class Target:
+    """One runtime the rows run on: how an env chooses it, and the env options it needs."""
+
+    id: str
+    name: str
+    engine: str | None
+    runtime: Runtime
+
+    @property
+    def choice(self) -> dict:
+        """`runtime=` and `engine=`, and where the runtime cannot enforce resource limits, to run without them."""
+        waive = {"unenforced_limits": "run_without"} if self.runtime.unenforced else {}
+        return {"runtime": self.name, "engine": self.engine, **waive}
+
+    def limits(self, **fields) -> Limits:
+        """`Limits(**fields)`, without the resource limits the runtime cannot enforce."""
+        return Limits(**fields, unenforced_limits=self.choice.get("unenforced_limits", "refuse"))
+
+
+@pytest.fixture(scope="module", params=list(TARGETS))
+def target(request):
+    """Each runtime, with the base and fixture images present in its own store (built there if missing)."""
     from gymenvs.container.images import build_base_image
     from gymenvs.swe.images import build_fixture_images
 
+    name, engine = TARGETS[request.param]
+    engine = rootless_engine() if engine == "rootless" else engine
     try:
-        runtime = shared_runtime(request.param)
+        runtime = shared_runtime(name, engine)
     except SandboxError as exc:
         pytest.skip(f"runtime {request.param!r}: {exc}")
     build_base_image(runtime, tag=BASE_IMAGE, progress=False)
     build_fixture_images(runtime, base=BASE_IMAGE, progress=False)
-    return request.param
+    return Target(request.param, name, engine, runtime)
 
 
 @pytest.fixture
-def make(runtime_name):
-    with envs_made("gymenvs/SWE-v0", runtime=runtime_name, command_timeout_s=20.0) as make:
+def make(target):
+    with envs_made("gymenvs/SWE-v0", **target.choice, command_timeout_s=20.0) as make:
         yield make
 
 
@@ -68,9 +102,9 @@ def started(make):
     return env
 
 
-def test_the_gold_patch_grades_one(make, runtime_name):
+def test_the_gold_patch_grades_one(make, target):
     env = started(make)
-    assert env.unwrapped.runtime.name == runtime_name
+    assert env.unwrapped.runtime is target.runtime
     applied = env.step(write_and_apply(TASKS[TASK].patch, "gold.patch"))
     assert applied[4]["exit_code"] == 0, applied[0]
     _, reward, terminated, truncated, info = env.step(SUBMIT)
@@ -84,10 +118,10 @@ def test_an_empty_patch_grades_zero(make):
     assert info["report"]["status"] == "unresolved" and info["report"]["patch_is_empty"]
 
 
-def test_the_reference_agent_applying_the_gold_patch_grades_one(runtime_name):
+def test_the_reference_agent_applying_the_gold_patch_grades_one(target):
     from ..agent.agent_support import apply_patch
 
-    with envs_made("gymenvs/SWEAgent-v0", runtime=runtime_name, call_timeout_s=60.0) as make_agent:
+    with envs_made("gymenvs/SWEAgent-v0", **target.choice, call_timeout_s=60.0) as make_agent:
         env = make_agent()
         env.reset(options={"instance_id": TASK})
         env.step(apply_patch(TASKS[TASK].patch))
@@ -96,11 +130,11 @@ def test_the_reference_agent_applying_the_gold_patch_grades_one(runtime_name):
 
 
 @pytest.mark.parametrize("oracle", [True, False], ids=["oracle", "empty"])
-def test_a_harbor_task_scores_one_after_its_oracle_and_zero_after_nothing(runtime_name, oracle):
+def test_a_harbor_task_scores_one_after_its_oracle_and_zero_after_nothing(target, oracle):
     from gymenvs.terminal.tasks import load_terminal_tasks
 
     (task,) = [task for task in load_terminal_tasks() if task.name == HARBOR_TASK]
-    with envs_made("gymenvs/Terminal-v0", runtime=runtime_name, command_timeout_s=30.0) as make_terminal:
+    with envs_made("gymenvs/Terminal-v0", **target.choice, command_timeout_s=30.0) as make_terminal:
         env = make_terminal()
         env.reset(options={"instance_id": HARBOR_TASK})
         if oracle:
@@ -108,6 +142,40 @@ def test_a_harbor_task_scores_one_after_its_oracle_and_zero_after_nothing(runtim
         _, reward, terminated, truncated, info = env.step(SUBMIT)
     expected = (1.0, ("model", "solved")) if oracle else (0.0, ("model", "failed"))
     assert (reward, ending(info)) == expected and terminated and not truncated, info.get("outcome_detail")
+
+
+def containers(runtime: Runtime) -> set[str]:
+    return {container.id for container in runtime.client.containers.list(all=True, sparse=True, filters={"label": LABEL})}
+
+
+def test_a_resource_limit_is_enforced_or_else_refused_at_the_first_reset_or_left_out_when_told(target):
+    with envs_made("gymenvs/SWE-v0", runtime=target.name, engine=target.engine) as make_default:
+        env = make_default()
+        if target.runtime.unenforced:
+            before = containers(target.runtime)
+            with pytest.raises(LimitsNotEnforced, match="mem_limit='2g'.*unenforced_limits='run_without'"):
+                env.reset(options={"instance_id": TASK})
+            assert containers(target.runtime) == before  # refused before any started
+            env = make_default(unenforced_limits="run_without")
+        _, info = env.reset(options={"instance_id": TASK})
+        sandbox = env.unwrapped.episode_sandbox
+        memory = target.runtime.client.api.inspect_container(sandbox.id)["HostConfig"]["Memory"]
+        assert info["runtime"]["unenforced"] == target.runtime.unenforced
+        if "mem_limit" in target.runtime.unenforced:
+            assert sandbox.limits.mem_limit is None and memory == 0
+        else:
+            assert sandbox.limits.mem_limit == "2g" and memory == 2 << 30
+
+
+def test_pausing_a_container_freezes_its_processes_or_where_the_engine_cannot_kills_them(target):
+    sandbox = target.runtime.start(BASE_IMAGE, role="test", episode_id="pause", limits=target.limits())
+    try:
+        sandbox.pause()
+        status = target.runtime.client.api.inspect_container(sandbox.id)["State"]["Status"]
+        assert status == ("paused" if target.runtime.can_freeze else "exited"), status
+        assert sandbox.read_file("/etc/debian_version", 100)[0]  # its files stay readable for grading
+    finally:
+        sandbox.remove()
 
 
 def test_a_container_killed_from_outside_ends_the_episode_as_infra(make):
@@ -125,14 +193,16 @@ def test_a_container_killed_from_outside_ends_the_episode_as_infra(make):
 OOM_REASONS = {"docker": "oom_killed", "podman": "container_died"}
 
 
-def test_a_container_the_oom_killer_stops_mid_command_ends_the_episode_as_infra(make, runtime_name):
+def test_a_container_the_oom_killer_stops_mid_command_ends_the_episode_as_infra(make, target):
     from ..test_faults import FILL_MEMORY, MAIN_PROCESS_FIRST
 
+    if "mem_limit" in target.runtime.unenforced:
+        pytest.xfail(f"runtime {target.id!r} cannot enforce a memory limit: {target.runtime.unenforced['mem_limit']}")
     env = make(mem_limit="56m")  # under what /dev/shm holds (63-64 MiB)
     env.reset(options={"instance_id": TASK})
     _, reward, terminated, truncated, info = env.step(bash(f"{MAIN_PROCESS_FIRST}; {FILL_MEMORY}"))
     assert (reward, terminated, truncated) == (0.0, False, True)
-    assert ending(info) == ("infra", OOM_REASONS[runtime_name]) and "exit code 137" in info["outcome_detail"], info
+    assert ending(info) == ("infra", OOM_REASONS[target.name]) and "exit code 137" in info["outcome_detail"], info
 
 
 def test_a_file_written_past_the_disk_limit_ends_the_episode_as_infra_ungraded(make):
@@ -144,15 +214,16 @@ def test_a_file_written_past_the_disk_limit_ends_the_episode_as_infra_ungraded(m
     assert info["report"]["status"] == "error"
 
 
-def test_an_allowlist_lets_a_container_reach_the_allowed_address_only(runtime_name):
-    runtime = shared_runtime(runtime_name)
-    servers = [runtime.start(BASE_IMAGE, role="test", episode_id="egress", limits=Limits(network=True)) for _ in range(2)]
+def test_an_allowlist_lets_a_container_reach_the_allowed_address_only(target):
+    runtime = target.runtime
+    servers = [runtime.start(BASE_IMAGE, role="test", episode_id="egress", limits=target.limits(network=True))
+               for _ in range(2)]
     try:
         for server in servers:
             server.open_exec(["python3", "-m", "http.server", "8000"])
         allowed, other = (runtime.client.api.inspect_container(s.id)["NetworkSettings"]["IPAddress"] for s in servers)
         sandbox = runtime.start(BASE_IMAGE, role="test", episode_id="egress",
-                                limits=Limits(network=True, allowed_hosts=(allowed,)))
+                                limits=target.limits(network=True, allowed_hosts=(allowed,)))
         try:
             output = probe(sandbox, allowed, other)
             assert f"{allowed} reached" in output and f"{other} refused" in output, output
@@ -167,10 +238,10 @@ def test_an_allowlist_lets_a_container_reach_the_allowed_address_only(runtime_na
 #: to be killed (as tests/container/test_reaper.py's owner does on Docker).
 OWNER = textwrap.dedent("""
     import json, sys, time, uuid
-    from gymenvs.container.runtime import shared_runtime
+    from gymenvs.container.runtime import Limits, shared_runtime
 
-    runtime, nonce = shared_runtime(sys.argv[1]), uuid.uuid4().hex[:12]
-    sandbox = runtime.start(sys.argv[2], role="agent", episode_id="reaper-test")
+    runtime, nonce = shared_runtime(sys.argv[1], sys.argv[3] or None), uuid.uuid4().hex[:12]
+    sandbox = runtime.start(sys.argv[2], role="agent", episode_id="reaper-test", limits=Limits(unenforced_limits=sys.argv[4]))
     sandbox.commit("gymenvs-terminal-snapshot", nonce)
     volume = runtime.create_volume(f"gymenvs-terminal-{nonce}-logs", role="verifier")
     print(json.dumps([sandbox.name, f"gymenvs-terminal-snapshot:{nonce}", volume]), flush=True)
@@ -178,16 +249,17 @@ OWNER = textwrap.dedent("""
 """)
 
 
-def test_what_a_killed_process_left_is_reaped_by_the_next(runtime_name):
+def test_what_a_killed_process_left_is_reaped_by_the_next(target):
     from gymenvs.container.reaper import reap
 
     root = str(Path(__file__).resolve().parents[3])
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, runtime_name, BASE_IMAGE], stdout=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": root})
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, target.name, BASE_IMAGE, target.engine or "",
+                              target.limits().unenforced_limits],
+                             stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": root})
     left = json.loads(owner.stdout.readline())
     owner.send_signal(signal.SIGKILL)  # no atexit, no finalizer
     owner.wait(30)
-    runtime = shared_runtime(runtime_name)
+    runtime = target.runtime
     assert runtime.image_exists(left[1])
     reaped = reap(runtime)
     container, snapshot, volume = left

@@ -1,7 +1,7 @@
 """What the Podman runtime does besides driving Podman's Docker-compatible API as the Docker runtime does: it keeps
-to its own engine whatever `DOCKER_HOST` and Docker's TLS settings say, and an imported image gets the tag asked
-(Podman 4.3 would name it `latest`). Skipped, saying why, when no Podman engine answers (in CI a skip fails:
-.ci/setup starts one)."""
+to its own engine whatever `DOCKER_HOST` and Docker's TLS settings say, an imported image gets the tag asked
+(Podman 4.3 would name it `latest`), and each engine says whether it is rootless, and what it then cannot enforce.
+Skipped, saying why, when no Podman engine answers (in CI a skip fails: .ci/setup starts both)."""
 
 from __future__ import annotations
 
@@ -52,3 +52,22 @@ def test_an_imported_image_gets_the_tag_asked_and_no_other(podman):
         assert config.workdir == "/testbed" and config.environment["GYMENVS"] == "1"
     finally:
         podman.remove_image(f"{repository}:{tag}")
+
+
+def test_each_engine_says_whether_it_is_rootless_and_which_limits_it_cannot_set(podman):
+    from gymenvs.container.runtime.podman import PodmanRuntime
+
+    from .runtime_support import rootless_engine
+
+    try:
+        rootless = PodmanRuntime(rootless_engine())
+    except SandboxError as exc:
+        pytest.skip(f"rootless Podman: {exc}")
+    try:
+        assert podman.info()["rootless"] is False and podman.unenforced == {} and podman.can_freeze
+        info = rootless.info()
+        assert info["rootless"] is True and info["engine"] == rootless_engine()
+        if info["cgroup_version"] == "v1":  # this machine's: no cgroup for a rootless container
+            assert set(rootless.unenforced) == {"mem_limit", "cpus", "pids_limit"} and not rootless.can_freeze
+    finally:
+        rootless.close()

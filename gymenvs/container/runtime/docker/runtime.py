@@ -21,12 +21,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
-from gymenvs.container.runtime.base import ImageBuildError, ImageConfig, ImageMissing, Limits, Sandbox, SandboxError
+from gymenvs.container.runtime.base import (
+    ImageBuildError,
+    ImageConfig,
+    ImageMissing,
+    Limits,
+    Sandbox,
+    SandboxError,
+    enforceable,
+)
 from gymenvs.container.runtime.docker.compose import DockerSidecars
 from gymenvs.container.runtime.docker.egress import Egress
 from gymenvs.container.runtime.docker.sandbox import DockerSandbox, container_options
 from gymenvs.container.runtime.owners import LABEL, LABEL_HOST, LABEL_ROLE, hostname, labels_for, owner_labels
 
+#: The docker SDK's engine when neither `engine` nor `DOCKER_HOST` names one.
+_DEFAULT_ENGINE = "unix:///var/run/docker.sock"
 _LOG_LINES = 20
 #: Seconds the exit sweep waits for the containers being started to be started.
 _EXIT_WAIT_S = 30.0
@@ -40,6 +50,10 @@ class DockerRuntime:
     name = "docker"
     #: What this runtime cannot do, by requirement (`gymenvs.container.runtime.requirements`): none.
     lacks: ClassVar[Mapping[str, str]] = {}
+    #: The resource limits its containers would not get -> why: none (a rootless Docker is not covered).
+    unenforced: Mapping[str, str] = {}
+    #: Whether the engine can freeze a container's processes (`DockerSandbox.pause`, and while it commits one).
+    can_freeze = True
     #: How to start this runtime's engine, for the error saying none answers.
     start_hint = "start one (e.g. `dockerd`) or set DOCKER_HOST"
 
@@ -66,6 +80,10 @@ class DockerRuntime:
             _sweep_registered_in.add(self._pid)
         _runtimes.add(self)
 
+    def info(self) -> dict[str, Any]:
+        return {"name": self.name, "engine": self._client_options.get("base_url", _DEFAULT_ENGINE),
+                "unenforced": dict(self.unenforced), "can_freeze": self.can_freeze}
+
     @staticmethod
     def _environment_options() -> dict[str, Any]:
         """The client options the process environment sets: `DOCKER_HOST`, `DOCKER_TLS_VERIFY`, `DOCKER_CERT_PATH`."""
@@ -78,6 +96,7 @@ class DockerRuntime:
     def start(self, image: str, *, role: str, episode_id: str, limits: Limits = Limits(), workdir: str = "/",
               labels: Mapping[str, str] | None = None, read_only_binds: Mapping[str, str] | None = None,
               volumes: Mapping[str, str] | None = None, network_of: Sandbox | None = None) -> DockerSandbox:
+        limits = enforceable(limits, self.unenforced, self.name)
         options = container_options(role, episode_id, limits, workdir, labels=labels, read_only_binds=read_only_binds,
                                     volumes=volumes)
         egress = None
@@ -89,7 +108,8 @@ class DockerRuntime:
             egress = self._egress(limits)
             options["extra_hosts"] = egress.pinned
         with self._starting_one():
-            sandbox = DockerSandbox(self, self.client, image, options, limits=limits, workdir=workdir)
+            sandbox = DockerSandbox(self, self.client, image, options, limits=limits, workdir=workdir,
+                                    freezes=self.can_freeze)
         if egress is not None:
             try:
                 egress.apply(self.client.api.inspect_container(sandbox.id)["State"]["Pid"])
@@ -109,7 +129,8 @@ class DockerRuntime:
     def create(self, image: str, *, role: str) -> DockerSandbox:
         options = {"command": ["true"], "labels": labels_for(role)}
         with self._starting_one():
-            return DockerSandbox(self, self.client, image, options, limits=Limits(disk_limit=None), workdir="/", start=False)
+            return DockerSandbox(self, self.client, image, options, limits=Limits(disk_limit=None), workdir="/", start=False,
+                                 freezes=self.can_freeze)
 
     @contextmanager
     def _starting_one(self) -> Iterator[None]:

@@ -69,7 +69,7 @@ def container_options(role: str, episode_id: str, limits: Limits, workdir: str, 
         init=True,
         mem_limit=limits.mem_limit,
         memswap_limit=limits.mem_limit,
-        nano_cpus=int(limits.cpus * 1e9),
+        nano_cpus=None if limits.cpus is None else int(limits.cpus * 1e9),
         pids_limit=limits.pids_limit,
         cap_drop=["ALL"],
         cap_add=list(KEPT_CAPABILITIES),
@@ -99,9 +99,10 @@ class DockerSandbox:
     `DockerRuntime.start` and `DockerRuntime.create`."""
 
     def __init__(self, runtime: Runtime, client: docker.DockerClient, image: str, options: dict[str, Any], *,
-                 limits: Limits, workdir: str, start: bool = True):
-        """`client`: the runtime's docker SDK client."""
+                 limits: Limits, workdir: str, start: bool = True, freezes: bool = True):
+        """`client`: the runtime's docker SDK client; `freezes`: whether its engine can freeze a container."""
         self.runtime = runtime
+        self._freezes = freezes
         self._client = client
         self.image = image
         self.workdir = workdir
@@ -233,7 +234,11 @@ class DockerSandbox:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def pause(self) -> None:
-        """Freeze every process of the container (nothing left running changes its files now)."""
+        """Freeze every process of the container (nothing left running changes its files now). Where the engine cannot
+        freeze one (`DockerRuntime.can_freeze`), kill them all instead (`stop`): nothing runs, the files stay readable."""
+        if not self._freezes:
+            self.stop()
+            return
         try:
             self._api.pause(self.id)
         except Exception as exc:
@@ -260,7 +265,8 @@ class DockerSandbox:
         role); its id."""
         changes = [f'LABEL {key}="{value}"' for key, value in labels_for(role, **(labels or {})).items()]
         try:
-            return self._api.commit(self.id, repository=repository, tag=tag, changes=changes, pause=True)["Id"]
+            return self._api.commit(self.id, repository=repository, tag=tag, changes=changes,
+                                    pause=self._freezes)["Id"]
         except Exception as exc:
             raise self._failure(f"could not commit as {repository}:{tag}", exc) from None
 
