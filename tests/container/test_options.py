@@ -109,3 +109,29 @@ def test_writing_past_the_disk_limit_stops_it(runtime, docker_client, swe_images
                 PersistentShell(box).run("true", 5)
     finally:
         box.remove()
+
+
+def test_a_step_never_waits_for_the_engine_to_size_the_layer(runtime, swe_images):
+    """Where the watch looks (no storage_opt), the size requests run in the runtime's watch thread, never in the
+    thread stepping the episode: an engine slow to size a layer (Podman's service, about 25 ms a container and one
+    at a time) cannot hold up a command."""
+    box = runtime.start(swe_images, role="test", episode_id="disk-watch", limits=Limits(disk_limit=20 << 20))
+    sized_in: list[str] = []
+
+    def record(response, *args, **kwargs):
+        if "size=" in response.url and "size=0" not in response.url:
+            sized_in.append(threading.current_thread().name)
+        return response
+
+    hooks = runtime.client.api.hooks["response"]
+    hooks.append(record)
+    try:
+        if box.disk_capped:
+            pytest.skip("the engine caps the layer itself here: nothing is watched")
+        shell = PersistentShell(box)
+        for _ in range(6):  # three seconds of commands: about three looks
+            shell.run("sleep 0.5", 5)
+    finally:
+        hooks.remove(record)
+        box.remove()
+    assert sized_in and set(sized_in) == {f"gymenvs-disk-watch-{runtime.name}"}, sized_in

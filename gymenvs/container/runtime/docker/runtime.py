@@ -31,6 +31,7 @@ from gymenvs.container.runtime.base import (
     enforceable,
 )
 from gymenvs.container.runtime.docker.compose import DockerSidecars
+from gymenvs.container.runtime.docker.disk import DiskWatch
 from gymenvs.container.runtime.docker.egress import Egress
 from gymenvs.container.runtime.docker.sandbox import DockerSandbox, container_options
 from gymenvs.container.runtime.owners import LABEL, LABEL_HOST, LABEL_ROLE, hostname, labels_for, owner_labels
@@ -71,6 +72,7 @@ class DockerRuntime:
             self.client.ping()
         except docker.errors.DockerException as exc:
             raise SandboxError(f"no {self.name} engine answers ({exc}); {self.start_hint}") from None
+        self.disk_watch = DiskWatch(self.name)
         self._pid = os.getpid()
         self._starting = 0
         self._exiting = False
@@ -109,7 +111,7 @@ class DockerRuntime:
             options["extra_hosts"] = egress.pinned
         with self._starting_one():
             sandbox = DockerSandbox(self, self.client, image, options, limits=limits, workdir=workdir,
-                                    freezes=self.can_freeze)
+                                    freezes=self.can_freeze, disk_watch=self.disk_watch)
         if egress is not None:
             try:
                 egress.apply(self.client.api.inspect_container(sandbox.id)["State"]["Pid"])
@@ -130,7 +132,7 @@ class DockerRuntime:
         options = {"command": ["true"], "labels": labels_for(role)}
         with self._starting_one():
             return DockerSandbox(self, self.client, image, options, limits=Limits(disk_limit=None), workdir="/", start=False,
-                                 freezes=self.can_freeze)
+                                 freezes=self.can_freeze, disk_watch=self.disk_watch)
 
     @contextmanager
     def _starting_one(self) -> Iterator[None]:

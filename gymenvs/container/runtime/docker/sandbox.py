@@ -31,6 +31,7 @@ from gymenvs.container.runtime.base import (
     Runtime,
     SandboxError,
 )
+from gymenvs.container.runtime.docker.disk import DiskWatch
 from gymenvs.container.runtime.docker.exec import ExecStream
 from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
 
@@ -99,8 +100,9 @@ class DockerSandbox:
     `DockerRuntime.start` and `DockerRuntime.create`."""
 
     def __init__(self, runtime: Runtime, client: docker.DockerClient, image: str, options: dict[str, Any], *,
-                 limits: Limits, workdir: str, start: bool = True, freezes: bool = True):
-        """`client`: the runtime's docker SDK client; `freezes`: whether its engine can freeze a container."""
+                 limits: Limits, workdir: str, disk_watch: DiskWatch, start: bool = True, freezes: bool = True):
+        """`client`: the runtime's docker SDK client; `disk_watch`: its `DiskWatch`; `freezes`: whether its engine can
+        freeze a container."""
         self.runtime = runtime
         self._freezes = freezes
         self._client = client
@@ -113,7 +115,9 @@ class DockerSandbox:
         self.id: str = container.id
         self.name: str = container.name
         self._finalizer = weakref.finalize(self, _remove_container, self._api, self.id)
+        self._disk_watch = disk_watch
         self._next_disk_check = 0.0
+        self._disk_look_pending = False
         self._disk_exceeded = ""
         if start:
             self._start(container)
@@ -271,25 +275,32 @@ class DockerSandbox:
             raise self._failure(f"could not commit as {repository}:{tag}", exc) from None
 
     def check_disk(self, *, force: bool = False) -> None:
-        """`DiskLimitExceeded` if the writable layer outgrew the disk limit (checked at most once per
-        `DISK_CHECK_INTERVAL` unless `force`; a no-op where the engine caps the layer itself)."""
+        """`DiskLimitExceeded` if the writable layer outgrew the disk limit; a no-op where the engine caps the layer
+        itself. Without `force` this reads the last look and asks the runtime's `DiskWatch` for another at most once
+        per `DISK_CHECK_INTERVAL`; with `force` it looks now."""
         if not self.limits.disk_limit or self.disk_capped:
             return
+        if force:
+            self._look_at_disk()
+        elif not self._disk_look_pending and time.monotonic() >= self._next_disk_check:
+            self._disk_look_pending = True
+            self._disk_watch.request(self._look_at_disk)
         if self._disk_exceeded:  # sticky: the episode is over
             raise DiskLimitExceeded(self._disk_exceeded)
-        now = time.monotonic()
-        if not force and now < self._next_disk_check:
-            return
-        self._next_disk_check = now + commands.DISK_CHECK_INTERVAL
+
+    def _look_at_disk(self) -> None:
         try:
             (found,) = self._api.containers(all=True, size=True, filters={"id": self.id})
             used = found.get("SizeRw") or 0
-        except Exception:  # gone or unreachable: the next Docker call says which
-            return
-        if used > self.limits.disk_limit:
+        except Exception:  # gone or unreachable: the next engine call says which
+            used = 0
+        finally:
+            self._next_disk_check = time.monotonic() + commands.DISK_CHECK_INTERVAL
+            self._disk_look_pending = False
+        limit = self.limits.disk_limit or 0
+        if used > limit and not self._disk_exceeded:
             self._disk_exceeded = (f"the container wrote {used / 2**20:.0f} MiB, more than its disk limit of "
-                                   f"{self.limits.disk_limit / 2**20:.0f} MiB: the episode was stopped")
-            raise DiskLimitExceeded(self._disk_exceeded)
+                                   f"{limit / 2**20:.0f} MiB: the episode was stopped")
 
     def ensure_running(self) -> None:
         """`ContainerGone` unless the container is running."""
