@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -309,15 +310,16 @@ def test_a_snapshot_starts_a_sandbox_where_the_first_stood(runtime, docker_clien
         docker_client.images.remove(image, force=True)
 
 
-def test_the_changed_paths_are_the_containers_not_what_the_engine_mounts(runtime, swe_images, tmp_path):
-    """The engine's init program and a bind's mount point are entries of the writable layer, but not changes."""
-    box = runtime.start(swe_images, role="test", episode_id="changed-paths", workdir=WORKDIR,
-                        read_only_binds={str(tmp_path): "/mnt/host"})
+def test_the_changed_paths_are_the_containers_not_what_the_engine_mounts(runtime, swe_images):
+    """The engine's init program and a volume's mount point are entries of the writable layer, but not changes."""
+    volume = runtime.create_volume(f"gymenvs-test-{uuid.uuid4().hex[:12]}", role="test")
+    box = runtime.start(swe_images, role="test", episode_id="changed-paths", workdir=WORKDIR, volumes={volume: "/mnt/host"})
     try:
         box.run("echo new > /tmp/new.txt && rm /etc/debian_version", timeout=10)
         changes = box.changed_paths("/")
     finally:
         box.remove()
+        runtime.remove_volume(volume)
     assert changes["/tmp/new.txt"] == "added" and changes["/etc/debian_version"] == "deleted", changes
     assert not {"/mnt/host", "/sbin/docker-init", "/usr/sbin/docker-init"} & set(changes), changes
 

@@ -76,10 +76,9 @@ class DockerRuntime:
     # -- sandboxes --------------------------------------------------------------------------------
 
     def start(self, image: str, *, role: str, episode_id: str, limits: Limits = Limits(), workdir: str = "/",
-              labels: Mapping[str, str] | None = None, read_only_binds: Mapping[str, str] | None = None,
-              volumes: Mapping[str, str] | None = None, network_of: Sandbox | None = None) -> DockerSandbox:
-        options = container_options(role, episode_id, limits, workdir, labels=labels, read_only_binds=read_only_binds,
-                                    volumes=volumes)
+              labels: Mapping[str, str] | None = None, volumes: Mapping[str, str] | None = None,
+              network_of: Sandbox | None = None) -> DockerSandbox:
+        options = container_options(role, episode_id, limits, workdir, labels=labels, volumes=volumes)
         egress = None
         if network_of is not None:  # its network is the other's, rules included
             options.pop("network", None)
