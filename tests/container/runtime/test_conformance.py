@@ -1,7 +1,7 @@
 """What every runtime must do the same, run on each one (`RUNTIMES`) whose engine answers:
 
 - SWE-v0 on a fixture task: the gold patch grades 1, an empty patch 0;
-- SWEAgent-v0: the reference agent (in the container, its calls on a Unix socket bind-mounted from the host)
+- SWEAgent-v0: the reference agent (in the container, its calls carried over its forwarder's exec stream)
   applying the gold patch grades 1;
 - Terminal-v0 on a Harbor task (its image built on first use, its grading on a snapshot with volumes): the oracle
   scores 1, an empty run 0;
