@@ -38,7 +38,8 @@ if TYPE_CHECKING:
     import docker
 
 #: Capabilities a container keeps (Docker's defaults minus NET_RAW, MKNOD, SETFCAP, SETPCAP, SYS_CHROOT
-#: and AUDIT_WRITE). DAC_OVERRIDE stays so root can still reach a bind-mounted unix socket it does not own.
+#: and AUDIT_WRITE). DAC_OVERRIDE stays, as in Docker's defaults: root in a task image may read and write files it
+#: does not own.
 KEPT_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
 SECURITY_OPTIONS = ("no-new-privileges:true",)
 _CHANGE_KINDS: dict[int, ChangeKind] = {0: "changed", 1: "added", 2: "deleted"}
