@@ -3,7 +3,8 @@ engine nested in a container of the local one, reached only over TCP (`gymenvs.c
 
 Nothing of this host is mounted into its containers, so what passes here went through the engine's API alone:
 images built there (the fixture images by `gymenvs swe build-images --engine`), files written and read,
-grading snapshots committed, the agent's LLM calls carried over its forwarder's exec stream. The base image is
+grading snapshots committed, the agent's LLM calls carried over its forwarder's exec stream (the reference
+agent's, and Claude Code's, installed there by `gymenvs swe install-agent --engine`). The base image is
 copied in from the local engine through both engines' APIs (`docker save` into `docker load`), since
 bootstrapping it again would add a minute (docs/runtimes.md has that figure). The egress allowlist needs the
 engine on this host (it is set from here, in the container's network namespace): it has no row here.
@@ -21,6 +22,7 @@ from swe.swe_support import FIXTURE_IDS
 
 from gymenvs.container.images import BASE_IMAGE, build_base_image
 from gymenvs.container.runtime import shared_runtime
+from gymenvs.swe.images import image_for
 
 from ..tools_support import SUBMIT, TASKS, bash, ending, write_and_apply
 
@@ -107,3 +109,21 @@ def test_a_harbor_task_scores_one_after_its_oracle_and_zero_after_nothing(engine
         _, reward, terminated, truncated, info = env.step(SUBMIT)
     expected = (1.0, ("model", "solved")) if oracle else (0.0, ("model", "failed"))
     assert (reward, ending(info)) == expected and terminated and not truncated, info.get("outcome_detail")
+
+
+def test_an_agent_cli_installed_in_the_remote_engine_applies_the_gold_patch(engine):
+    from ..agent.cli_support import CLIS, gold_patch_call
+
+    cli = CLIS["claude-code"]
+    installed = subprocess.run([sys.executable, "-c", "import sys; from gymenvs.cli import main; sys.exit(main())",
+                                "swe", "install-agent", cli.agent, image_for(TASKS[TASK]), "--engine", engine, "--quiet"],
+                               capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    with envs_made("gymenvs/SWEAgent-v0", runtime="docker", engine=engine, agent=cli.agent, instance_ids=[TASK],
+                   call_timeout_s=120.0, max_turns=10) as make_agent:
+        env = make_agent()
+        _, info = env.reset()
+        assert info["request"]["wire"] == cli.wire
+        env.step(gold_patch_call(cli, TASK))
+        _, reward, terminated, truncated, info = env.step("The issue is fixed.")
+    assert (reward, terminated, truncated) == (1.0, True, False) and ending(info) == ("model", "solved"), info.get("error")
