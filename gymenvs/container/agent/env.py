@@ -141,11 +141,7 @@ class AgentEnv(ContainerEnv):
         sandbox = self._sandbox = self._pooled_sandbox(image) if self._pooled else self._new_sandbox(image)
         channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name)
         self.family.prepare_step(self.episode_task, sandbox)
-        files = {_FORWARDER: resources.files("gymenvs.container.agent").joinpath(_FORWARDER).read_bytes(),
-                 **self.agent.file_contents(),
-                 "task.md": self.family.instruction(self.episode_task).encode("utf-8", "surrogateescape")}
-        sandbox.put_archive("/", entries_archive([(MOUNT, "dir", ""), *((f"{MOUNT}/{name}", "file", data)
-                                                                         for name, data in files.items())]))
+        self._put_agent_files(sandbox)
         bridge = self._bridge = ExecBridge(sandbox, f"{MOUNT}/{_FORWARDER}", str(channel.socket_path),
                                            setup=self.episode_image.setup)
         script = f"{self.episode_image.setup}\nexec bash -c {shlex.quote(self.agent.command)}"
@@ -153,6 +149,15 @@ class AgentEnv(ContainerEnv):
         stream = sandbox.open_exec(["bash", "-c", script], environment=self._agent_environment(channel, bridge))
         agent = self._agent = AgentProcess(stream, channel)
         return channel, agent
+
+    def _put_agent_files(self, sandbox: Sandbox) -> None:
+        """The forwarder, the agent's files and the task, written into MOUNT through the engine's API."""
+        files = {_FORWARDER: resources.files("gymenvs.container.agent").joinpath(_FORWARDER).read_bytes(),
+                 **self.agent.file_contents(),
+                 "task.md": self.family.instruction(self.episode_task).encode("utf-8", "surrogateescape")}
+        entries: list[tuple[str, str, str | bytes]] = [(MOUNT, "dir", ""), *((f"{MOUNT}/{name}", "file", data)
+                                                                             for name, data in files.items())]
+        sandbox.put_archive("/", entries_archive(entries))
 
     def _agent_environment(self, channel: LLMChannel, bridge: ExecBridge) -> dict[str, str]:
         config = self.config
