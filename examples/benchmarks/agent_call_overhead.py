@@ -4,7 +4,7 @@ handed over, the agent receives it and sends its next request, the env has it.
     python examples/benchmarks/agent_call_overhead.py [--calls 2000]
 
 1. gymenvs/SWEAgent-v0: the agent ("pinger", it only calls) runs in the task container, with no
-   network; its calls cross the in-container forwarder and the episode's unix socket.
+   network; its calls cross the in-container forwarder, its exec stream and the episode's unix socket.
 2. OpenEnv's design: an aiohttp interception server on TCP loopback, the same agent on the host,
    replies handed over from a driver thread (as a trainer would).
 
@@ -120,7 +120,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
-    print(summary("gymenvs SWEAgent-v0 (container, forwarder, unix socket)", *gymenvs_in_container(args.calls)))
+    print(summary("gymenvs SWEAgent-v0 (container, forwarder over its exec stream)", *gymenvs_in_container(args.calls)))
     print(summary("aiohttp interception server on TCP loopback (host)", aiohttp_on_loopback(args.calls)))
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 

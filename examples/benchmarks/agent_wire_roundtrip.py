@@ -6,8 +6,8 @@ channel translates back into the internal form, and the env has it.
     python examples/benchmarks/agent_wire_roundtrip.py [--calls 1000]
 
 gymenvs/SWEAgent-v0 with an agent that only calls (examples/benchmarks/agents/wire_pinger.py) in the
-task container, with no network: its calls cross the in-container forwarder and the episode's unix
-socket, as in agent_call_overhead.py (Chat Completions, unstreamed, there). In the same run, after each
+task container, with no network: its calls cross the in-container forwarder, its exec stream and the
+episode's unix socket, as in agent_call_overhead.py (Chat Completions, unstreamed, there). In the same run, after each
 format, the baseline: the same agent on the host calling a plain aiohttp server on TCP loopback (OpenEnv's
 design), which hands each request to a driver thread and sends the reply it is given (the same bytes
 gymenvs sends for that format, built once), so the baseline translates nothing. Needs a Docker engine, the
@@ -78,7 +78,7 @@ def main() -> None:
     for wire in ("chat", "responses", "anthropic"):
         for stream in (False, True):
             kind = f"{wire:<10} {'streamed' if stream else 'whole':<9}"
-            print(summary(f"{kind} gymenvs (container, forwarder, unix socket)", *round_trips(wire, stream, args.calls)),
+            print(summary(f"{kind} gymenvs (container, forwarder over its exec stream)", *round_trips(wire, stream, args.calls)),
                   flush=True)
             baseline = aiohttp_on_loopback(args.calls, PINGER, {"GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0"},
                                            answer=lambda raw, wire=wire: reply_bytes(wire, raw))

@@ -8,11 +8,6 @@ containers carry the same owner labels as every sandbox (plus `gymenvs.container
 interpreter exit and the orphan reaper remove them like the others. A pool closes when the last env
 using it closes.
 
-A pool may give each container its own host directory (`PrivateDirectory`), created when the pool
-starts that container and bind-mounted read-only into it (an engine cannot add a bind mount to a started
-container): the agent envs open the episode's LLM channel there. The directory goes with the container
-to the one episode that takes it; the pool removes the directories of the containers it removes.
-
 `discard` removes a finished episode's container in the background, so the next `reset` need not
 wait for the engine either.
 """
@@ -20,13 +15,11 @@ wait for the engine either.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import NamedTuple
 
 from gymenvs.container.images import ensure_image
@@ -53,11 +46,10 @@ def _in_background(remove: Callable[[], None], *, wait: bool) -> Future | None:
 
 
 def start_container(runtime: Runtime, image: str, *, episode_id: str, workdir: str, limits: Limits = Limits(),
-                    setup: str = "", environment: dict[str, str] | None = None, labels: dict[str, str] | None = None,
-                    read_only_binds: dict[str, str] | None = None) -> tuple[Sandbox, PersistentShell]:
+                    setup: str = "", environment: dict[str, str] | None = None,
+                    labels: dict[str, str] | None = None) -> tuple[Sandbox, PersistentShell]:
     """A started container of `image` (working in `workdir`) and its persistent shell, ready for an episode."""
-    sandbox = runtime.start(image, role="agent", episode_id=episode_id, limits=limits, labels=labels,
-                            read_only_binds=read_only_binds, workdir=workdir)
+    sandbox = runtime.start(image, role="agent", episode_id=episode_id, limits=limits, labels=labels, workdir=workdir)
     try:
         return sandbox, PersistentShell(sandbox, setup=setup, environment=environment)
     except BaseException:
@@ -65,31 +57,17 @@ def start_container(runtime: Runtime, image: str, *, episode_id: str, workdir: s
         raise
 
 
-@dataclass(frozen=True)
-class PrivateDirectory:
-    """Give each pooled container its own new host directory, bind-mounted read-only at `target`.
-    `create` makes one directory per container; name it so that your orphan reaper finds it."""
-
-    create: Callable[[], Path]
-    target: str
-
-
 class Warm(NamedTuple):
-    """A started container from the pool: its shell (None for a pool without shells) and its own
-    directory (None without a `PrivateDirectory`), which the episode that takes it now owns."""
+    """A started container from the pool and its shell (None for a pool without shells), which the episode
+    that takes it now owns."""
 
     sandbox: Sandbox
     shell: PersistentShell | None
-    directory: Path | None = None
 
     def remove(self) -> None:
-        """Close the shell, remove the container, then its directory (after: the engine would re-create a
-        bind source that is missing while the container still exists)."""
         if self.shell is not None:
             self.shell.close()
         self.sandbox.remove()
-        if self.directory is not None:
-            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 @dataclass(frozen=True)
@@ -101,13 +79,12 @@ class _Key:
     setup: str
     environment: tuple[tuple[str, str], ...]
     shell: bool = True
-    directory: PrivateDirectory | None = None
     workdir: str = "/"
 
 
 class WarmPool:
-    """Up to `size` started containers of one image, each with its shell open (unless `shell=False`) and
-    its own directory (with `directory=`), handed out once each."""
+    """Up to `size` started containers of one image, each with its shell open (unless `shell=False`), handed
+    out once each."""
 
     _pools: dict[_Key, WarmPool] = {}
     _pools_lock = threading.Lock()
@@ -124,11 +101,9 @@ class WarmPool:
 
     @classmethod
     def for_image(cls, runtime: Runtime, image: str, *, size: int, workdir: str, limits: Limits = Limits(), setup: str = "",
-                  environment: dict[str, str] | None = None, pull: bool = False, shell: bool = True,
-                  directory: PrivateDirectory | None = None) -> WarmPool:
+                  environment: dict[str, str] | None = None, pull: bool = False, shell: bool = True) -> WarmPool:
         """The process's pool for `image` with these settings (made, and filled, on first use)."""
-        key = _Key(os.getpid(), runtime, image, limits, setup, tuple(sorted((environment or {}).items())), shell, directory,
-                   workdir)
+        key = _Key(os.getpid(), runtime, image, limits, setup, tuple(sorted((environment or {}).items())), shell, workdir)
         with cls._pools_lock:
             pool = cls._pools.get(key)
             if pool is None:
@@ -139,7 +114,7 @@ class WarmPool:
             return pool
 
     def take(self, *, episode_id: str) -> Warm:
-        """A started container (its shell, its directory), from the pool if one is ready (else started now)."""
+        """A started container (and its shell), from the pool if one is ready (else started now)."""
         try:
             while True:
                 with self._lock:
@@ -209,21 +184,14 @@ class WarmPool:
 
     def _start(self, episode_id: str) -> Warm:
         key = self.key
-        directory = key.directory.create() if key.directory is not None else None
-        binds = {str(directory): key.directory.target} if key.directory is not None else None
-        try:
-            if not key.shell:
-                sandbox = key.runtime.start(key.image, role="agent", episode_id=episode_id, limits=key.limits,
-                                            labels={LABEL_POOL: "1"}, read_only_binds=binds, workdir=key.workdir)
-                return Warm(sandbox, None, directory)
-            sandbox, shell = start_container(key.runtime, key.image, episode_id=episode_id, limits=key.limits,
-                                             setup=key.setup, environment=dict(key.environment), labels={LABEL_POOL: "1"},
-                                             read_only_binds=binds, workdir=key.workdir)
-            return Warm(sandbox, shell, directory)
-        except BaseException:
-            if directory is not None:
-                shutil.rmtree(directory, ignore_errors=True)
-            raise
+        if not key.shell:
+            sandbox = key.runtime.start(key.image, role="agent", episode_id=episode_id, limits=key.limits,
+                                        labels={LABEL_POOL: "1"}, workdir=key.workdir)
+            return Warm(sandbox, None)
+        sandbox, shell = start_container(key.runtime, key.image, episode_id=episode_id, limits=key.limits,
+                                         setup=key.setup, environment=dict(key.environment), labels={LABEL_POOL: "1"},
+                                         workdir=key.workdir)
+        return Warm(sandbox, shell)
 
 
 def _alive(warm: Warm) -> bool:

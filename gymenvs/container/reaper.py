@@ -39,11 +39,9 @@ def reap_once(runtime: Runtime) -> list[str]:
 
 def owned_directory(kind: str) -> Path:
     """A new, empty host directory owned by this process (named so that `reap_directories` removes it once the
-    process is gone), readable by a container's user."""
+    process is gone), private to this host's user."""
     pid = os.getpid()
-    directory = Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{kind}-{pid}-{process_start_time(pid)}-"))
-    directory.chmod(0o755)
-    return directory
+    return Path(tempfile.mkdtemp(prefix=f"{_DIR_PREFIX}{kind}-{pid}-{process_start_time(pid)}-"))
 
 
 def reap_directories() -> list[str]:

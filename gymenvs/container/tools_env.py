@@ -60,7 +60,7 @@ class ToolsEnv(ContainerEnv):
     def _begin(self, task: Task) -> str:
         image = self.episode_image
         if self._pooled:
-            sandbox, shell, _ = self._pool(image.name, setup=image.setup, environment=SHELL_ENVIRONMENT).take(
+            sandbox, shell = self._pool(image.name, setup=image.setup, environment=SHELL_ENVIRONMENT).take(
                 episode_id=self._episode_id or "")
             assert shell is not None  # these pools open a shell in every container
         else:

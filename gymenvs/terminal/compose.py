@@ -15,7 +15,8 @@ As in Harbor, the task's compose file is read over a base that builds "main" fro
 
 What "main" may set is `build` (only environment/, the default), `depends_on` and `environment`; a task that
 needs more (its own `command`, volumes, ports, networks) is refused with the reason (`unsupported`), as is a
-service with its own networks, since the agent's container joins the project's default network only.
+service with its own networks, since the agent's container joins the project's default network only, and a
+sidecar bind-mounting a host path, since the engine need not share this host's files (named volumes are fine).
 """
 
 from __future__ import annotations
@@ -109,7 +110,20 @@ def unsupported(task: TerminalTask) -> str | None:
     if own_networks:
         return (f"{where}: the services {own_networks} set their own networks; gymenvs joins the agent's container "
                 "to the project's default network only")
+    binding = sorted(name for name, service in project.sidecars.items()
+                     if any(map(_binds_host_path, service.get("volumes") or ())))
+    if binding:
+        return (f"{where}: the services {binding} bind-mount host paths, which an engine on another machine does not "
+                "have; gymenvs gives sidecars named volumes only")
     return None
+
+
+def _binds_host_path(volume: Any) -> bool:
+    """Whether a service's volume entry, as the compose tool resolves it (long or short syntax), is a host path."""
+    if isinstance(volume, Mapping):
+        return volume.get("type") == "bind"
+    source = str(volume).split(":", 1)[0] if ":" in str(volume) else ""
+    return source.startswith(("/", ".", "~"))
 
 
 def main_environment(task: TerminalTask) -> dict[str, str]:

@@ -71,7 +71,9 @@ def test_the_fixture_is_run_and_mains_environment_and_dependencies_are_read():
     ("services:\n  db:\n    image: db\n    networks: [back]\nnetworks:\n  back: {}\n", True,
      r"the services \['db'\] set their own networks"),
     ("services:\n  main:\n    environment: [A=1\n", True, "not a valid project"),
-], ids=["no_main_image", "main_command", "main_ports_volumes", "main_image", "own_network", "bad_yaml"])
+    ("services:\n  main:\n    depends_on: [db]\n  db:\n    image: db\n    volumes: ['./data:/data', 'kept:/kept']\n"
+     "volumes:\n  kept: {}\n", True, r"the services \['db'\] bind-mount host paths"),
+], ids=["no_main_image", "main_command", "main_ports_volumes", "main_image", "own_network", "bad_yaml", "sidecar_bind"])
 def test_what_gymenvs_cannot_run_as_harbor_would_is_refused_with_the_reason(tmp_path, compose, dockerfile, why):
     import re
 

@@ -1,11 +1,11 @@
 """The host end of one episode's LLM channel: an HTTP endpoint on a unix socket speaking the three LLM wire formats.
 
-Each episode gets its own directory (bind-mounted read-only into its container) holding the socket,
-and its own token. The channel makes the directory, or takes one made by `new_channel_directory`
-for one container ahead of its episode (the warm pool's); either way it removes it at `close()`, or
-when it is forgotten (at interpreter exit too); a killed process's directory goes to the reaper
-(`gymenvs.container.reaper`). Its threads are daemon threads, so a program that never closes its env
-still exits.
+Each episode gets its own directory on this host holding the socket, and its own token. The agent in its
+container reaches the socket through the forwarder's exec stream (`gymenvs.container.agent.bridge`), never
+through the container's files, so the engine need not share this host. The channel removes its directory
+at `close()`, or when it is forgotten (at interpreter exit too); a killed process's directory goes to the
+reaper (`gymenvs.container.reaper`). Its threads are daemon threads, so a program that never closes its
+env still exits.
 A request without the token (`Authorization: Bearer <token>` or `x-api-key: <token>`) is refused.
 Each POST is read in its own wire format (`gymenvs.container.agent.wire`: Chat Completions, Responses,
 Anthropic Messages) into the one internal form, and answered in that format, streamed when asked. The agent's
@@ -41,7 +41,6 @@ from gymenvs.container.reaper import owned_directory
 
 SOCKET_NAME = "llm.sock"
 _DIRECTORY_KIND = "agent"
-_DIR_PREFIX = f"gymenvs-{_DIRECTORY_KIND}-"
 _MODEL_PATHS = frozenset({"/v1/models", "/models"})
 
 
@@ -92,20 +91,16 @@ class AgentExited:
 
 
 def new_channel_directory() -> Path:
-    """A new, empty channel directory owned by this process (the reaper removes it once the process is gone),
-    readable by the container's user."""
+    """A new, empty channel directory owned by this process (the reaper removes it once the process is gone)."""
     return owned_directory(_DIRECTORY_KIND)
 
 
 class LLMChannel:
     """An episode's endpoint. `close()` releases any waiting call, joins every thread and removes the
-    directory. `directory`: one from `new_channel_directory` that no channel has used (default: a new one)."""
+    directory."""
 
     def __init__(self, *, model_name: str, max_request_bytes: int = 16 << 20, max_connections: int = 8,
-                 read_timeout: float = 30.0, directory: Path | None = None, side_model: str = SIDE_MODEL):
-        if directory is not None and (not directory.name.startswith(_DIR_PREFIX) or (directory / SOCKET_NAME).exists()):
-            raise ValueError(f"directory={str(directory)!r}: allowed is a new directory from new_channel_directory() "
-                             "that no channel has used")
+                 read_timeout: float = 30.0, side_model: str = SIDE_MODEL):
         self.token = uuid.uuid4().hex + uuid.uuid4().hex
         self.model_name = model_name
         self.side_model = side_model
@@ -115,7 +110,7 @@ class LLMChannel:
         self.max_connections = max_connections
         self.read_timeout = read_timeout
         self.events: queue.Queue = queue.Queue()
-        self.directory = directory if directory is not None else new_channel_directory()
+        self.directory = new_channel_directory()
         self.socket_path = self.directory / SOCKET_NAME
         self._lock = threading.Lock()
         self._pending: Call | None = None
@@ -123,7 +118,6 @@ class LLMChannel:
         self._closed = False
         self._server = _Server(str(self.socket_path), self)
         self._forget = weakref.finalize(self, shutil.rmtree, self.directory, ignore_errors=True)
-        self.socket_path.chmod(0o666)
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.1,), name="gymenvs-llm-channel", daemon=True)
         self._thread.start()
 

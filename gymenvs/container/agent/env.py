@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import json
 import shlex
-import shutil
 import time
 from importlib import resources
 from typing import Any
 
 from pydantic import PositiveInt
 
-from gymenvs.container.agent.channel import SOCKET_NAME, AgentExited, AgentRequest, Call, ChannelError, LLMChannel
+from gymenvs.container.agent.bridge import ExecBridge
+from gymenvs.container.agent.channel import AgentExited, AgentRequest, Call, ChannelError, LLMChannel
 from gymenvs.container.agent.messages import render
 from gymenvs.container.agent.options import AgentConfig
 from gymenvs.container.agent.process import AgentProcess
@@ -40,6 +40,7 @@ from gymenvs.container.env import ContainerEnv, FamilyLike, present, sandbox_end
 from gymenvs.container.family import Task
 from gymenvs.container.images import ensure_image
 from gymenvs.container.runtime import Runtime, Sandbox, SandboxError
+from gymenvs.container.runtime.commands import entries_archive
 from gymenvs.container.tools_env import SHELL_ENVIRONMENT
 from gymenvs.core import EndedBy, Outcome, ending
 
@@ -67,8 +68,7 @@ class AgentEnv(ContainerEnv):
         max_turns: replies allowed; the work is graded when they run out (the step limit).
         render_mode: None or "ansi".
         **options: the family's options and the env's (`AgentConfig`: `agent=`, `mode=`, `upstream_url=`,
-            `call_timeout_s=`, `warm_pool=`...). With `warm_pool=N` each pooled container has its own channel
-            directory, bind-mounted when the pool starts it (docs/swe-warm-pool.md).
+            `call_timeout_s=`, `warm_pool=`...).
     """
 
     default_max_turns = 100
@@ -87,6 +87,7 @@ class AgentEnv(ContainerEnv):
         self.trajectory: list[dict[str, Any]] = []
         self.side_calls = 0
         self._channel: LLMChannel | None = None
+        self._bridge: ExecBridge | None = None
         self._agent: AgentProcess | None = None
         self._call: Call | None = None
         self._request_info: dict[str, Any] = {}
@@ -136,54 +137,48 @@ class AgentEnv(ContainerEnv):
         elif not self.runtime.image_exists(image):
             raise SandboxError(f"image {image!r} is not present: build it with `gymenvs swe install-agent {self.agent.name} "
                                f"{self.episode_image.name}`")
-        channel, sandbox = self._pooled_channel(image) if self._pooled else self._new_channel(image)
+        sandbox = self._sandbox = self._pooled_sandbox(image) if self._pooled else self._new_sandbox(image)
+        channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name)
         self.family.prepare_step(self.episode_task, sandbox)
-        files = {_FORWARDER: resources.files("gymenvs.container.agent").joinpath(_FORWARDER).read_bytes(),
-                 **self.agent.file_contents(),
-                 "task.md": self.family.instruction(self.episode_task).encode("utf-8", "surrogateescape")}
-        for name, data in files.items():  # a pooled container sees them appear in its bind mount
-            (channel.directory / name).write_bytes(data)
-        script = (f"{self.episode_image.setup}\nexec python3 {MOUNT}/{_FORWARDER} {MOUNT}/{SOCKET_NAME} -- "
-                  f"bash -c {shlex.quote(self.agent.command)}")
+        self._put_agent_files(sandbox)
+        bridge = self._bridge = ExecBridge(sandbox, f"{MOUNT}/{_FORWARDER}", str(channel.socket_path),
+                                           setup=self.episode_image.setup)
+        script = f"{self.episode_image.setup}\nexec bash -c {shlex.quote(self.agent.command)}"
         self._agent_turn_began = time.monotonic()
-        stream = sandbox.open_exec(["bash", "-c", script], environment=self._agent_environment(channel))
+        stream = sandbox.open_exec(["bash", "-c", script], environment=self._agent_environment(channel, bridge))
         agent = self._agent = AgentProcess(stream, channel)
         return channel, agent
 
-    def _agent_environment(self, channel: LLMChannel) -> dict[str, str]:
+    def _put_agent_files(self, sandbox: Sandbox) -> None:
+        """The forwarder, the agent's files and the task, written into MOUNT through the engine's API."""
+        files = {_FORWARDER: resources.files("gymenvs.container.agent").joinpath(_FORWARDER).read_bytes(),
+                 **self.agent.file_contents(),
+                 "task.md": self.family.instruction(self.episode_task).encode("utf-8", "surrogateescape")}
+        entries: list[tuple[str, str, str | bytes]] = [(MOUNT, "dir", ""), *((f"{MOUNT}/{name}", "file", data)
+                                                                             for name, data in files.items())]
+        sandbox.put_archive("/", entries_archive(entries))
+
+    def _agent_environment(self, channel: LLMChannel, bridge: ExecBridge) -> dict[str, str]:
         config = self.config
+        origin = f"http://127.0.0.1:{bridge.port}"
         return {
             **SHELL_ENVIRONMENT, "OPENAI_API_KEY": channel.token, "OPENAI_MODEL": config.model_name,
+            "OPENAI_BASE_URL": f"{origin}/v1", "OPENAI_API_BASE": f"{origin}/v1", "GYMENVS_BASE_URL": f"{origin}/v1",
+            "ANTHROPIC_BASE_URL": origin, "GYMENVS_ORIGIN": origin, "GYMENVS_FORWARDER_PID": str(bridge.pid),
             "GYMENVS_API_KEY": channel.token, "ANTHROPIC_AUTH_TOKEN": channel.token, "ANTHROPIC_MODEL": config.model_name,
             "GYMENVS_SIDE_MODEL": config.side_model_name, "GYMENVS_TASK_FILE": f"{MOUNT}/task.md",
             "GYMENVS_WORKDIR": self.workdir, "GYMENVS_COMMAND_TIMEOUT": f"{config.command_timeout_s:g}",
             "GYMENVS_OUTPUT_LIMIT": str(config.output_limit), **self.family.agent_environment, **self.agent.environment,
         }
 
-    def _new_channel(self, image: str) -> tuple[LLMChannel, Sandbox]:
-        """A new channel, then a container started from `image` with its directory bound at MOUNT."""
-        channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name)
-        sandbox = self._sandbox = self.runtime.start(image, role="agent", episode_id=self._episode_id or "",
-                                                     limits=self.limits, read_only_binds={str(channel.directory): MOUNT},
-                                                     workdir=self.workdir)
-        return channel, sandbox
+    def _new_sandbox(self, image: str) -> Sandbox:
+        return self.runtime.start(image, role="agent", episode_id=self._episode_id or "", limits=self.limits,
+                                  workdir=self.workdir)
 
-    def _pooled_channel(self, image: str) -> tuple[LLMChannel, Sandbox]:
-        """A container of `image` from the warm pool, and a channel opened in its own directory."""
-        from gymenvs.container.agent.channel import new_channel_directory
-        from gymenvs.container.pool import PrivateDirectory
-
-        pool = self._pool(image, shell=False, directory=PrivateDirectory(new_channel_directory, MOUNT))
-        sandbox, _, directory = pool.take(episode_id=self._episode_id or "")
-        assert directory is not None  # this env's pools give every container its own directory
-        self._sandbox = sandbox
-        try:
-            channel = self._channel = LLMChannel(model_name=self.config.model_name, directory=directory,
-                                                 side_model=self.config.side_model_name)
-        except BaseException:
-            shutil.rmtree(directory, ignore_errors=True)
-            raise
-        return channel, sandbox
+    def _pooled_sandbox(self, image: str) -> Sandbox:
+        """A started container of `image` from the warm pool."""
+        sandbox, _ = self._pool(image, shell=False).take(episode_id=self._episode_id or "")
+        return sandbox
 
     # -- a step: the policy's reply to the waiting request --------------------------------------
 
@@ -294,8 +289,6 @@ class AgentEnv(ContainerEnv):
         (`gymenvs.container.env.grade_ending`), None when the agent finished by itself."""
         info: dict[str, Any] = {"exit_code": exit_code, "agent_log": self._agent.log_tail() if self._agent else "",
                                 "trajectory": self.trajectory, "side_calls": self.side_calls}
-        # The channel is closed (its directory removed) only once grading has read the container: an engine
-        # may re-create a missing bind-mount source when it copies files out of a container.
         grade, graded, next_step = self._grade_and_end(ended_as)
         info.update(graded)
         if next_step is not None:  # the agent runs again, on the next step's instruction: its first request
@@ -321,12 +314,14 @@ class AgentEnv(ContainerEnv):
         in the background, as a reset does, so that it need not wait for the engine)."""
         if self._channel is not None:
             self._channel.close()
+        if self._bridge is not None:
+            self._bridge.close()
         if self._agent is not None:
             self._agent.stop()
         self._discard_sandbox(wait)
         if self._agent is not None:
             self._agent.join()
-        self._channel = self._agent = self._call = None
+        self._channel = self._bridge = self._agent = self._call = None
 
     def _episode_state(self) -> dict[str, Any]:
         return {

@@ -1,91 +1,122 @@
 """The in-container end of an agent's LLM channel (stdlib only, any python3 >= 3.6).
 
-    python3 forwarder.py SOCKET -- AGENT ARGV...
+    python3 forwarder.py
 
-Listens on 127.0.0.1 (a free port), exports the base URLs of that port to the agent
-(OPENAI_BASE_URL, OPENAI_API_BASE, GYMENVS_BASE_URL: http://127.0.0.1:PORT/v1; ANTHROPIC_BASE_URL,
-GYMENVS_ORIGIN: http://127.0.0.1:PORT, as Anthropic clients take it), starts a relay process that copies every TCP connection byte
-for byte to the unix socket SOCKET (bind-mounted from the host, which serves the episode's HTTP
-endpoint there), then becomes the agent (exec). The container keeps network_mode "none": its own
-loopback and the socket are all it has. The relay's pid is in GYMENVS_FORWARDER_PID.
+Listens on 127.0.0.1 (a free port) and carries every TCP connection made to it, byte for byte, over its own
+stdin and stdout: the stream of the engine exec session that started it, whose other end is the host's
+`gymenvs.container.agent.bridge`. So the agent reaches the episode's HTTP endpoint with no host path, socket
+or network in its container (network_mode "none"), whether the engine runs on this host or not.
+
+Both directions are a sequence of frames: a header (`FRAME`: kind, connection number, payload length)
+and the payload. The forwarder first sends `READY` with "PORT PID"; then `OPEN` for each accepted
+connection, `DATA` for its bytes, and `EOF` when it has no more to send (a half-close: the other
+direction goes on); the host answers with `DATA` and `EOF` of its own. The forwarder exits when its
+stdin closes.
 """
 
 import os
 import socket
+import struct
 import sys
 import threading
 
+FRAME = struct.Struct(">BII")
+READY, OPEN, DATA, EOF = 1, 2, 3, 4
+_CHUNK = 65536
 
-def pump(source, sink):
+
+class Frames:
+    """The framed stream on this process's stdout: one writer at a time."""
+
+    def __init__(self, fd):
+        self._fd = fd
+        self._lock = threading.Lock()
+
+    def send(self, kind, number, payload=b""):
+        data = FRAME.pack(kind, number, len(payload)) + payload
+        with self._lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
+
+
+def read_exactly(fd, size):
+    data = b""
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+class Connection:
+    def __init__(self, sock):
+        self.sock = sock
+        self.host_done = threading.Event()  # the host sent its EOF (or went away)
+
+
+def upstream(connection, number, frames, connections):
+    """Copy what the agent sends on `connection` into DATA frames, then EOF; close it once the host is done too."""
     try:
         while True:
-            data = source.recv(65536)
+            data = connection.sock.recv(_CHUNK)
             if not data:
                 break
-            sink.sendall(data)
+            frames.send(DATA, number, data)
     except OSError:
         pass
-    finally:
+    frames.send(EOF, number)
+    connection.host_done.wait()
+    connections.pop(number, None)
+    connection.sock.close()
+
+
+def accept(listener, frames, connections):
+    number = 0
+    while True:
+        sock, _ = listener.accept()
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        number += 1
+        connection = connections[number] = Connection(sock)
+        frames.send(OPEN, number)
+        threading.Thread(target=upstream, args=(connection, number, frames, connections), daemon=True).start()
+
+
+def downstream(fd, connections):
+    """Deliver the host's frames to their connections until stdin closes."""
+    while True:
+        header = read_exactly(fd, FRAME.size)
+        if header is None:
+            return
+        kind, number, size = FRAME.unpack(header)
+        payload = read_exactly(fd, size) if size else b""
+        if payload is None:
+            return
+        connection = connections.get(number)
+        if connection is None:
+            continue
         try:
-            sink.shutdown(socket.SHUT_WR)
+            if kind == DATA:
+                connection.sock.sendall(payload)
+            elif kind == EOF:
+                connection.host_done.set()
+                connection.sock.shutdown(socket.SHUT_WR)
         except OSError:
             pass
 
 
-def bridge(client, socket_path):
-    upstream = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        upstream.connect(socket_path)
-    except OSError:
-        client.close()
-        upstream.close()
-        return
-    back = threading.Thread(target=pump, args=(upstream, client), daemon=True)
-    back.start()
-    pump(client, upstream)
-    back.join()
-    client.close()
-    upstream.close()
-
-
-def relay(listener, socket_path):
-    while True:
-        client, _ = listener.accept()
-        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        threading.Thread(target=bridge, args=(client, socket_path), daemon=True).start()
-
-
-def main(argv):
-    if "--" not in argv or argv.index("--") != 2 or len(argv) < 4:
-        sys.stderr.write("usage: forwarder.py SOCKET -- AGENT ARGV...\n")
-        return 2
-    socket_path, agent = argv[1], argv[3:]
+def main():
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
-    port = listener.getsockname()[1]
-    pid = os.fork()
-    if pid == 0:  # the relay: detached from the agent's output, so the agent's exit ends that stream
-        os.setsid()
-        devnull = os.open(os.devnull, os.O_RDWR)
-        for fd in (0, 1, 2):
-            os.dup2(devnull, fd)
-        try:
-            relay(listener, socket_path)
-        finally:
-            os._exit(0)
-    listener.close()
-    origin = f"http://127.0.0.1:{port}"
-    base_url = origin + "/v1"
-    env = dict(os.environ, OPENAI_BASE_URL=base_url, OPENAI_API_BASE=base_url, GYMENVS_BASE_URL=base_url,
-               ANTHROPIC_BASE_URL=origin, GYMENVS_ORIGIN=origin, GYMENVS_FORWARDER_PID=str(pid))
-    try:
-        os.execvpe(agent[0], agent, env)
-    except OSError as exc:
-        sys.stderr.write(f"forwarder: cannot start the agent {agent[0]!r}: {exc}\n")
-        return 127
+    frames, connections = Frames(sys.stdout.fileno()), {}
+    frames.send(READY, 0, f"{listener.getsockname()[1]} {os.getpid()}".encode())
+    threading.Thread(target=accept, args=(listener, frames, connections), daemon=True).start()
+    downstream(sys.stdin.fileno(), connections)
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())

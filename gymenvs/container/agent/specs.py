@@ -2,7 +2,7 @@
 
 Every agent gets these environment variables (plus its spec's own `environment`):
 
-    OPENAI_BASE_URL, OPENAI_API_BASE   http://127.0.0.1:<port>/v1, the episode's endpoint (set by the forwarder;
+    OPENAI_BASE_URL, OPENAI_API_BASE   http://127.0.0.1:<port>/v1, the episode's endpoint (the forwarder's port;
     GYMENVS_BASE_URL                    it serves Chat Completions, Responses and Anthropic Messages)
     ANTHROPIC_BASE_URL, GYMENVS_ORIGIN  http://127.0.0.1:<port>, the same endpoint as Anthropic clients take it
     OPENAI_API_KEY, GYMENVS_API_KEY,    the episode's token (sent as a Bearer or an x-api-key header); any other
@@ -15,14 +15,14 @@ Every agent gets these environment variables (plus its spec's own `environment`)
     GYMENVS_COMMAND_TIMEOUT             seconds an agent should let one command run
 
 `command` is a bash command line run in the repository after the task's Python environment is
-activated; the forwarder execs it, so the agent's exit ends the episode.
+activated, in an exec session of its own, so the agent's exit ends the episode.
 
 The four coding-agent CLIs (Claude Code, Codex, OpenCode, Pi) are npm packages installed offline
 into derived images (`install.py`); their launch commands, switches and config files are those
 measured in docs/swe-agents.md ("The agent CLIs"). Their config files are templates: the command
-copies them out of MOUNT with `@OPENAI_BASE_URL@`, `@OPENAI_MODEL@` and `@GYMENVS_SIDE_MODEL@` filled in (the port is only
-known inside the container), and each names the environment variable holding the token rather
-than the token itself.
+copies them out of MOUNT (written through the engine's API) with `@OPENAI_BASE_URL@`, `@OPENAI_MODEL@`
+and `@GYMENVS_SIDE_MODEL@` filled in (the port is only known inside the container), and each names the
+environment variable holding the token rather than the token itself.
 """
 
 from __future__ import annotations

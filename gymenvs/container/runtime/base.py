@@ -279,10 +279,10 @@ class Runtime(Protocol):
         ...
 
     def start(self, image: str, *, role: str, episode_id: str, limits: Limits = Limits(), workdir: str = "/",
-              labels: Mapping[str, str] | None = None, read_only_binds: Mapping[str, str] | None = None,
-              volumes: Mapping[str, str] | None = None, network_of: Sandbox | None = None) -> Sandbox:
-        """A started sandbox of `image`: `read_only_binds` maps host directories to where it sees them,
-        `volumes` maps volume names (`create_volume`) to where they are mounted. With `network_of`, it joins
+              labels: Mapping[str, str] | None = None, volumes: Mapping[str, str] | None = None,
+              network_of: Sandbox | None = None) -> Sandbox:
+        """A started sandbox of `image`: `volumes` maps volume names (`create_volume`) to where they are mounted
+        (nothing of this host is: the engine need not share its files). With `network_of`, it joins
         that sandbox's network namespace (its loopback and interfaces; `limits.network` is then not used)
         and shares nothing else with it. With `limits.allowed_hosts`, it reaches only those (`SandboxError` where
         the runtime cannot enforce it). Resource limits it cannot enforce (`unenforced`) are refused

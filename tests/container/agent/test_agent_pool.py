@@ -1,5 +1,5 @@
-"""SWEAgent-v0's warm pool against the real Docker engine: every pooled container has its own channel
-directory, bound when the pool starts it; an episode opens its channel there; nothing is shared
+"""SWEAgent-v0's warm pool against the real Docker engine: pooled containers bind nothing of the host; an
+episode writes its own files into the container it takes and opens its own channel; nothing is shared
 between episodes, and nothing is left after close, or after the owner is SIGKILLed."""
 
 from __future__ import annotations
@@ -35,11 +35,12 @@ def own_directories() -> set[str]:
     return {str(p) for p in Path(tempfile.gettempdir()).glob(f"gymenvs-agent-{os.getpid()}-*")}
 
 
-def bound_directory(docker_client, container: str) -> str:
-    """The host directory `container` has at MOUNT."""
-    mounts = docker_client.api.inspect_container(container)["Mounts"]
-    (source,) = [m["Source"] for m in mounts if m["Destination"] == MOUNT]
-    return source
+def mounts(docker_client, container: str) -> list:
+    return docker_client.api.inspect_container(container)["Mounts"]
+
+
+def has_agent_files(docker_client, container: str) -> bool:
+    return docker_client.containers.get(container).exec_run(["test", "-e", MOUNT]).exit_code == 0
 
 
 def test_a_pooled_episode_with_the_gold_patch_grades_one(make_agent_env, docker_client):  # noqa: F811
@@ -49,7 +50,7 @@ def test_a_pooled_episode_with_the_gold_patch_grades_one(make_agent_env, docker_
     agent_env = env.unwrapped
     container = agent_env.state()["container"]
     assert docker_client.containers.get(container).labels[LABEL_POOL] == "1"  # it came from the pool
-    assert bound_directory(docker_client, container) == str(agent_env._channel.directory)
+    assert mounts(docker_client, container) == []  # the agent's files and channel come through the engine's API
     assert task.problem_statement.split("\n")[0] in observation
     env.step(apply_patch(task.patch))
     observation, reward, terminated, truncated, info = env.step(SUBMIT)
@@ -57,7 +58,7 @@ def test_a_pooled_episode_with_the_gold_patch_grades_one(make_agent_env, docker_
     assert reward == 1.0 and info["report"]["status"] == "resolved"
 
 
-def test_consecutive_pooled_episodes_never_see_each_others_directory(make_agent_env, docker_client):  # noqa: F811
+def test_consecutive_pooled_episodes_never_see_each_others_files(make_agent_env, docker_client):  # noqa: F811
     env = make_agent_env(warm_pool=2)
     agent_env = env.unwrapped
     env.reset(options={"instance_id": FIXTURE_IDS[0]})
@@ -68,15 +69,14 @@ def test_consecutive_pooled_episodes_never_see_each_others_directory(make_agent_
     env.reset(options={"instance_id": FIXTURE_IDS[0]})  # the same image: the same pool
     second_container, second = agent_env.state()["container"], agent_env._channel.directory
     assert second_container in waiting and second_container != first_container
-    assert second != first and not first.exists()  # the first episode's directory went with it
-    # Inside, the second episode sees exactly its own directory: its socket, its files.
-    seen = env.step(bash(f"stat -c %i {MOUNT}/llm.sock; ls -A {MOUNT}"))[0]
-    assert seen.startswith(f"[tool] (bash)\n{(second / 'llm.sock').stat().st_ino}\n{chr(10).join(sorted(os.listdir(second)))}\n")
-    # Every container of this process binds its own directory; the waiting ones hold nothing yet.
+    assert second != first and not first.exists()  # the first episode's channel went with it
+    # Inside, the second episode sees exactly the files written for it, and no socket of the host.
+    seen = env.step(bash(f"ls -A {MOUNT}"))[0]
+    assert seen == "[tool] (bash)\nforwarder.py\nreference_agent.py\ntask.md\n[exit code: 0]"
+    # The waiting containers hold nothing of an episode yet.
     wait_for(lambda: pool.ready() == 2 and len(own_containers(docker_client)) == 3)  # the first one removed
-    bound = [bound_directory(docker_client, c.id) for c in own_containers(docker_client)]
-    assert len(set(bound)) == len(bound) == 3 and str(second) in bound
-    assert all(Path(d).is_dir() and not any(Path(d).iterdir()) for d in bound if d != str(second))
+    waiting = [c.id for c in own_containers(docker_client) if c.name != second_container]
+    assert len(waiting) == 2 and not any(has_agent_files(docker_client, c) for c in waiting)
 
 
 def test_nothing_is_left_after_close(make_agent_env, docker_client):  # noqa: F811
@@ -84,7 +84,7 @@ def test_nothing_is_left_after_close(make_agent_env, docker_client):  # noqa: F8
     env.reset(options={"instance_id": FIXTURE_IDS[0]})
     pool = env.unwrapped._pools[0]
     wait_for(lambda: pool.ready() == 2)
-    assert len(own_containers(docker_client)) == 3 and len(own_directories()) == 3
+    assert len(own_containers(docker_client)) == 3 and len(own_directories()) == 1  # the episode's channel
     env.close()
     assert not own_containers(docker_client) and not own_directories() and not agent_threads()
     assert WarmPool._pools == {}
@@ -95,7 +95,7 @@ POOLED_THEN_KILLED = ("import gymnasium as gym, gymenvs, json, os, signal, time\
                       "pool = env.unwrapped._pools[0]\n"
                       "while pool.ready() < 2: time.sleep(0.1)\n"
                       "started = [env.unwrapped._sandbox] + [warm.sandbox for warm in pool._ready]\n"
-                      "directories = [env.unwrapped._channel.directory] + [warm.directory for warm in pool._ready]\n"
+                      "directories = [env.unwrapped._channel.directory]\n"
                       "print(json.dumps([[s.name for s in started], [str(d) for d in directories]]), flush=True)\n"
                       "os.kill(os.getpid(), signal.SIGKILL)\n")
 
@@ -103,7 +103,7 @@ POOLED_THEN_KILLED = ("import gymnasium as gym, gymenvs, json, os, signal, time\
 def test_a_sigkilled_owner_leaves_nothing_the_next_process_does_not_reap(swe_images, docker_client):
     result = subprocess.run([sys.executable, "-c", POOLED_THEN_KILLED], capture_output=True, text=True, timeout=300)
     containers, directories = json.loads(result.stdout)
-    assert len(containers) == 3 and all(Path(d).is_dir() for d in directories)
+    assert len(containers) == 3 and len(directories) == 1 and Path(directories[0]).is_dir()
     result = subprocess.run([sys.executable, "-c", NEXT_PROCESS], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     reaped = json.loads(result.stdout.strip().splitlines()[-1])

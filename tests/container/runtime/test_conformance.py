@@ -2,7 +2,7 @@
 rootless Podman, which .ci/setup runs as an ordinary user):
 
 - SWE-v0 on a fixture task: the gold patch grades 1, an empty patch 0;
-- SWEAgent-v0: the reference agent (in the container, its calls on a Unix socket bind-mounted from the host)
+- SWEAgent-v0: the reference agent (in the container, its calls carried over its forwarder's exec stream)
   applying the gold patch grades 1;
 - Terminal-v0 on a Harbor task (its image built on first use, its grading on a snapshot with volumes): the oracle
   scores 1, an empty run 0;

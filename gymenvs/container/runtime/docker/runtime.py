@@ -96,11 +96,10 @@ class DockerRuntime:
     # -- sandboxes --------------------------------------------------------------------------------
 
     def start(self, image: str, *, role: str, episode_id: str, limits: Limits = Limits(), workdir: str = "/",
-              labels: Mapping[str, str] | None = None, read_only_binds: Mapping[str, str] | None = None,
-              volumes: Mapping[str, str] | None = None, network_of: Sandbox | None = None) -> DockerSandbox:
+              labels: Mapping[str, str] | None = None, volumes: Mapping[str, str] | None = None,
+              network_of: Sandbox | None = None) -> DockerSandbox:
         limits = enforceable(limits, self.unenforced, self.name)
-        options = container_options(role, episode_id, limits, workdir, labels=labels, read_only_binds=read_only_binds,
-                                    volumes=volumes)
+        options = container_options(role, episode_id, limits, workdir, labels=labels, volumes=volumes)
         egress = None
         if network_of is not None:  # its network is the other's, rules included
             options.pop("network", None)

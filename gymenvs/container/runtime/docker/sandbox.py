@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     import docker
 
 #: Capabilities a container keeps (Docker's defaults minus NET_RAW, MKNOD, SETFCAP, SETPCAP, SYS_CHROOT
-#: and AUDIT_WRITE). DAC_OVERRIDE stays so root can still reach a bind-mounted unix socket it does not own.
+#: and AUDIT_WRITE). DAC_OVERRIDE stays, as in Docker's defaults: root in a task image may read and write files it
+#: does not own.
 KEPT_CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "NET_BIND_SERVICE")
 SECURITY_OPTIONS = ("no-new-privileges:true",)
 _CHANGE_KINDS: dict[int, ChangeKind] = {0: "changed", 1: "added", 2: "deleted"}
@@ -55,12 +56,10 @@ _ALIASES_API = "1.22"  # the engine API version that added network aliases (the 
 
 
 def container_options(role: str, episode_id: str, limits: Limits, workdir: str, *,
-                      labels: Mapping[str, str] | None = None, read_only_binds: Mapping[str, str] | None = None,
-                      volumes: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The `containers.create` keywords of a sandbox: its limits, labels, read-only binds and volumes."""
-    binds = {host: {"bind": inside, "mode": "ro"} for host, inside in (read_only_binds or {}).items()}
+                      labels: Mapping[str, str] | None = None, volumes: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The `containers.create` keywords of a sandbox: its limits, labels and volumes."""
     # a fresh volume stays empty: nothing of the image at its mount point is copied in
-    binds.update({volume: {"bind": inside, "mode": "rw,nocopy"} for volume, inside in (volumes or {}).items()})
+    binds = {volume: {"bind": inside, "mode": "rw,nocopy"} for volume, inside in (volumes or {}).items()}
     return dict(
         **_network_options(limits),
         command=["sleep", str(limits.lifetime_seconds)],
@@ -80,7 +79,7 @@ def container_options(role: str, episode_id: str, limits: Limits, workdir: str, 
 
 
 def mount_points(options: Mapping[str, Any]) -> frozenset[str]:
-    """Where the engine mounts something over a container created with `options`: its init program, binds, volumes."""
+    """Where the engine mounts something over a container created with `options`: its init program, volumes."""
     mounted = {bind["bind"] for bind in (options.get("volumes") or {}).values()}
     return frozenset(mounted | set(_INIT_PATHS if options.get("init") else ()))
 
@@ -226,7 +225,7 @@ class DockerSandbox:
     def changed_paths(self, under: str) -> dict[str, ChangeKind]:
         """What the container changed under `under`, as the engine sees its writable layer (no process in
         the container is asked): {absolute path: "changed" | "added" | "deleted"}. The entries the engine made for
-        what it mounts (its init program, binds, volumes) are not the container's changes, and are left out."""
+        what it mounts (its init program, volumes) are not the container's changes, and are left out."""
         try:
             changes = self._api.diff(self.id) or []
         except Exception as exc:
