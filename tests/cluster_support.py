@@ -180,8 +180,8 @@ def ray_cluster(head_resources: Mapping[str, int], node2_resources: Mapping[str,
         try:
             address = f"127.0.0.1:{port}"
             _wait_until(lambda: _nodes(ray, address, base) >= 1, "the Ray head", 60, Path(folder) / "head.log", head)
-            node2 = _ray_start([ray, "start", f"--address={address}", f"--resources={json.dumps(dict(node2_resources))}", *common],
-                               {**base, "DOCKER_HOST": node2_engine}, Path(folder) / "node2.log")
+            joining = [ray, "start", f"--address={address}", f"--resources={json.dumps(dict(node2_resources))}", *common]
+            node2 = _ray_start(joining, {**base, "DOCKER_HOST": node2_engine}, Path(folder) / "node2.log")
             _wait_until(lambda: _nodes(ray, address, base) >= 2, "the second Ray node", 60, Path(folder) / "node2.log", node2)
             yield RayCluster(address, environment, head, node2)
         finally:

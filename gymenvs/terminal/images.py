@@ -149,7 +149,8 @@ def _sidecar_image(runtime: Runtime, task: TerminalTask, name: str, service: Map
                    registry: str | None) -> str:
     build = service.get("build")
     if not build:
-        ensure_image(runtime, service["image"], pull=pull, registry=registry, hint=f"it is sidecar {name!r} of task {task.name!r}")
+        ensure_image(runtime, service["image"], pull=pull, registry=registry,
+                     hint=f"it is sidecar {name!r} of task {task.name!r}")
         return service["image"]
     context = Path(build["context"])
     dockerfile = build.get("dockerfile", "Dockerfile")

@@ -30,8 +30,10 @@ def containers(engine: str | None, session: int | None = None) -> dict[str, str]
 
     client = docker.DockerClient(base_url=engine) if engine else docker.from_env()
     try:
-        found = {c.labels.get(LABEL_EPISODE, c.id): c.labels.get(LABEL_PID, "")
-                 for c in client.containers.list(all=True, filters={"label": LABEL})}
+        # sparse: no inspection of each, which fails for a container another test removes meanwhile
+        listed = client.containers.list(all=True, sparse=True, filters={"label": LABEL})
+        found = {(c.attrs.get("Labels") or {}).get(LABEL_EPISODE) or c.id: (c.attrs.get("Labels") or {}).get(LABEL_PID, "")
+                 for c in listed}
     finally:
         client.close()
     return {episode: pid for episode, pid in found.items() if session is None or _session_of(pid) == session}
@@ -51,11 +53,14 @@ class LosingGenerator:
         self.inner, self.head_session = inner, head_session
         self.node2_pid, self.node2_engine = node2_pid, node2_engine
         self.seen: list[dict[str, dict[str, str]]] = []
+        self.lost_at = 0.0
 
     def generate(self, prompts, max_tokens):
         self.seen.append({"engine1": containers(None, self.head_session), "engine2": containers(self.node2_engine)})
         if len(self.seen) == 1:
             kill_tree(self.node2_pid)
+            self.lost_at = time.monotonic()
+            logging.getLogger("wrappers").info("node 2 lost: its ray start, raylet and workers SIGKILLed")
         return self.inner.generate(prompts, max_tokens)
 
 
@@ -83,6 +88,7 @@ def main(address: str, registry: str, head_session: int, node2_pid: int, node2_e
         rollout.close()
     report = {
         "seconds": round(time.monotonic() - started, 1),
+        "lost_after": round(generator.lost_at - started, 1),
         "episodes": [{"outcome": e.outcome, "trainable": e.trainable, "retries": e.retries, "reward": e.reward,
                       "infra_failures": e.infra_failures}
                      for e in episodes],

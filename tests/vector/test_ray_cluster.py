@@ -70,4 +70,4 @@ def test_a_lost_node_s_episodes_are_replayed_on_the_head_and_its_containers_reap
         assert client.containers.list(all=True) == []
         client.close()
     print(f"\nepisodes at the loss: head {len(on_head)}, node 2 {lost}; replayed {report['counts']['retries']}; "
-          f"rollout {report['seconds']} s; reaped on node 2: {len(reaped)}")
+          f"rollout {report['seconds']} s, node 2 lost at {report['lost_after']} s; reaped on node 2: {len(reaped)}")
