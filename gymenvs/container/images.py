@@ -31,12 +31,16 @@ _GITCONFIG = ("[safe]\n\tdirectory = *\n"
 def ensure_image(runtime: Runtime, name: str, *, pull: bool = False, registry: str | None = None,
                  hint: str = "pull or build it") -> None:
     """Make sure `name` is present: from `registry` (a registry holding gymenvs' images, `push_image`) if given,
-    else from its own registry if `pull`; `ImageMissing` saying how to get it (`hint`)."""
+    then from its own registry if `pull`; `ImageMissing` saying how to get it (`hint`)."""
     if runtime.image_exists(name):
         return
     if registry is not None:
-        pull_from_registry(runtime, name, registry)
-        return
+        try:
+            pull_from_registry(runtime, name, registry)
+            return
+        except ImageMissing:
+            if not pull:
+                raise
     if not pull:
         raise ImageMissing(f"image {name!r} is not present locally; {hint}, or pass pull=True to pull it from its registry")
     try:

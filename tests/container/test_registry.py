@@ -4,6 +4,7 @@ with no image (tests/cluster_support.py), the registry Debian's `docker-registry
 
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 from cluster_support import REPOSITORY, local_registry, second_engine
@@ -24,9 +25,10 @@ def test_an_engine_without_the_image_pulls_it_from_the_registry_the_build_comman
     import docker
     import gymnasium as gym
 
-    from gymenvs.container.runtime import ImageMissing
+    from gymenvs.container.images import ensure_image
+    from gymenvs.container.runtime import ImageMissing, runtime_class
 
-    with local_registry() as registry, second_engine() as engine:
+    with local_registry() as registry, second_engine() as engine, _untagged_after(docker_client, registry):
         pushed = subprocess.run([*CLI, "swe", "build-images", "--quiet", "--push", registry], cwd=REPOSITORY,
                                 capture_output=True, text=True, timeout=300)
         assert pushed.returncode == 0, pushed.stderr
@@ -36,6 +38,11 @@ def test_an_engine_without_the_image_pulls_it_from_the_registry_the_build_comman
         with pytest.raises(ImageMissing, match="is not present locally; build the fixture images"):
             without.reset(seed=0)
         without.close()
+
+        node2 = runtime_class("docker")(engine)
+        with pytest.raises(ImageMissing, match=f"not present locally and not in registry '{registry}'.*--push REGISTRY"):
+            ensure_image(node2, "gymenvs/never-pushed:1", registry=registry)
+        node2.close()
 
         env = gym.make("gymenvs/SWE-v0", engine=engine, registry=registry, max_turns=1)
         try:
@@ -50,6 +57,14 @@ def test_an_engine_without_the_image_pulls_it_from_the_registry_the_build_comman
             assert client.containers.list(all=True) == []
         finally:
             client.close()
-            for name in (tag for image in docker_client.images.list() for tag in image.tags):
-                if name.startswith(f"{registry}/"):  # the push's names on the first engine: untagged, the images stay
-                    docker_client.images.remove(name)
+
+
+@contextmanager
+def _untagged_after(docker_client, registry):
+    """Remove the push's names (`registry/...`) from the first engine at the end; the images stay."""
+    try:
+        yield
+    finally:
+        for name in (tag for image in docker_client.images.list() for tag in image.tags):
+            if name.startswith(f"{registry}/"):
+                docker_client.images.remove(name)
