@@ -20,7 +20,7 @@ FORMATS = ("auto", *FAMILIES)
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
-    from gymenvs.container.runtime_cli import add_runtime_options
+    from gymenvs.container.runtime_cli import add_push_option, add_runtime_options
 
     commands = parser.add_subparsers(dest="tasks_command", required=True, metavar="TASKS_COMMAND")
     validate = commands.add_parser("validate", help="check each task before training on it: a Harbor task's oracle scores 1 "
@@ -58,6 +58,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                        help="also install these agents into derived images (as `gymenvs swe install-agent` does)")
     build.add_argument("--quiet", action="store_true", help="no progress bars")
     add_runtime_options(build)
+    add_push_option(build)
     build.set_defaults(run=run_build_images)
 
 
@@ -95,7 +96,7 @@ def run_build_images(args: argparse.Namespace) -> int:
     from gymenvs.container.agent.install import install_agent
     from gymenvs.container.agent.specs import agent_spec, derived_image
     from gymenvs.container.family import select_tasks
-    from gymenvs.container.runtime_cli import runtime_of
+    from gymenvs.container.runtime_cli import push_images, runtime_of
 
     try:
         family = _family_class(args)(dataset=args.dataset, split=args.split, instance_ids=args.instance_ids)
@@ -111,6 +112,7 @@ def run_build_images(args: argparse.Namespace) -> int:
         built = install_agent(runtime, spec, images, progress=not args.quiet)
         print(f"{spec.name}: {len(built)} derived image(s) built, {len(set(images)) - len(built)} present"
               + (f" ({', '.join(derived_image(image, spec) for image in images)})" if built else ""))
+    push_images(args, runtime, images + [derived_image(image, spec) for spec in specs for image in images])
     return 0
 
 

@@ -69,8 +69,8 @@ class FileTasks(TaskFamily[FileTask, FileOptions]):
     def limits(self, task: FileTask) -> Limits:
         return Limits(mem_limit="256m", cpus=0.5, disk_limit=64 << 20)
 
-    def image(self, task: FileTask, runtime: Runtime, *, pull: bool = False) -> TaskImage:
-        ensure_image(runtime, self.options.image, pull=pull)
+    def image(self, task: FileTask, runtime: Runtime, *, pull: bool = False, registry: str | None = None) -> TaskImage:
+        ensure_image(runtime, self.options.image, pull=pull, registry=registry)
         return TaskImage(self.options.image, workdir="/root", setup="cd /root")
 
     def instruction(self, task: FileTask) -> str:

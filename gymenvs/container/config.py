@@ -17,6 +17,8 @@ from gymenvs.core.errors import ConfigError, config_error
 if TYPE_CHECKING:
     from gymenvs.container.family import TaskFamily
 
+#: A registry's address: a host (name or IPv4), an optional port, an optional path prefix.
+REGISTRY_PATTERN = r"^[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[a-z0-9._-]+)*$"
 #: The size syntax of every size option: a number of bytes with an optional unit ("512m", "10g").
 Size = Annotated[str, Field(pattern=r"^[0-9]+[bkmgBKMG]?$")]
 
@@ -30,6 +32,10 @@ class ContainerConfig(BaseModel):
     pull: bool = False
     """Pull a missing image from its registry (default: no; a missing image fails at reset, saying how to
     build or pull it)."""
+    registry: Annotated[str, Field(pattern=REGISTRY_PATTERN)] | None = None
+    """A registry holding gymenvs' images ("host:port", or "host:port/prefix"), where a missing image is pulled
+    from (as `registry/name`) and tagged under its own name, before `pull` is considered: how a cluster node gets
+    the images another machine built and pushed (`--push REGISTRY` of the build commands; docs/cluster.md)."""
     pids_limit: PositiveInt = 512
     """Processes allowed in each container."""
     unenforced_limits: Literal["refuse", "run_without"] = "refuse"

@@ -223,10 +223,11 @@ class ContainerEnv(TextEnv):
         self.task = self.family.at_step(task, 0)
         self.step_index, self.step_grades, self.grade = 0, [], None
         self.limits = self._limits_of(self.task)
-        self.image = self.family.image(task, self.runtime, pull=self.config.pull)
+        self.image = self.family.image(task, self.runtime, pull=self.config.pull, registry=self.config.registry)
         reap_once(self.runtime)
         self._sidecars = self.family.start_sidecars(task, self.runtime, episode_id=self._episode_id or "",
-                                                    limits=self.limits, pull=self.config.pull)
+                                                    limits=self.limits, pull=self.config.pull,
+                                                    registry=self.config.registry)
         self.limits = self._limits_of(self.task)  # on the sidecars' network, if any
         try:
             return self._begin(self.task)
@@ -275,7 +276,8 @@ class ContainerEnv(TextEnv):
     def _pool(self, image: str, **settings: Any) -> WarmPool:
         """The warm pool of `image` with these settings, joined once."""
         pool = WarmPool.for_image(self.runtime, image, size=self.config.warm_pool, limits=self.limits,
-                                  pull=self.config.pull, workdir=self.workdir, **settings)
+                                  pull=self.config.pull, registry=self.config.registry, workdir=self.workdir,
+                                  **settings)
         if pool not in self._pools:
             pool.join()
             self._pools.append(pool)

@@ -174,8 +174,9 @@ class TaskFamily(ABC, Generic[TaskT, OptionsT]):
         """The resources of the task's container."""
 
     @abstractmethod
-    def image(self, task: TaskT, runtime: Runtime, *, pull: bool = False) -> TaskImage:
-        """The task's image, present on `runtime` (built, or pulled when `pull`), with its working directory."""
+    def image(self, task: TaskT, runtime: Runtime, *, pull: bool = False, registry: str | None = None) -> TaskImage:
+        """The task's image, present on `runtime` (pulled from `registry` if given, else built, or pulled from its own
+        registry when `pull`), with its working directory."""
 
     @abstractmethod
     def instruction(self, task: TaskT) -> str:
@@ -193,7 +194,7 @@ class TaskFamily(ABC, Generic[TaskT, OptionsT]):
                 "The task's tests, which you do not see, then check the state you left in the container.")
 
     def start_sidecars(self, task: TaskT, runtime: Runtime, *, episode_id: str, limits: Limits,
-                       pull: bool = False) -> Sidecars | None:
+                       pull: bool = False, registry: str | None = None) -> Sidecars | None:
         """Start the containers `task` runs beside the agent's, with the reach `limits.network` allows; None (the
         default) for a task with none. The env removes them after grading."""
         return None

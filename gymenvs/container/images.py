@@ -28,16 +28,49 @@ _GITCONFIG = ("[safe]\n\tdirectory = *\n"
               "[init]\n\tdefaultBranch = main\n")
 
 
-def ensure_image(runtime: Runtime, name: str, *, pull: bool = False, hint: str = "pull or build it") -> None:
-    """Make sure `name` is present, pulling it if allowed; `ImageMissing` saying how to get it (`hint`)."""
+def ensure_image(runtime: Runtime, name: str, *, pull: bool = False, registry: str | None = None,
+                 hint: str = "pull or build it") -> None:
+    """Make sure `name` is present: from `registry` (a registry holding gymenvs' images, `push_image`) if given,
+    then from its own registry if `pull`; `ImageMissing` saying how to get it (`hint`)."""
     if runtime.image_exists(name):
         return
+    if registry is not None:
+        try:
+            pull_from_registry(runtime, name, registry)
+            return
+        except ImageMissing:
+            if not pull:
+                raise
     if not pull:
         raise ImageMissing(f"image {name!r} is not present locally; {hint}, or pass pull=True to pull it from its registry")
     try:
         runtime.pull(name)
     except ImageMissing as exc:
         raise ImageMissing(f"image {name!r} is not present locally and could not be pulled ({exc}); {hint}") from None
+
+
+def in_registry(name: str, registry: str) -> str:
+    """The name `name` has in `registry` ("host:port" or "host:port/prefix"): `registry/name`."""
+    return f"{registry}/{name}"
+
+
+def pull_from_registry(runtime: Runtime, name: str, registry: str) -> None:
+    """Pull `name` from `registry` and tag it `name`, as the envs call it; `ImageMissing` if the registry lacks it."""
+    remote = in_registry(name, registry)
+    try:
+        runtime.pull(remote)
+    except ImageMissing as exc:
+        raise ImageMissing(f"image {name!r} is not present locally and not in registry {registry!r} ({exc}); push it "
+                           "there from a machine that has it (`--push REGISTRY` of the build commands)") from None
+    runtime.tag(remote, name)
+
+
+def push_image(runtime: Runtime, name: str, registry: str) -> str:
+    """Tag the local image `name` as `registry/name` and push it there; the name it has in the registry."""
+    remote = in_registry(name, registry)
+    runtime.tag(name, remote)
+    runtime.push(remote)
+    return remote
 
 
 # -- the Debian base image ----------------------------------------------------------------------

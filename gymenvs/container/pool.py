@@ -101,13 +101,14 @@ class WarmPool:
 
     @classmethod
     def for_image(cls, runtime: Runtime, image: str, *, size: int, workdir: str, limits: Limits = Limits(), setup: str = "",
-                  environment: dict[str, str] | None = None, pull: bool = False, shell: bool = True) -> WarmPool:
+                  environment: dict[str, str] | None = None, pull: bool = False, registry: str | None = None,
+                  shell: bool = True) -> WarmPool:
         """The process's pool for `image` with these settings (made, and filled, on first use)."""
         key = _Key(os.getpid(), runtime, image, limits, setup, tuple(sorted((environment or {}).items())), shell, workdir)
         with cls._pools_lock:
             pool = cls._pools.get(key)
             if pool is None:
-                ensure_image(runtime, image, pull=pull)
+                ensure_image(runtime, image, pull=pull, registry=registry)
                 pool = cls._pools[key] = WarmPool(key, size)
             pool.size = max(pool.size, size)
             pool._fill()

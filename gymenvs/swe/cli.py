@@ -10,7 +10,7 @@ from pathlib import Path
 
 
 def add_commands(parser: argparse.ArgumentParser) -> None:
-    from gymenvs.container.runtime_cli import add_runtime_options
+    from gymenvs.container.runtime_cli import add_push_option, add_runtime_options
 
     commands = parser.add_subparsers(dest="swe_command", required=True, metavar="SWE_COMMAND")
 
@@ -22,6 +22,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     images = commands.add_parser("build-images", help="build the base image if missing, then the fixture task images")
     _add_base_options(images)
     add_runtime_options(images)
+    add_push_option(images)
     images.set_defaults(run=_build_images)
 
     tasks = commands.add_parser("tasks", help="list a dataset's tasks and their images")
@@ -54,6 +55,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     install.add_argument("--force", action="store_true", help="rebuild derived images that exist")
     install.add_argument("--quiet", action="store_true", help="no progress bar")
     add_runtime_options(install)
+    add_push_option(install)
     install.set_defaults(run=_install_agent)
 
     reap = commands.add_parser("reap", help="remove the containers, grading snapshots and volumes, and channel directories "
@@ -89,12 +91,15 @@ def _build_base_image(args: argparse.Namespace, force: bool | None = None) -> in
 
 
 def _build_images(args: argparse.Namespace) -> int:
-    from gymenvs.container.runtime_cli import runtime_of
-    from gymenvs.swe.images import build_fixture_images
+    from gymenvs.container.runtime_cli import push_images, runtime_of
+    from gymenvs.swe.images import build_fixture_images, image_for
+    from gymenvs.swe.tasks.tasks import FIXTURES, load_tasks
 
     _build_base_image(args, force=False)  # --force rebuilds the fixture images, not the slow base
-    built = build_fixture_images(runtime_of(args), base=args.tag, force=args.force, progress=not args.quiet)
+    runtime = runtime_of(args)
+    built = build_fixture_images(runtime, base=args.tag, force=args.force, progress=not args.quiet)
     print(f"fixture images: {len(built)} built" + (f" ({', '.join(built)})" if built else ", all present"))
+    push_images(args, runtime, [args.tag, *(image_for(task) for task in load_tasks(FIXTURES))])
     return 0
 
 
@@ -162,15 +167,17 @@ def _grade(args: argparse.Namespace) -> int:
 def _install_agent(args: argparse.Namespace) -> int:
     from gymenvs.container.agent.install import install_agent
     from gymenvs.container.agent.specs import agent_spec, derived_image
-    from gymenvs.container.runtime_cli import runtime_of
+    from gymenvs.container.runtime_cli import push_images, runtime_of
     from gymenvs.swe.images import image_for
     from gymenvs.swe.tasks.tasks import load_tasks
 
     spec = agent_spec(args.agent)
     images = args.images or [image_for(task, args.image_template) for task in load_tasks(args.dataset, split=args.split)]
-    built = install_agent(runtime_of(args), spec, images, force=args.force, progress=not args.quiet)
+    runtime = runtime_of(args)
+    built = install_agent(runtime, spec, images, force=args.force, progress=not args.quiet)
     for image in dict.fromkeys(images):
         print(f"{derived_image(image, spec)}: {'built' if derived_image(image, spec) in built else 'already present'}")
+    push_images(args, runtime, [derived_image(image, spec) for image in images])
     return 0
 
 

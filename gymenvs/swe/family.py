@@ -91,10 +91,10 @@ class SWEFamily(TaskFamily[Task, SWEOptions]):
         return Limits(mem_limit=options.mem_limit, cpus=options.cpus, network=options.network,
                       disk_limit=parse_size(options.disk_limit))
 
-    def image(self, task: Task, runtime: Runtime, *, pull: bool = False) -> TaskImage:
+    def image(self, task: Task, runtime: Runtime, *, pull: bool = False, registry: str | None = None) -> TaskImage:
         name = image_for(task, self.options.image_template)
         hint = "build the fixture images with `gymenvs swe build-images`" if name.startswith("gymenvs/") else "pull or build it"
-        ensure_image(runtime, name, pull=pull, hint=hint)
+        ensure_image(runtime, name, pull=pull, registry=registry, hint=hint)
         return TaskImage(name, WORKDIR, ENV_SETUP)
 
     def instruction(self, task: Task) -> str:

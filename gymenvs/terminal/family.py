@@ -80,11 +80,11 @@ class HarborFamily(TaskFamily[TerminalTask, HarborOptions]):
         return {**super().refused(tasks), **{name: reason for name, reason in why.items() if reason}}
 
     def start_sidecars(self, task: TerminalTask, runtime: Runtime, *, episode_id: str, limits: Limits,
-                       pull: bool = False) -> Sidecars | None:
+                       pull: bool = False, registry: str | None = None) -> Sidecars | None:
         """A compose task's other services, on the project's private network (`gymenvs.terminal.compose`)."""
         if task.compose_file is None:
             return None
-        return start_sidecars(runtime, task, sidecar_images(runtime, task, pull=pull), episode_id=episode_id,
+        return start_sidecars(runtime, task, sidecar_images(runtime, task, pull=pull, registry=registry), episode_id=episode_id,
                               network=limits.network)
 
     def requirements(self, task: TerminalTask) -> frozenset[str]:
@@ -103,12 +103,12 @@ class HarborFamily(TaskFamily[TerminalTask, HarborOptions]):
         return Limits(mem_limit=f"{environment.memory_mb}m", cpus=environment.cpus, disk_limit=environment.storage_mb << 20,
                       **network)
 
-    def image(self, task: TerminalTask, runtime: Runtime, *, pull: bool = False) -> TaskImage:
+    def image(self, task: TerminalTask, runtime: Runtime, *, pull: bool = False, registry: str | None = None) -> TaskImage:
         """The task's image (built from environment/ on first use), and a compose task's sidecars'; its WORKDIR is
         where the agent works."""
-        name = ensure_task_image(runtime, task, pull=pull)
+        name = ensure_task_image(runtime, task, pull=pull, registry=registry)
         if task.compose_file is not None:
-            sidecar_images(runtime, task, pull=pull)
+            sidecar_images(runtime, task, pull=pull, registry=registry)
         workdir = runtime.image_config(name).workdir
         return TaskImage(name, workdir, f"cd {shlex.quote(workdir)}")
 

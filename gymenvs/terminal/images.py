@@ -23,8 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gymenvs.container.images import ensure_image
-from gymenvs.container.runtime import ImageBuildError, Runtime
+from gymenvs.container.images import ensure_image, pull_from_registry
+from gymenvs.container.runtime import ImageBuildError, ImageMissing, Runtime
 from gymenvs.terminal.task import DOCKERFILE, TerminalTask
 
 IMAGE_PREFIX = "gymenvs/terminal"
@@ -74,20 +74,20 @@ def folder_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def ensure_task_image(runtime: Runtime, task: TerminalTask, *, pull: bool = False) -> str:
+def ensure_task_image(runtime: Runtime, task: TerminalTask, *, pull: bool = False, registry: str | None = None) -> str:
     """The task's image, built from environment/ (or its `docker_image` with its environment) unless an image of
     the same content exists; its name. `ImageBuildError` (naming the task) if the build fails or runs past
     [environment] build_timeout_sec, `ImageMissing` for a missing `docker_image` that may not (or cannot) be
-    pulled."""
+    pulled. With `registry`, an image missing here is pulled from there if it has it, and built if not."""
     name = image_name(task)
     base = task.config.environment.docker_image
     if not task.has_dockerfile:
         assert base is not None
-        ensure_image(runtime, base, pull=pull)
+        ensure_image(runtime, base, pull=pull, registry=registry)
         if name == base:
             return name
     with build_lock(name):
-        if not runtime.image_exists(name):
+        if not runtime.image_exists(name) and not _pulled(runtime, name, registry):
             try:
                 runtime.build(environment_context(task), name, timeout=task.config.environment.build_timeout_sec,
                               labels={IMAGE_LABEL: "1", f"{IMAGE_LABEL}.task": task.name})
@@ -95,6 +95,17 @@ def ensure_task_image(runtime: Runtime, task: TerminalTask, *, pull: bool = Fals
                 raise ImageBuildError(f"task {task.name!r} ([environment] build_timeout_sec = "
                                       f"{task.config.environment.build_timeout_sec:g}): {exc}") from None
     return name
+
+
+def _pulled(runtime: Runtime, name: str, registry: str | None) -> bool:
+    """Whether `name` could be pulled from `registry` (no registry, or one without it: it is to be built here)."""
+    if registry is None:
+        return False
+    try:
+        pull_from_registry(runtime, name, registry)
+    except ImageMissing:
+        return False
+    return True
 
 
 def environment_context(task: TerminalTask) -> bytes:
@@ -125,26 +136,28 @@ def _dockerfile_quoted(value: str) -> str:
     return f'"{escaped}"'
 
 
-def sidecar_images(runtime: Runtime, task: TerminalTask, *, pull: bool = False) -> dict[str, str]:
+def sidecar_images(runtime: Runtime, task: TerminalTask, *, pull: bool = False, registry: str | None = None) -> dict[str, str]:
     """{sidecar: the image it runs} of a compose task, each made present: its `image`, or its `build` built once
     under a name of its content."""
     from gymenvs.terminal.compose import read_project
 
-    return {name: _sidecar_image(runtime, task, name, service, pull=pull)
+    return {name: _sidecar_image(runtime, task, name, service, pull=pull, registry=registry)
             for name, service in read_project(task).sidecars.items()}
 
 
-def _sidecar_image(runtime: Runtime, task: TerminalTask, name: str, service: Mapping[str, Any], *, pull: bool) -> str:
+def _sidecar_image(runtime: Runtime, task: TerminalTask, name: str, service: Mapping[str, Any], *, pull: bool,
+                   registry: str | None) -> str:
     build = service.get("build")
     if not build:
-        ensure_image(runtime, service["image"], pull=pull, hint=f"it is sidecar {name!r} of task {task.name!r}")
+        ensure_image(runtime, service["image"], pull=pull, registry=registry,
+                     hint=f"it is sidecar {name!r} of task {task.name!r}")
         return service["image"]
     context = Path(build["context"])
     dockerfile = build.get("dockerfile", "Dockerfile")
     digest = hashlib.sha256(f"{folder_digest(context)}\0{dockerfile}\0{json.dumps(build.get('args'), sort_keys=True)}".encode())
     image = f"{IMAGE_PREFIX}.{slug(task.name)}.{slug(name)}:{digest.hexdigest()[:16]}"
     with build_lock(image):
-        if not runtime.image_exists(image):
+        if not runtime.image_exists(image) and not _pulled(runtime, image, registry):
             try:
                 runtime.build(context, image, dockerfile=dockerfile, timeout=task.config.environment.build_timeout_sec,
                               labels={IMAGE_LABEL: "1", f"{IMAGE_LABEL}.task": task.name})

@@ -27,6 +27,8 @@ BAD_SHARED_VALUES = [
     ("instance_ids", ["not-a-task"]),
     ("image_template", "x/{oops}"),
     ("pull", "yes"),
+    ("registry", "http://127.0.0.1:5000"),
+    ("registry", "127.0.0.1:5000/Upper"),
     ("mem_limit", "2 GB"),
     ("mem_limit", "2gb"),
     ("cpus", 0),

@@ -133,7 +133,7 @@ class AgentEnv(ContainerEnv):
     def _start_agent(self, image: str) -> tuple[LLMChannel, AgentProcess]:
         """Start the episode's container from `image` and the agent in it, talking to a new channel."""
         if self.agent.image_suffix is None:
-            ensure_image(self.runtime, image, pull=self.config.pull)
+            ensure_image(self.runtime, image, pull=self.config.pull, registry=self.config.registry)
         elif not self.runtime.image_exists(image):
             raise SandboxError(f"image {image!r} is not present: build it with `gymenvs swe install-agent {self.agent.name} "
                                f"{self.episode_image.name}`")

@@ -297,6 +297,14 @@ class Runtime(Protocol):
 
     def pull(self, name: str) -> None: ...
 
+    def tag(self, name: str, new_name: str) -> None:
+        """Give the local image `name` the name `new_name` too (`ImageMissing` if `name` is not present)."""
+        ...
+
+    def push(self, name: str) -> None:
+        """Push the local image `name` to the registry its name starts with; `ImageBuildError` saying why it failed."""
+        ...
+
     def image_config(self, name: str) -> ImageConfig: ...
 
     def build(self, context: bytes | Path, tag: str, *, dockerfile: str = "Dockerfile",

@@ -189,6 +189,26 @@ class DockerRuntime:
         except docker.errors.DockerException as exc:
             raise ImageMissing(f"image {name!r} could not be pulled: {exc}") from None
 
+    def tag(self, name: str, new_name: str) -> None:
+        import docker
+
+        repository, version = _split_tag(new_name)
+        try:
+            self.client.images.get(name).tag(repository, version)
+        except docker.errors.ImageNotFound:
+            raise ImageMissing(f"image {name!r} is not present locally") from None
+
+    def push(self, name: str) -> None:
+        repository, version = _split_tag(name)
+        try:
+            for message in self.client.images.push(repository, version, stream=True, decode=True):
+                if "error" in message:  # the engine reports a failed push in the stream, not as an HTTP error
+                    raise ImageBuildError(f"pushing {name!r} failed: {message['error']}")
+        except ImageBuildError:
+            raise
+        except Exception as exc:
+            raise ImageBuildError(f"pushing {name!r} failed: {exc}") from None
+
     def image_config(self, name: str) -> ImageConfig:
         import docker
 
@@ -370,3 +390,11 @@ def _sweep_at_exit() -> None:
     for runtime in list(_runtimes):
         if runtime._pid == os.getpid():  # not a forked child's copy: its client belongs to the parent
             runtime._sweep()
+
+
+def _split_tag(name: str) -> tuple[str, str]:
+    """("host:port/repository", "tag") of an image name; a name without a tag is "latest" (a registry's port is no tag)."""
+    repository, _, version = name.rpartition(":")
+    if not repository or "/" in version:
+        return name, "latest"
+    return repository, version
