@@ -6,7 +6,8 @@ and step throughput at 8 to 64 concurrent containers of a light task, on each ru
 The light task is SWE-v0 on the first fixture task (textkit); a step is `true` through its `bash` tool (the episode's
 persistent shell). For each runtime and each number of slots N: N envs reset at once (one thread each, as a thread
 vector env resets them), then each plays `--steps` steps at once; then all close. Reset latency is each slot's own
-reset; steps per second is all slots' steps over the wall time of that phase. The host-side cost is the difference
+reset; steps per second is all slots' steps over the wall time of that phase, and the slowest step is
+printed beside it. The host-side cost is the difference
 in this process's threads, open file descriptors and resident memory while N episodes run, per episode, and the
 engine API requests per reset, per step and per close (counted on the runtime's client). Prints figures with the
 load average; nothing is asserted. Needs the engines and the fixture images (.ci/setup).
@@ -128,13 +129,15 @@ def concurrent_round(runtime: str, instance_id: str, slots: int, steps: int) -> 
     with ThreadPoolExecutor(max_workers=slots) as pool:
         resets = list(pool.map(lambda env: timed(lambda: env.reset(options={"instance_id": instance_id})), envs))
         started = time.perf_counter()
-        list(pool.map(lambda env: [env.step(STEP) for _ in range(steps)], envs))
+        step_times = [t for times in pool.map(lambda env: [timed(lambda: env.step(STEP)) for _ in range(steps)], envs)
+                      for t in times]
         step_wall = time.perf_counter() - started
         close_wall = timed(lambda: list(pool.map(lambda env: env.close(), envs)))
     load = os.getloadavg()[0]
     print(f"{runtime:<7} {slots:>3} slots: reset p50 {statistics.median(resets):6.2f} s  "
           f"p99 {percentile(resets, 0.99):6.2f} s  | {slots * steps / step_wall:7.0f} steps/s "
-          f"({steps} steps each) | close all {close_wall:5.2f} s | load (1 min) {load:.2f}")
+          f"({steps} steps each, slowest {max(step_times) * 1000:.0f} ms) | close all {close_wall:5.2f} s "
+          f"| load (1 min) {load:.2f}")
 
 
 def main() -> None:
