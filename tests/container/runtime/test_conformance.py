@@ -1,11 +1,13 @@
 """What every runtime must do the same, run on each one whose engine answers (`TARGETS`: Docker, rootful Podman, and
 rootless Podman, which .ci/setup runs as an ordinary user):
 
-- SWE-v0 on a fixture task: the gold patch grades 1, an empty patch 0;
+- SWE-v0 on a fixture task: the gold patch grades 1, an empty patch 0, a patch forging the test log 0;
 - SWEAgent-v0: the reference agent (in the container, its calls carried over its forwarder's exec stream)
   applying the gold patch grades 1;
 - Terminal-v0 on a Harbor task (its image built on first use, its grading on a snapshot with volumes): the oracle
-  scores 1, an empty run 0;
+  scores 1, an empty run 0, and two rows of its tamper table (a pre-written reward, a background process rewriting
+  it) 0;
+- the engine refusing to create the grading container ends the episode as infra, leaving nothing;
 - a container killed from outside, or by the OOM killer, and a file written past the disk limit, end the episode
   as infra;
 - an allowlist lets a container reach the allowed address only;
@@ -35,7 +37,7 @@ from swe.swe_support import FIXTURE_IDS
 
 from gymenvs.container.images import BASE_IMAGE
 from gymenvs.container.runtime import Limits, LimitsNotEnforced, Runtime, SandboxError, shared_runtime
-from gymenvs.container.runtime.owners import LABEL
+from gymenvs.container.runtime.owners import LABEL, LABEL_PID
 
 from ..tools_support import SUBMIT, TASKS, bash, ending, write_and_apply
 from .runtime_support import rootless_engine
@@ -116,6 +118,68 @@ def test_an_empty_patch_grades_zero(make):
     _, reward, terminated, truncated, info = started(make).step(SUBMIT)
     assert (reward, terminated, truncated) == (0.0, True, False) and ending(info) == ("model", "failed")
     assert info["report"]["status"] == "unresolved" and info["report"]["patch_is_empty"]
+
+
+def test_a_patch_that_forges_the_test_log_grades_zero(target):
+    """A tamper attack on SWE grading (tests/swe/test_attacks.py): a module that prints forged PASSED lines at exit."""
+    from swe.test_attacks import FORGERY, _module_diff
+    from swe.test_attacks import TASK as ATTACKED
+
+    from gymenvs.swe.grading import grade
+    from gymenvs.swe.images import image_for
+
+    attack = _module_diff("textkit/slug.py", ATTACKED, FORGERY)
+    report = grade(target.runtime, ATTACKED, attack, image=image_for(ATTACKED), timeout=120, screen="flag",
+                   limits=target.limits())
+    assert report.reward == 0.0 and report.status == "unresolved"
+    assert "the log claims 2 test(s) passed that the test runner saw fail" in report.error
+
+
+#: Two rows of Terminal-v0's tamper table (tests/terminal/test_tamper.py) on each runtime.
+TAMPER_ROWS = ["pre-written reward.txt", "background process rewriting the reward"]
+
+
+@pytest.mark.parametrize("name", TAMPER_ROWS)
+def test_a_harbor_tamper_row_scores_zero(target, tmp_path, name):
+    from terminal.test_tamper import ATTACKS, BASE, make_task
+
+    from gymenvs.terminal.grading import grade_task
+
+    agent, test_sh = ATTACKS[name]
+    task = make_task(tmp_path, name, test_sh)
+    sandbox = target.runtime.start(BASE, role="verifier-attack", episode_id=task.name, workdir="/app",
+                                   limits=target.limits(mem_limit="512m", network=False, disk_limit=None))
+    try:
+        assert sandbox.run(agent, timeout=30).exit_code == 0
+        result = grade_task(sandbox, task)
+    finally:
+        sandbox.remove()
+    assert result.reward == 0.0, result
+
+
+def test_an_engine_error_at_grading_ends_the_episode_as_infra(target):
+    """The engine refuses to create the grading container (an error of its own shape, injected by a proxy in front of
+    its socket): the episode ends as infra, ungraded, and nothing is left."""
+    from gymenvs.container.runtime import runtime_class
+    from gymenvs.container.runtime.docker.chaos import EngineProxy
+
+    socket_path = target.runtime.info()["engine"].removeprefix("unix://")
+    with EngineProxy(upstream=socket_path) as proxy:
+        runtime = runtime_class(target.name)(engine=proxy.url, timeout=60)
+        try:
+            with envs_made("gymenvs/SWE-v0", runtime=runtime, **{k: v for k, v in target.choice.items()
+                                                                 if k not in ("runtime", "engine")}) as make:
+                env = make()
+                env.reset(options={"instance_id": TASK})
+                env.step(write_and_apply(TASKS[TASK].patch, "gold.patch"))
+                rule = proxy.fail("POST", "/containers/create", message="injected: no space left on device")
+                _, reward, terminated, truncated, info = env.step(SUBMIT)
+        finally:
+            runtime.close()
+    assert len(rule.hits) == 1 and (reward, terminated, truncated) == (0.0, False, True)
+    assert ending(info) == ("infra", "engine_error") and "injected: no space left on device" in info["outcome_detail"]
+    ours = target.runtime.client.containers.list(all=True, filters={"label": f"{LABEL_PID}={os.getpid()}"})
+    assert ours == [], [container.labels for container in ours]
 
 
 def test_the_reference_agent_applying_the_gold_patch_grades_one(target):
