@@ -12,7 +12,8 @@ at the end. Measured, in rounds that alternate so that other work on the machine
      session's stdin and stdout (`gymenvs.container.agent.bridge`);
    - "bind mount": the transport before it, rebuilt here for comparison: the channel's directory bind-mounted
      into the container and a relay from TCP to its unix socket in it (`BIND_RELAY`).
-2. For each engine: the intercepted-call round trip through SWEAgent-v0 (`env.step`, with the pinger), and `true`
+2. For each engine (Docker local and remote, and the rootful and rootless Podman services .ci/setup starts, where
+   they answer): the intercepted-call round trip through SWEAgent-v0 (`env.step`, with the pinger), and `true`
    through SWE-v0's `bash` (the persistent shell) and as `Sandbox.run` (one engine exec).
 
 Needs the local engine with the base image (`gymenvs swe build-images`), root (the nested engine mounts the cgroup
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import pwd
 import statistics
 import time
 from collections.abc import Callable
@@ -38,7 +40,7 @@ from gymenvs.container.agent.channel import AgentRequest, LLMChannel
 from gymenvs.container.agent.env import AgentEnv
 from gymenvs.container.agent.specs import MOUNT, AgentSpec
 from gymenvs.container.images import BASE_IMAGE, build_base_image
-from gymenvs.container.runtime import shared_runtime
+from gymenvs.container.runtime import Limits, SandboxError, shared_runtime
 from gymenvs.container.runtime.commands import entries_archive
 from gymenvs.container.runtime.docker.exec import ExecStream
 from gymenvs.container.runtime.docker.nested import NestedEngine, build_nested_image
@@ -48,6 +50,8 @@ from gymenvs.swe.images import WORKDIR, build_fixture_images, image_for
 from gymenvs.swe.tasks import FIXTURES, load_tasks
 
 PINGER = Path(__file__).parent / "agents" / "pinger.py"
+#: The ordinary user whose rootless Podman service .ci/setup starts.
+ROOTLESS_USER = "gymenvs-rootless"
 FORWARDER = Path(gymenvs.__file__).parent / "container" / "agent" / "forwarder.py"
 PONG = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}]}
@@ -160,10 +164,34 @@ def bind_mount_transport(image: str, calls: int) -> list[float]:
 # -- 2. local against remote ------------------------------------------------------------------------
 
 
-def agent_env_calls(engine: str | None, task, calls: int) -> list[float]:
+def waived(runtime: str, engine: str | None) -> dict[str, str]:
+    """The env option a runtime that cannot enforce resource limits (rootless Podman on cgroup v1) needs to run."""
+    return {"unenforced_limits": "run_without"} if shared_runtime(runtime, engine).unenforced else {}
+
+
+def podman_engines() -> dict[str, tuple[str, str | None]]:
+    """The Podman engines .ci/setup starts that answer: rootful, and its rootless user's."""
+    candidates: dict[str, str | None] = {"Podman, local": None}
+    try:
+        candidates["Podman rootless, local"] = f"unix:///run/user/{pwd.getpwnam(ROOTLESS_USER).pw_uid}/podman/podman.sock"
+    except KeyError:
+        print(f"Podman rootless: left out (no user {ROOTLESS_USER})")
+    found: dict[str, tuple[str, str | None]] = {}
+    for name, engine in candidates.items():
+        try:
+            shared_runtime("podman", engine)
+        except SandboxError as exc:
+            print(f"{name}: left out ({exc})")
+        else:
+            found[name] = ("podman", engine)
+    return found
+
+
+def agent_env_calls(runtime: str, engine: str | None, task, calls: int) -> list[float]:
     pinger = AgentSpec("pinger", command=f"exec python3 {MOUNT}/pinger.py", files=(str(PINGER),),
                        environment={"GYMENVS_PINGS": str(calls + 1)})
-    env = AgentEnv(family=SWEFamily, runtime="docker", engine=engine, agent=pinger, max_turns=calls + 10)
+    env = AgentEnv(family=SWEFamily, runtime=runtime, engine=engine, agent=pinger, max_turns=calls + 10,
+                   **waived(runtime, engine))
     try:
         env.reset(options={"instance_id": task.instance_id})
         return [seconds(functools.partial(env.step, "pong")) for _ in range(calls)]
@@ -171,8 +199,8 @@ def agent_env_calls(engine: str | None, task, calls: int) -> list[float]:
         env.close()
 
 
-def shell_steps(engine: str | None, task, repeats: int) -> list[float]:
-    env = gym.make("gymenvs/SWE-v0", runtime="docker", engine=engine, max_turns=1_000_000)
+def shell_steps(runtime: str, engine: str | None, task, repeats: int) -> list[float]:
+    env = gym.make("gymenvs/SWE-v0", runtime=runtime, engine=engine, max_turns=1_000_000, **waived(runtime, engine))
     try:
         env.reset(options={"instance_id": task.instance_id})
         step = functools.partial(env.step, {"name": "bash", "arguments": {"command": "true"}})
@@ -181,8 +209,10 @@ def shell_steps(engine: str | None, task, repeats: int) -> list[float]:
         env.close()
 
 
-def engine_execs(engine: str | None, task, repeats: int) -> list[float]:
-    sandbox = shared_runtime("docker", engine).start(image_for(task), role="agent", episode_id="bench", workdir=WORKDIR)
+def engine_execs(runtime: str, engine: str | None, task, repeats: int) -> list[float]:
+    limits = Limits(unenforced_limits=waived(runtime, engine).get("unenforced_limits", "refuse"))
+    sandbox = shared_runtime(runtime, engine).start(image_for(task), role="agent", episode_id="bench", workdir=WORKDIR,
+                                                    limits=limits)
     try:
         run = functools.partial(sandbox.run, "true", timeout=30)
         return [seconds(run) for _ in range(repeats)]
@@ -206,17 +236,17 @@ def main() -> None:
         remote = shared_runtime("docker", nested.url)
         remote.client.api.load_image(local.client.api.get_image(BASE_IMAGE))
         build_fixture_images(remote, base=BASE_IMAGE, progress=False)
-        engines = {"local": None, "remote": nested.url}
+        engines = {"Docker, local": ("docker", None), "Docker, remote": ("docker", nested.url), **podman_engines()}
         results: dict[str, list[float]] = {}
         for _ in range(args.rounds):
             for name, measure in [("channel transport: exec stream (local)", exec_stream_transport),
                                   ("channel transport: bind mount (local)", bind_mount_transport)]:
                 results.setdefault(name, []).extend(measure(image_for(task), args.calls))
-            for where, engine in engines.items():
+            for where, (runtime, engine) in engines.items():
                 for what, measure, count in [("intercepted call, SWEAgent-v0 env.step", agent_env_calls, args.calls),
                                              ("`true` in SWE-v0 bash (the shell)", shell_steps, args.commands),
                                              ("`true` as Sandbox.run (an engine exec)", engine_execs, args.commands)]:
-                    results.setdefault(f"{what} ({where})", []).extend(measure(engine, task, count))
+                    results.setdefault(f"{what} ({where})", []).extend(measure(runtime, engine, task, count))
             print("load average after a round:", " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
         for name, times in results.items():
             print(summary(name, times))

@@ -231,8 +231,8 @@ class AgentEnv(ContainerEnv):
         event = self._next_event(self._episode_channel)
         if isinstance(event, AgentRequest):
             try:
-                # Where the engine cannot cap the layer, look at each call: one size request per model turn.
-                self.episode_sandbox.check_disk(force=True)
+                # Where the engine cannot cap the layer: the watch's last verdict (it looks about once a second).
+                self.episode_sandbox.check_disk()
             except SandboxError as exc:
                 event.call.answer(503, {"error": {"message": str(exc), "type": "episode_ended"}})
                 return self._finish(error=str(exc), ended_as=sandbox_ending(exc))
