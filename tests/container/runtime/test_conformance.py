@@ -5,7 +5,8 @@ rootless Podman, which .ci/setup runs as an ordinary user):
 - SWEAgent-v0: the reference agent (in the container, its calls carried over its forwarder's exec stream)
   applying the gold patch grades 1;
 - Terminal-v0 on a Harbor task (its image built on first use, its grading on a snapshot with volumes): the oracle
-  scores 1, an empty run 0;
+  scores 1, an empty run 0; on a compose task whose "main" waits for its sidecar's healthcheck (which gymenvs runs
+  itself on Podman), the oracle scores 1 and the sidecars go with the episode;
 - a container killed from outside, or by the OOM killer, and a file written past the disk limit, end the episode
   as infra;
 - an allowlist lets a container reach the allowed address only;
@@ -142,6 +143,30 @@ def test_a_harbor_task_scores_one_after_its_oracle_and_zero_after_nothing(target
         _, reward, terminated, truncated, info = env.step(SUBMIT)
     expected = (1.0, ("model", "solved")) if oracle else (0.0, ("model", "failed"))
     assert (reward, ending(info)) == expected and terminated and not truncated, info.get("outcome_detail")
+
+
+#: A Harbor fixture whose "main" waits for its compose sidecar's healthcheck (`condition: service_healthy`).
+COMPOSE_TASK = "gymenvs/record-in-sidecar"
+
+
+def test_a_compose_task_waits_for_its_healthy_sidecar_and_its_oracle_scores_one_there(target):
+    from gymenvs.terminal.tasks import load_terminal_tasks
+
+    (task,) = [task for task in load_terminal_tasks() if task.name == COMPOSE_TASK]
+    with envs_made("gymenvs/Terminal-v0", **target.choice, command_timeout_s=60.0) as make_terminal:
+        env = make_terminal()
+        env.reset(options={"instance_id": COMPOSE_TASK})
+        network = env.unwrapped.limits.network_name
+        sidecars = target.runtime.client.containers.list(filters={"network": network})
+        assert [c.attrs["State"]["Health"]["Status"] for c in sidecars if c.id != env.unwrapped.episode_sandbox.id] \
+            == ["healthy"]
+        observation = env.step(bash(task.solve_script.read_text()))[0]
+        assert "recorded" in observation, observation
+        _, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated, ending(info)) == (1.0, True, False, ("model", "solved")), info["report"]
+    assert "ledger entry 'order': 'A-20931'" in info["report"]["log_tail"]
+    assert not target.runtime.client.networks.list(names=[network])  # the sidecars' project went with the episode
+    assert not target.runtime.client.containers.list(all=True, filters={"id": [c.id for c in sidecars]})
 
 
 def containers(runtime: Runtime) -> set[str]:
