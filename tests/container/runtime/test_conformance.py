@@ -1,7 +1,8 @@
 """What every runtime must do the same, run on each one whose engine answers (`TARGETS`: Docker, rootful Podman, and
 rootless Podman, which .ci/setup runs as an ordinary user):
 
-- SWE-v0 on a fixture task: the gold patch grades 1, an empty patch 0;
+- SWE-v0 on a fixture task: the gold patch grades 1, an empty patch 0, and 1 in a container from the warm pool,
+  whose containers go with the env;
 - SWEAgent-v0: the reference agent (in the container, its calls carried over its forwarder's exec stream)
   applying the gold patch grades 1;
 - Terminal-v0 on a Harbor task (its image built on first use, its grading on a snapshot with volumes): the oracle
@@ -111,6 +112,22 @@ def test_the_gold_patch_grades_one(make, target):
     _, reward, terminated, truncated, info = env.step(SUBMIT)
     assert (reward, terminated, truncated) == (1.0, True, False) and ending(info) == ("model", "solved"), info.get("error")
     assert info["report"]["fail_to_pass"] == dict.fromkeys(TASKS[TASK].fail_to_pass, "PASSED")
+
+
+def test_an_episode_served_from_the_warm_pool_grades_right_and_close_leaves_nothing(make, target):
+    from gymenvs.container.pool import LABEL_POOL
+    from gymenvs.container.runtime.owners import LABEL_PID
+
+    pooled = {"label": [f"{LABEL_POOL}=1", f"{LABEL_PID}={os.getpid()}"]}
+    env = make(warm_pool=2)
+    env.reset(options={"instance_id": TASK})
+    served = target.runtime.client.containers.get(env.unwrapped.episode_sandbox.id)
+    assert served.labels[LABEL_POOL] == "1"  # taken from the pool, started ahead of the reset
+    env.step(write_and_apply(TASKS[TASK].patch, "gold.patch"))
+    _, reward, terminated, _, info = env.step(SUBMIT)
+    assert (reward, terminated, ending(info)) == (1.0, True, ("model", "solved")), info.get("error")
+    env.close()
+    assert target.runtime.client.containers.list(all=True, sparse=True, filters=pooled) == []
 
 
 def test_an_empty_patch_grades_zero(make):
