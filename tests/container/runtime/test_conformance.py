@@ -4,7 +4,8 @@ rootless Podman, which .ci/setup runs as an ordinary user):
 - SWE-v0 on a fixture task: the gold patch grades 1, an empty patch 0, and 1 in a container from the warm pool,
   whose containers go with the env;
 - SWEAgent-v0: the reference agent (in the container, its calls carried over its forwarder's exec stream)
-  applying the gold patch grades 1;
+  applying the gold patch grades 1, and so does an agent CLI (OpenCode, from its derived image) applying it
+  through its own shell tool;
 - Terminal-v0 on a Harbor task (its image built on first use, its grading on a snapshot with volumes): the oracle
   scores 1, an empty run 0; on a compose task whose "main" waits for its sidecar's healthcheck (which gymenvs runs
   itself on Podman), the oracle scores 1 and the sidecars go with the episode;
@@ -145,6 +146,33 @@ def test_the_reference_agent_applying_the_gold_patch_grades_one(target):
         env.step(apply_patch(TASKS[TASK].patch))
         _, reward, terminated, truncated, info = env.step(SUBMIT)
     assert (reward, terminated, truncated) == (1.0, True, False) and ending(info) == ("model", "solved"), info.get("error")
+
+
+#: The agent CLI the row below runs: the cheapest to install (7 s into one Podman image, against 37 s for Pi, by hand).
+AGENT_CLI = "opencode"
+
+
+def test_an_agent_cli_applying_the_gold_patch_through_its_own_shell_grades_one(target):
+    from gymenvs.container.agent.install import install_agent
+    from gymenvs.container.agent.specs import agent_spec
+    from gymenvs.swe.images import image_for
+
+    from ..agent.cli_support import CLIS, gold_patch_call
+
+    cli = CLIS[AGENT_CLI]
+    # .ci/setup --agents installs it in each store: here only where it is missing (npm's tree cached on this host)
+    install_agent(target.runtime, agent_spec(AGENT_CLI), [image_for(TASKS[TASK])], progress=False)
+    with envs_made("gymenvs/SWEAgent-v0", **target.choice, agent=AGENT_CLI, call_timeout_s=120.0,
+                   max_turns=10) as make_agent:
+        env = make_agent()
+        observation, info = env.reset(options={"instance_id": TASK})
+        assert info["request"]["wire"] == cli.wire and cli.system_prompt in observation
+        observation, *_ = env.step(cli.shell("echo marker-$((6 * 7))"))
+        assert "marker-42" in observation, observation
+        env.step(gold_patch_call(cli, TASK))
+        _, reward, terminated, truncated, info = env.step("The issue is fixed.")
+    assert (reward, terminated, truncated) == (1.0, True, False), (info.get("error"), info.get("agent_log", "")[-2000:])
+    assert info["report"]["status"] == "resolved" and {record["wire"] for record in info["trajectory"]} == {cli.wire}
 
 
 @pytest.mark.parametrize("oracle", [True, False], ids=["oracle", "empty"])
