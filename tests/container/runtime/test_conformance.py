@@ -258,8 +258,9 @@ def test_a_container_killed_from_outside_ends_the_episode_as_infra(make):
 
 
 #: How each runtime's episode ends when the OOM killer stops its container: Podman 4.3 (cgroup v1, runc, conmon 2.1.6,
-#: measured on the CI machines) does not report the container as OOM-killed (conmon writes its `oom` marker into the
-#: API service's working directory), so the episode ends as a container that died.
+#: measured on the CI machines) does not report the container as OOM-killed (conmon writes its `oom` marker into its
+#: working directory, the API service's, not the container's bundle directory where libpod looks: docs/runtimes.md),
+#: so the episode ends as a container that died.
 OOM_REASONS = {"docker": "oom_killed", "podman": "container_died"}
 
 
