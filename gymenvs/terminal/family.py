@@ -20,11 +20,10 @@ from pydantic import PositiveFloat
 from gymenvs.container.config import Size
 from gymenvs.container.family import FamilyOptions, Grade, GradingRun, TaskFamily, TaskImage
 from gymenvs.container.runtime import Limits, Runtime, Sandbox, Sidecars, parse_size
-from gymenvs.container.runtime.requirements import COMPOSE_HEALTHCHECK
 from gymenvs.container.validation import TaskValidation
 from gymenvs.core.outcomes import EndedBy
 from gymenvs.terminal import steps
-from gymenvs.terminal.compose import read_project, start_sidecars, unsupported
+from gymenvs.terminal.compose import start_sidecars, unsupported
 from gymenvs.terminal.grading import VerifierResult, grade_task, network_limits
 from gymenvs.terminal.images import ensure_task_image, sidecar_images
 from gymenvs.terminal.task import TerminalTask
@@ -86,12 +85,6 @@ class HarborFamily(TaskFamily[TerminalTask, HarborOptions]):
             return None
         return start_sidecars(runtime, task, sidecar_images(runtime, task, pull=pull, registry=registry), episode_id=episode_id,
                               network=limits.network)
-
-    def requirements(self, task: TerminalTask) -> frozenset[str]:
-        """A compose task whose "main" waits for a healthy sidecar needs the engine to run its healthcheck."""
-        if task.compose_file is None or "service_healthy" not in read_project(task).wait_for.values():
-            return frozenset()
-        return frozenset({COMPOSE_HEALTHCHECK})
 
     def limits(self, task: TerminalTask) -> Limits:
         environment = task.config.environment

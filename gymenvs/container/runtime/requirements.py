@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-#: A compose sidecar that "main" waits for until its healthcheck passes (`depends_on: condition: service_healthy`).
-COMPOSE_HEALTHCHECK = "compose_healthcheck"
-
 
 def unmet(lacks: Mapping[str, str], needs: Iterable[str]) -> str:
     """Why a runtime that `lacks` these cannot meet `needs` ("" when it can)."""

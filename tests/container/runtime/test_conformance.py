@@ -1,12 +1,15 @@
 """What every runtime must do the same, run on each one whose engine answers (`TARGETS`: Docker, rootful Podman, and
 rootless Podman, which .ci/setup runs as an ordinary user):
 
-- SWE-v0 on a fixture task: the gold patch grades 1, an empty patch 0, a patch forging the test log 0;
+- SWE-v0 on a fixture task: the gold patch grades 1, an empty patch 0, a patch forging the test log 0, and the gold
+  patch 1 in a container from the warm pool, whose containers go with the env;
 - SWEAgent-v0: the reference agent (in the container, its calls carried over its forwarder's exec stream)
-  applying the gold patch grades 1;
+  applying the gold patch grades 1, and so does an agent CLI (OpenCode, from its derived image) applying it
+  through its own shell tool;
 - Terminal-v0 on a Harbor task (its image built on first use, its grading on a snapshot with volumes): the oracle
   scores 1, an empty run 0, and two rows of its tamper table (a pre-written reward, a background process rewriting
-  it) 0;
+  it) 0; on a compose task whose "main" waits for its sidecar's healthcheck (which gymenvs runs itself on Podman),
+  the oracle scores 1 and the sidecars go with the episode;
 - the engine refusing to create the grading container ends the episode as infra, leaving nothing;
 - a container killed from outside, or by the OOM killer, and a file written past the disk limit, end the episode
   as infra;
@@ -114,6 +117,22 @@ def test_the_gold_patch_grades_one(make, target):
     assert info["report"]["fail_to_pass"] == dict.fromkeys(TASKS[TASK].fail_to_pass, "PASSED")
 
 
+def test_an_episode_served_from_the_warm_pool_grades_right_and_close_leaves_nothing(make, target):
+    from gymenvs.container.pool import LABEL_POOL
+    from gymenvs.container.runtime.owners import LABEL_PID
+
+    pooled = {"label": [f"{LABEL_POOL}=1", f"{LABEL_PID}={os.getpid()}"]}
+    env = make(warm_pool=2)
+    env.reset(options={"instance_id": TASK})
+    served = target.runtime.client.containers.get(env.unwrapped.episode_sandbox.id)
+    assert served.labels[LABEL_POOL] == "1"  # taken from the pool, started ahead of the reset
+    env.step(write_and_apply(TASKS[TASK].patch, "gold.patch"))
+    _, reward, terminated, _, info = env.step(SUBMIT)
+    assert (reward, terminated, ending(info)) == (1.0, True, ("model", "solved")), info.get("error")
+    env.close()
+    assert target.runtime.client.containers.list(all=True, sparse=True, filters=pooled) == []
+
+
 def test_an_empty_patch_grades_zero(make):
     _, reward, terminated, truncated, info = started(make).step(SUBMIT)
     assert (reward, terminated, truncated) == (0.0, True, False) and ending(info) == ("model", "failed")
@@ -193,6 +212,33 @@ def test_the_reference_agent_applying_the_gold_patch_grades_one(target):
     assert (reward, terminated, truncated) == (1.0, True, False) and ending(info) == ("model", "solved"), info.get("error")
 
 
+#: The agent CLI the row below runs: the cheapest to install (7 s into one Podman image, against 37 s for Pi, by hand).
+AGENT_CLI = "opencode"
+
+
+def test_an_agent_cli_applying_the_gold_patch_through_its_own_shell_grades_one(target):
+    from gymenvs.container.agent.install import install_agent
+    from gymenvs.container.agent.specs import agent_spec
+    from gymenvs.swe.images import image_for
+
+    from ..agent.cli_support import CLIS, gold_patch_call
+
+    cli = CLIS[AGENT_CLI]
+    # .ci/setup --agents installs it in each store: here only where it is missing (npm's tree cached on this host)
+    install_agent(target.runtime, agent_spec(AGENT_CLI), [image_for(TASKS[TASK])], progress=False)
+    with envs_made("gymenvs/SWEAgent-v0", **target.choice, agent=AGENT_CLI, call_timeout_s=120.0,
+                   max_turns=10) as make_agent:
+        env = make_agent()
+        observation, info = env.reset(options={"instance_id": TASK})
+        assert info["request"]["wire"] == cli.wire and cli.system_prompt in observation
+        observation, *_ = env.step(cli.shell("echo marker-$((6 * 7))"))
+        assert "marker-42" in observation, observation
+        env.step(gold_patch_call(cli, TASK))
+        _, reward, terminated, truncated, info = env.step("The issue is fixed.")
+    assert (reward, terminated, truncated) == (1.0, True, False), (info.get("error"), info.get("agent_log", "")[-2000:])
+    assert info["report"]["status"] == "resolved" and {record["wire"] for record in info["trajectory"]} == {cli.wire}
+
+
 @pytest.mark.parametrize("oracle", [True, False], ids=["oracle", "empty"])
 def test_a_harbor_task_scores_one_after_its_oracle_and_zero_after_nothing(target, oracle):
     from gymenvs.terminal.tasks import load_terminal_tasks
@@ -206,6 +252,30 @@ def test_a_harbor_task_scores_one_after_its_oracle_and_zero_after_nothing(target
         _, reward, terminated, truncated, info = env.step(SUBMIT)
     expected = (1.0, ("model", "solved")) if oracle else (0.0, ("model", "failed"))
     assert (reward, ending(info)) == expected and terminated and not truncated, info.get("outcome_detail")
+
+
+#: A Harbor fixture whose "main" waits for its compose sidecar's healthcheck (`condition: service_healthy`).
+COMPOSE_TASK = "gymenvs/record-in-sidecar"
+
+
+def test_a_compose_task_waits_for_its_healthy_sidecar_and_its_oracle_scores_one_there(target):
+    from gymenvs.terminal.tasks import load_terminal_tasks
+
+    (task,) = [task for task in load_terminal_tasks() if task.name == COMPOSE_TASK]
+    with envs_made("gymenvs/Terminal-v0", **target.choice, command_timeout_s=60.0) as make_terminal:
+        env = make_terminal()
+        env.reset(options={"instance_id": COMPOSE_TASK})
+        network = env.unwrapped.limits.network_name
+        sidecars = target.runtime.client.containers.list(filters={"network": network})
+        assert [c.attrs["State"]["Health"]["Status"] for c in sidecars if c.id != env.unwrapped.episode_sandbox.id] \
+            == ["healthy"]
+        observation = env.step(bash(task.solve_script.read_text()))[0]
+        assert "recorded" in observation, observation
+        _, reward, terminated, truncated, info = env.step(SUBMIT)
+    assert (reward, terminated, truncated, ending(info)) == (1.0, True, False, ("model", "solved")), info["report"]
+    assert "ledger entry 'order': 'A-20931'" in info["report"]["log_tail"]
+    assert not target.runtime.client.networks.list(names=[network])  # the sidecars' project went with the episode
+    assert not target.runtime.client.containers.list(all=True, filters={"id": [c.id for c in sidecars]})
 
 
 def containers(runtime: Runtime) -> set[str]:
@@ -252,8 +322,9 @@ def test_a_container_killed_from_outside_ends_the_episode_as_infra(make):
 
 
 #: How each runtime's episode ends when the OOM killer stops its container: Podman 4.3 (cgroup v1, runc, conmon 2.1.6,
-#: measured on the CI machines) does not report the container as OOM-killed (conmon writes its `oom` marker into the
-#: API service's working directory), so the episode ends as a container that died.
+#: measured on the CI machines) does not report the container as OOM-killed (conmon writes its `oom` marker into its
+#: working directory, the API service's, not the container's bundle directory where libpod looks: docs/runtimes.md),
+#: so the episode ends as a container that died.
 OOM_REASONS = {"docker": "oom_killed", "podman": "container_died"}
 
 

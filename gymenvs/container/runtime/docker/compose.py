@@ -91,7 +91,8 @@ class DockerSidecars:
         labels = labels_for(_ROLE, **{LABEL_EPISODE: episode_id})
         with tempfile.TemporaryDirectory(prefix="gymenvs-compose-") as folder:
             override = Path(folder) / "gymenvs-override.json"  # JSON is YAML: the tool reads it as one more file
-            override.write_text(json.dumps(_override(images, labels, network, volumes)))
+            options = self._service_options(files, project_directory, images)
+            override.write_text(json.dumps(_override(images, labels, network, volumes, options)))
             try:
                 run_compose([*file_arguments([*files, override], project_directory), "--project-name", self.project,
                              "up", "--detach", "--no-build", "--no-deps", *images], engine=engine,
@@ -102,14 +103,23 @@ class DockerSidecars:
                 self.remove()
                 raise
 
+    def _service_options(self, files: Sequence[Path], project_directory: Path,
+                         images: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+        """What the override file sets of each service beyond its image and labels, for this engine: nothing."""
+        return {}
+
     def _containers(self) -> list[Any]:
         return self._client.containers.list(all=True, filters={"label": f"{_PROJECT_LABEL}={self.project}"})
+
+    def _states(self) -> dict[str, dict[str, Any]]:
+        """Each service's container state (the engine's inspect `State`), by service name."""
+        return {c.labels.get(_SERVICE_LABEL): c.attrs["State"] for c in self._containers()}
 
     def _wait(self, wait_for: Mapping[str, str], deadline: float) -> None:
         """Poll until each service meets its condition, as compose's `depends_on` means it."""
         pending = {name: condition for name, condition in wait_for.items() if condition != "service_started"}
         while pending:
-            states = {c.labels.get(_SERVICE_LABEL): c.attrs["State"] for c in self._containers()}
+            states = self._states()
             for name, condition in list(pending.items()):
                 state = states.get(name, {})
                 if condition == "service_healthy" and state.get("Health", {}).get("Status") == "healthy":
@@ -143,10 +153,12 @@ class DockerSidecars:
             pass
 
 
-def _override(images: Mapping[str, str], labels: Mapping[str, str], network: bool, volumes: Sequence[str]) -> dict:
-    """gymenvs' own compose file: the images, the owner labels, and the network's reach."""
+def _override(images: Mapping[str, str], labels: Mapping[str, str], network: bool, volumes: Sequence[str],
+              options: Mapping[str, Mapping[str, Any]]) -> dict:
+    """gymenvs' own compose file: the images, the owner labels, the network's reach, and the engine's `options`."""
     override: dict[str, Any] = {
-        "services": {name: {"image": image, "labels": dict(labels)} for name, image in images.items()},
+        "services": {name: {**options.get(name, {}), "image": image, "labels": dict(labels)}
+                     for name, image in images.items()},
         "networks": {"default": {"internal": not network, "labels": dict(labels)}},
     }
     if volumes:

@@ -57,6 +57,8 @@ class DockerRuntime:
     can_freeze = True
     #: How to start this runtime's engine, for the error saying none answers.
     start_hint = "start one (e.g. `dockerd`) or set DOCKER_HOST"
+    #: What runs a task's compose sidecars (`start_sidecars`).
+    sidecars_class: ClassVar[type[DockerSidecars]] = DockerSidecars
 
     def __init__(self, engine: str | None = None, *, timeout: int = 600):
         try:
@@ -166,9 +168,9 @@ class DockerRuntime:
                        wait_for: Mapping[str, str], episode_id: str, network: bool, volumes: Sequence[str] = (),
                        timeout: float = 120.0) -> DockerSidecars:
         with self._starting_one():
-            return DockerSidecars(self.client, self._engine, files, project_directory=project_directory, images=images,
-                                  wait_for=wait_for, episode_id=episode_id, network=network, volumes=volumes,
-                                  timeout=timeout)
+            return self.sidecars_class(self.client, self._engine, files, project_directory=project_directory,
+                                       images=images, wait_for=wait_for, episode_id=episode_id, network=network,
+                                       volumes=volumes, timeout=timeout)
 
     # -- images -----------------------------------------------------------------------------------
 

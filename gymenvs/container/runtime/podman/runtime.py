@@ -6,7 +6,7 @@ Podman serves the Docker engine API (`podman system service`), and the docker SD
 - an imported image is named `repository:latest` whatever tag is asked (Podman 4.3): it is re-tagged;
 - Docker's variables (`DOCKER_HOST`, its TLS settings) are not read: `CONTAINER_HOST` is Podman's;
 - a compose sidecar's healthcheck never runs where the engine has no systemd (Podman runs healthchecks from
-  systemd timers), so a task waiting for a healthy service is refused (`lacks`);
+  systemd timers), so gymenvs runs them itself while the project starts (`PodmanSidecars`);
 - a rootless engine sets a resource limit only through a cgroup controller delegated to its user, and on cgroup v1
   none is: Podman then drops the limit, and its Docker API still claims it (`/info`, `HostConfig`). So the engine's
   own API (libpod's info) is asked, once it answers, which limits it can set: the others are `unenforced`, and a
@@ -20,14 +20,12 @@ container the OOM killer stops is reported as stopped, not OOM-killed; an exec c
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any, ClassVar
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from gymenvs.container.runtime.base import SandboxError
-from gymenvs.container.runtime.docker.compose import DockerSidecars
 from gymenvs.container.runtime.docker.runtime import DockerRuntime
-from gymenvs.container.runtime.requirements import COMPOSE_HEALTHCHECK
+from gymenvs.container.runtime.podman.sidecars import PodmanSidecars
 
 #: The socket of the rootful API service (`podman system service`, and podman.socket under systemd).
 DEFAULT_ENGINE = "unix:///run/podman/podman.sock"
@@ -36,7 +34,6 @@ DEFAULT_ENGINE = "unix:///run/podman/podman.sock"
 _LIBPOD_INFO = "/v4.0.0/libpod/info"
 #: The cgroup controller that sets each resource limit.
 _CONTROLLERS = {"mem_limit": "memory", "cpus": "cpu", "pids_limit": "pids"}
-_HEALTHY = "service_healthy"
 
 
 def default_engine(environ: Mapping[str, str] = os.environ, uid: int | None = None) -> str:
@@ -55,10 +52,7 @@ class PodmanRuntime(DockerRuntime):
     limits it cannot set (`unenforced`), its engine says when the runtime is made (`info`)."""
 
     name = "podman"
-    lacks: ClassVar[Mapping[str, str]] = {
-        COMPOSE_HEALTHCHECK: "it waits for a sidecar's healthcheck, which Podman runs from a systemd timer: where "
-                             "the engine has no systemd the service never turns healthy (use runtime='docker')",
-    }
+    sidecars_class = PodmanSidecars
     start_hint = ("start its API service (`podman system service --time=0 unix:///run/podman/podman.sock` as root, or "
                   "as yourself on unix://$XDG_RUNTIME_DIR/podman/podman.sock) or set CONTAINER_HOST")
 
@@ -111,12 +105,3 @@ class PodmanRuntime(DockerRuntime):
             return
         self.client.api.tag(image_id, repository, tag)
         self.client.api.remove_image(f"{repository}:latest")  # only the name: the image keeps `tag`
-
-    def start_sidecars(self, files: Sequence[Path], *, project_directory: Path, images: Mapping[str, str],
-                       wait_for: Mapping[str, str], episode_id: str, network: bool, volumes: Sequence[str] = (),
-                       timeout: float = 120.0) -> DockerSidecars:
-        healthy = sorted(service for service, condition in wait_for.items() if condition == _HEALTHY)
-        if healthy:
-            raise SandboxError(f"the sidecars {healthy}: {self.lacks[COMPOSE_HEALTHCHECK]}")
-        return super().start_sidecars(files, project_directory=project_directory, images=images, wait_for=wait_for,
-                                      episode_id=episode_id, network=network, volumes=volumes, timeout=timeout)
