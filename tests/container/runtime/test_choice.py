@@ -82,7 +82,6 @@ def test_the_commands_that_reach_an_engine_refuse_a_bad_runtime_or_engine_before
 def test_a_task_needing_what_a_runtime_of_your_own_lacks_is_refused_at_construction_saying_why():
     """`Runtime.lacks` against `TaskFamily.requirements`: neither Docker nor Podman lacks anything today, so a runtime
     and a family of the user's own show the check (the runtime never connected: construction touches no engine)."""
-    from gymenvs.container.env import ContainerEnv
     from gymenvs.swe.family import SWEFamily
     from gymenvs.swe.tasks import FIXTURES, load_tasks
 
@@ -95,9 +94,9 @@ def test_a_task_needing_what_a_runtime_of_your_own_lacks_is_refused_at_construct
         def requirements(self, task):
             return frozenset({"gpu"}) if task.instance_id == first else frozenset()
 
-    env = ContainerEnv(GpuTasks, runtime=object.__new__(NoGpuRuntime))
+    env = gym.make("gymenvs/SWE-v0", family=GpuTasks, runtime=object.__new__(NoGpuRuntime)).unwrapped
     assert env.refused == {first: "runtime 'docker' cannot run it: this engine has no GPU"}
     assert [task.instance_id for task in env.tasks] == others
     env.close()
     with pytest.raises(ValueError, match="this engine has no GPU"):
-        ContainerEnv(GpuTasks, runtime=object.__new__(NoGpuRuntime), instance_ids=[first])
+        gym.make("gymenvs/SWE-v0", family=GpuTasks, runtime=object.__new__(NoGpuRuntime), instance_ids=[first])
