@@ -2,7 +2,7 @@
 LLM request when started with its task (as SWEAgent-v0 starts it), against the time from handing the task to a
 CLI started ahead of it that waits for the task on its standard input.
 
-    python examples/benchmarks/agent_prestart.py [--runs 3] [--ahead 4] [--agents codex opencode pi]
+    python examples/benchmarks/agent_prestart.py [--runs 3] [--ahead 4] [--agents claude-code codex opencode pi]
 
 Each run is one container of the CLI's derived image (the textkit fixture's), limited to one CPU with no network,
 as in an episode, with the agent's files written where an episode writes them and its environment as the env
@@ -15,15 +15,16 @@ request came. Two variants per CLI, each `--runs` times (median):
 
 The "ahead" variant is what a warm pool could do without patching a CLI: start it in the pooled container before
 the episode's task is known (each reads the task from standard input when it is given none on its command line),
-so that only what it does after reading the task is left for `reset`. Claude Code is left out: `claude -p` given
-no prompt waits 3 s for its standard input, then exits with an error. Needs a Docker engine and the derived images
-(`gymenvs swe install-agent NAME`). Prints figures; nothing is asserted.
+so that only what it does after reading the task is left for `reset` (Claude Code with `--input-format stream-json`,
+its task a user message: given no prompt, plain `claude -p` waits only 3 s for its standard input).
+Needs a Docker engine and the derived images (`gymenvs swe install-agent NAME`). Prints figures; nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import statistics
 import tarfile
@@ -35,11 +36,14 @@ from gymenvs.container.agent.specs import AGENTS, MOUNT
 IMAGE = "gymenvs/swe-fixture.textkit-1:latest"
 TASK = "Print the word hello with echo, then stop."
 ORIGIN = "http://127.0.0.1:9999"
-#: Each CLI's command taking its task from standard input: its command-line task and stdin redirect replaced.
-#: Not Claude Code: `claude -p` with no prompt waits 3 s for its standard input, then exits with an error.
+#: Each CLI's command taking its task from standard input: the parts of its command replaced. Claude Code reads
+#: its task as a stream-json user message: given no prompt, `claude -p` waits only 3 s for plain text on its
+#: standard input, then exits with an error.
 _TASK_ARGUMENT = '"$(cat "$GYMENVS_TASK_FILE")"'
-FROM_STDIN = {"codex": (f"-- {_TASK_ARGUMENT} < /dev/null", "-"), "opencode": ('< "$GYMENVS_TASK_FILE"', ""),
-              "pi": (f" {_TASK_ARGUMENT}", "")}
+FROM_STDIN = {"claude-code": ((f"-p {_TASK_ARGUMENT}", "-p --input-format stream-json --verbose"),
+                              ("--output-format json", "--output-format stream-json")),
+              "codex": ((f"-- {_TASK_ARGUMENT} < /dev/null", "-"),), "opencode": (('< "$GYMENVS_TASK_FILE"', ""),),
+              "pi": ((f" {_TASK_ARGUMENT}", ""),)}
 STAND_IN = """
 import http.server, sys, time
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -96,20 +100,27 @@ def agent_files(agent: str) -> bytes:
     return buffer.getvalue()
 
 
+def task_input(agent: str) -> str:
+    """What the CLI started ahead reads on its standard input: the task, or for Claude Code a user message."""
+    if agent == "claude-code":
+        return json.dumps({"type": "user", "message": {"role": "user", "content": TASK}}) + "\n"
+    return TASK
+
+
 def run_once(client: docker.DockerClient, agent: str, ahead: float | None) -> float:
     spec = AGENTS[agent]
     command = spec.command
     if ahead is not None:
-        old, new = FROM_STDIN[agent]
-        assert old in command, f"{agent}'s command no longer has {old!r}"
-        command = command.replace(old, new)
+        for old, new in FROM_STDIN[agent]:
+            assert old in command, f"{agent}'s command no longer has {old!r}"
+            command = command.replace(old, new)
     container = client.containers.run(f"{IMAGE}-{spec.image_suffix}", ["sleep", "120"], detach=True, init=True,
                                       network_mode="none", nano_cpus=10**9, working_dir="/testbed",
                                       labels={"gymenvs.benchmark": "agent_prestart"})
     try:
         container.put_archive("/", agent_files(agent))
         variables = {**environment(agent), "STAND_IN": STAND_IN, "AGENT_COMMAND": f"cd /testbed && {command}",
-                     "TASK": TASK, "AHEAD": "" if ahead is None else f"{ahead:g}"}
+                     "TASK": task_input(agent), "AHEAD": "" if ahead is None else f"{ahead:g}"}
         result = container.exec_run(["bash", "-c", SCRIPT], environment=variables)
         output = result.output.decode(errors="replace")
         if "EARLY_REQUEST" in output or "NO_REQUEST" in output:
