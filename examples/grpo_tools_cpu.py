@@ -1,4 +1,4 @@
-"""Train a tiny model on CPU with GRPO until it aims its tool calls at a toy env's ball, in about a minute.
+"""Train a tiny model on CPU with GRPO until it aims its tool calls at a toy env's ball, in a few minutes.
 
 The model is a randomly initialised 2-layer Qwen2 with a tokenizer trained in-process (no download).
 The toy env registered here keeps Catch's idea in a form a tiny model can learn: a ball falls into
@@ -12,7 +12,7 @@ rollouts gets its own ball, the group's members the same one) and the model lear
 Prints the catches of 60 held-out balls (sampled calls) before and after GRPO, TRL's tool-call
 frequency and mean reward every 10 steps, then the first and last five steps.
 
-    python examples/grpo_tools_cpu.py [--steps 40] [--seed 0]
+    python examples/grpo_tools_cpu.py [--steps 40] [--seed 0] [--lr 3e-4] [--batch 64]
 """
 
 from __future__ import annotations
