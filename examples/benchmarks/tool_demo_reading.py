@@ -3,8 +3,9 @@
     python examples/benchmarks/tool_demo_reading.py [--steps 200 600] [--samples 16]
 
 examples/grpo_tools_cpu.py asks GRPO to teach its tiny model (2 layers, 64 wide) to aim: to write the column its
-observation names (`The ball falls in column b.`) into a `catch` call. This measures whether that model can
-learn the reading at all, and how fast, with the strongest signal there is: supervised steps whose only target
+observation names into a `catch` call. This measures whether that model can learn to read the plain observation
+(`The ball falls in column b.`, which the demo no longer uses alone: it also draws the fall), and how fast, with
+the strongest signal there is: supervised steps whose only target
 for each of the three observations is the right call (Adam, lr 3e-3, as the demo's supervised steps). After each
 step budget it prints the mean loss per token and, per column, which columns 16 sampled calls name. A model that
 reads the column names it every time; one that does not names the three about equally.

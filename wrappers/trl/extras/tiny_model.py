@@ -192,6 +192,7 @@ def teach_tool_calls(
     steps: int = 100,
     learning_rate: float = 1e-2,
     seed: int = 0,
+    paired: bool = False,
 ) -> Qwen2ForCausalLM:
     """Teach a tiny model to answer each conversation with a tool call, by supervised steps.
 
@@ -200,6 +201,8 @@ def teach_tool_calls(
     renders it (with `tools`: JSON schemas, or the methods of an `environment_factory` class, as
     TRL passes them) and paired with every text in `calls` (see `tool_call_text`): give several
     calls per conversation to teach the format but leave the choice to reinforcement learning.
+    With `paired`, each conversation is paired with the call at its index only (repeat a conversation to
+    give it several calls, in the proportions it should learn).
     """
     render: Any = tokenizer.apply_chat_template  # typed as returning text or ids; with return_dict, a mapping
     prompts = [
@@ -212,4 +215,4 @@ def teach_tool_calls(
         )["input_ids"]
         for conversation in conversations
     ]
-    return imitate(model, tokenizer, prompts, calls, steps=steps, learning_rate=learning_rate, seed=seed)
+    return imitate(model, tokenizer, prompts, calls, steps=steps, learning_rate=learning_rate, seed=seed, paired=paired)
