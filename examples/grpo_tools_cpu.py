@@ -1,4 +1,4 @@
-"""Train a tiny model on CPU with GRPO until it aims its tool calls at a toy env's ball, in a few minutes.
+"""Train a tiny model on CPU with GRPO until it aims its tool calls at a toy env's ball, in about a minute.
 
 The model is a randomly initialised 2-layer Qwen2 with a tokenizer trained in-process (no download).
 The toy env registered here keeps Catch's idea in a form a tiny model can learn: a ball falls into
