@@ -6,8 +6,9 @@ just before the paragraph, list item or table that states it:
     <!-- figure: gymenvs eval gymenvs/Wordle-v0 -n 200 --no-progress | rerun | success rate = 92.0% | mean turns = 4.49 -->
     <!-- figure: examples/benchmarks/vector_throughput.py --slots 64 | not rerun: timings, minutes under load -->
 
-`rerun` marks a quick command whose figures do not depend on the machine: this test runs it and
-compares, for each `LABEL = VALUE [± TOLERANCE]`, the output line that starts with LABEL with VALUE,
+`rerun` marks a quick command whose figures do not depend on the machine (`rerun slow`: one of several
+seconds, rerun in the full suite only): this test runs it and compares, for each
+`LABEL = VALUE [± TOLERANCE]`, the output line that starts with LABEL with VALUE,
 and checks that VALUE is what the text after the marker says. `not rerun: why` lists the slow or
 timed ones (a timing cannot be asserted); their scripts must exist. Every section of the docs that
 states a measured figure (a time, a rate, a percentage) must name the command it comes from: a
@@ -50,6 +51,7 @@ class Figure:
     line: int
     command: str
     rerun: bool
+    slow: bool
     reason: str
     checks: tuple[Check, ...]
     text: str  # the paragraph, list item or table after the marker
@@ -69,7 +71,8 @@ def read_figures(page: Path) -> list[Figure]:
                 page=str(page.relative_to(ROOT)),
                 line=text.count("\n", 0, match.start()) + 1,
                 command=command,
-                rerun=mode == "rerun",
+                rerun=mode in ("rerun", "rerun slow"),
+                slow=mode == "rerun slow",
                 reason=mode.removeprefix("not rerun:").strip() if mode.startswith("not rerun:") else "",
                 checks=tuple(parse_check(check) for check in checks),
                 text=re.split(r"\n\s*\n", after, maxsplit=1)[0],
@@ -125,7 +128,8 @@ def test_every_marker_names_a_command_and_says_what_the_text_states(figure):
         assert check.value in figure.text, f"{figure}: the marker says {check.label} = {check.value}; the text does not"
 
 
-@pytest.mark.parametrize("figure", [figure for figure in FIGURES if figure.rerun], ids=str)
+@pytest.mark.parametrize("figure", [pytest.param(figure, marks=[pytest.mark.slow] * figure.slow)
+                                    for figure in FIGURES if figure.rerun], ids=str)
 def test_a_quick_figure_is_what_its_command_prints_today(figure):
     result = subprocess.run(
         command_argv(figure.command), cwd=ROOT, capture_output=True, text=True, timeout=300,

@@ -92,6 +92,7 @@ def test_statuses_and_verdicts_equal_the_harness(name):
     assert not disagreements, "\n".join(disagreements)
 
 
+@pytest.mark.slow  # the per-log tests above compare the same logs in the quick lane; this sums them for the docs
 def test_parity_figures(capsys):
     """The figures of the parity suite (`pytest -s` prints them)."""
     totals = [compare(name) for name in sorted(MANIFEST)]
