@@ -18,18 +18,15 @@ import time
 
 import pytest
 from env_support import envs_made
-from swe.swe_support import FIXTURE_IDS
 
 from gymenvs.container.images import BASE_IMAGE, build_base_image
 from gymenvs.container.runtime import shared_runtime
 from gymenvs.swe.images import image_for
 
 from ..tools_support import SUBMIT, TASKS, bash, ending, write_and_apply
+from .test_conformance import HARBOR_TASK, TASK, started
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-TASK = FIXTURE_IDS[0]
-HARBOR_TASK = "gymenvs/edit-config"
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +52,6 @@ def engine():
 def make(engine):
     with envs_made("gymenvs/SWE-v0", runtime="docker", engine=engine, command_timeout_s=20.0) as make:
         yield make
-
-
-def started(make):
-    env = make()
-    env.reset(options={"instance_id": TASK})
-    return env
 
 
 def test_nothing_of_this_host_is_mounted_and_the_gold_patch_grades_one(make, engine):
