@@ -2,10 +2,14 @@
 anthropic, streamed when GYMENVS_STREAM=1. It makes side calls first (a title call on the side model;
 Anthropic: a token count; Responses: a Codex-style compaction marked in its header), then main turns
 with one tool, `bash`, running every call of a reply (parallel calls too) until a reply has no tool
-call; it prints that text and exits 0. GYMENVS_MALFORMED=1: its second main request is malformed."""
+call; it prints that text and exits 0. GYMENVS_MALFORMED=1: its second main request is malformed.
+It reaches the channel at GYMENVS_ORIGIN, or at the unix socket GYMENVS_SOCKET when that is set (an agent on the
+host: tests/trl/rollout/host_agent_support.py)."""
 
+import http.client
 import json
 import os
+import socket
 import subprocess
 import urllib.request
 
@@ -19,14 +23,37 @@ PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "anthropi
 def post(path, body, headers=None):
     key = os.environ["GYMENVS_API_KEY"]
     auth = {"x-api-key": key, "anthropic-version": "2023-06-01"} if WIRE == "anthropic" else {"Authorization": "Bearer " + key}
-    request = urllib.request.Request(os.environ["GYMENVS_ORIGIN"] + path, data=json.dumps(body).encode(),
-                                     headers={**auth, "Content-Type": "application/json", **(headers or {})})
-    with urllib.request.urlopen(request) as response:
-        data = response.read()
+    headers = {**auth, "Content-Type": "application/json", **(headers or {})}
+    data = send(path, json.dumps(body).encode(), headers)
     if not body.get("stream"):
         return json.loads(data)
     events = [json.loads(line[6:]) for line in data.decode().split("\n") if line.startswith("data: ") and line != "data: [DONE]"]
     return {"chat": chat_from_chunks, "responses": response_from_events, "anthropic": message_from_events}[WIRE](events)
+
+
+def send(path, data, headers):
+    if "GYMENVS_SOCKET" not in os.environ:
+        request = urllib.request.Request(os.environ["GYMENVS_ORIGIN"] + path, data=data, headers=headers)
+        with urllib.request.urlopen(request) as response:
+            return response.read()
+    connection = UnixConnection(os.environ["GYMENVS_SOCKET"])
+    try:
+        connection.request("POST", path, data, headers)
+        response = connection.getresponse()
+        assert response.status == 200, (response.status, response.read())
+        return response.read()
+    finally:
+        connection.close()
+
+
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path):
+        super().__init__("localhost")
+        self.socket_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.socket_path)
 
 
 def chat_from_chunks(chunks):
