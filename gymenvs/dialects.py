@@ -97,7 +97,20 @@ def response_parser(tokenizer: Any) -> Any | None:
         if own is None:
             return None
         parser.response_template = own
+        parser.chat_template = with_mapping_arguments(tokenizer.chat_template)
     return parser
+
+
+#: How DeepSeek V3's template writes a call's arguments: joined to text, which fails on a mapping (`TypeError`).
+_ARGUMENTS_JOINED = "tool['function']['arguments']"
+
+
+def with_mapping_arguments(chat_template: str) -> str:
+    """`chat_template` writing a call's arguments given as a mapping as JSON (transformers' `tojson`: not sorted, not
+    escaped, as `with_json_arguments` writes them), and arguments given as text as before. TRL's tool loop renders
+    the calls it parsed with mapping arguments: the tokenizer `response_parser` returns renders them."""
+    written = f"({_ARGUMENTS_JOINED} if {_ARGUMENTS_JOINED} is string else {_ARGUMENTS_JOINED} | tojson)"
+    return chat_template.replace(_ARGUMENTS_JOINED, written)
 
 
 def own_response_template(chat_template: Any) -> dict[str, Any] | None:

@@ -50,14 +50,7 @@ def trained(family: str, output_dir: str):
     return trainer, generated
 
 
-#: TRL's tool loop renders calls with mapping arguments (a dummy call of its own included), which DeepSeek V3's
-#: template joins to text: its own rendering fails, whatever parser the tokenizer carries (make_rollout_func runs it).
-TRL_CANNOT_RENDER = pytest.mark.xfail(strict=True, raises=TypeError, reason="TRL renders DeepSeek V3's calls with mappings")
-
-
-@pytest.mark.parametrize("family", [
-    pytest.param(family, marks=TRL_CANNOT_RENDER) if family == "deepseekv3" else family for family in PARSED_FAMILIES
-])
+@pytest.mark.parametrize("family", PARSED_FAMILIES)
 def test_trls_tool_loop_reads_each_familys_calls_and_gymenvs_plays_them(family, tmp_path_factory):
     trainer, generated = trained(family, str(tmp_path_factory.mktemp(family)))
     assert len(generated) == len(GUESSES) + 1  # a turn after each tool result: TRL read every call
