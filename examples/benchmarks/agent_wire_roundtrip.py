@@ -12,7 +12,8 @@ format, the baseline: the same agent on the host calling a plain aiohttp server 
 design), which hands each request to a driver thread and sends the reply it is given (the same bytes
 gymenvs sends for that format, built once), so the baseline translates nothing. Needs a Docker engine, the
 fixture images and aiohttp (`pip install 'gymenvs[bench]'`). Prints median and p99 in ms, and the host
-process's CPU time per call for gymenvs; nothing is asserted.
+process's CPU time per call for gymenvs; nothing is asserted. To compare two checkouts, run each with its own
+PYTHONPATH (the first line printed says which gymenvs was imported).
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=1000)
     args = parser.parse_args()
+    import gymenvs
+
+    print("gymenvs:", gymenvs.__file__, "| load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     for wire in ("chat", "responses", "anthropic"):
         for stream in (False, True):
             kind = f"{wire:<10} {'streamed' if stream else 'whole':<9}"

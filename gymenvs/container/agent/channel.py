@@ -228,6 +228,9 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "gymenvs-agent-channel/1"
+    # A buffered writer: a reply's headers and body leave in one write (`_write` flushes), so they cross the
+    # bridge and the forwarder as one frame, not two.
+    wbufsize = -1
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # the env keeps its own records
@@ -235,6 +238,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def address_string(self) -> str:
         return "agent"
+
+    def handle_expect_100(self) -> bool:
+        """`Expect: 100-continue` (curl's large POSTs): the interim reply must leave now, not wait in the buffer."""
+        proceed = super().handle_expect_100()
+        self.wfile.flush()
+        return proceed
 
     def do_HEAD(self) -> None:
         """A reachability probe (Claude Code's `HEAD /api/hello`, sent without a key): answered, harmless."""

@@ -112,6 +112,20 @@ def test_a_body_that_never_arrives_ends_the_episode(channel):
     raw.close()
 
 
+def test_expect_100_continue_is_answered_before_the_body(channel):
+    """The reply's writer is buffered (one write per reply): the interim `100 Continue` must still leave at once."""
+    body = json.dumps(CHAT).encode()
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.settimeout(5)
+    raw.connect(str(channel.socket_path))
+    raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + channel.token.encode()
+                + b"\r\nExpect: 100-continue\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    assert raw.recv(1024).startswith(b"HTTP/1.1 100 Continue\r\n")
+    raw.sendall(body)
+    assert answer_next(channel, "continued")["messages"][0]["content"] == "hi"
+    raw.close()
+
+
 def post_in_thread(channel: LLMChannel) -> tuple[threading.Thread, dict]:
     """A waiting agent's request; the result holds its status, or the error its connection ended with."""
     result: dict = {}
