@@ -37,6 +37,7 @@ from gymenvs.container.agent.specs import MOUNT, derived_image
 from gymenvs.container.agent.upstream import Upstream
 from gymenvs.container.agent.wire import Reply, reply_from_action, respond
 from gymenvs.container.agent.wire import anthropic as anthropic_wire
+from gymenvs.container.background import in_thread
 from gymenvs.container.env import ContainerEnv, FamilyLike, present, sandbox_ending
 from gymenvs.container.family import Task, TaskFamily
 from gymenvs.container.images import ensure_image
@@ -336,16 +337,25 @@ class AgentEnv(ContainerEnv):
 
     def _release(self, wait: bool = True) -> None:
         """Close the channel (removing its directory), stop the agent and remove its container (`wait=False`:
-        in the background, as a reset does, so that it need not wait for the engine)."""
+        the container's removal and the joins of the bridge's and the agent's threads, which poll their streams
+        every 0.2 s, in the background, as a reset does, so that it need not wait for them; `close` does)."""
         if self._channel is not None:
             self._channel.close()
-        if self._bridge is not None:
-            self._bridge.close()
-        if self._agent is not None:
-            self._agent.stop()
+        bridge, agent = self._bridge, self._agent
+        if agent is not None:
+            agent.stop()
         self._discard_sandbox(wait)
-        if self._agent is not None:
-            self._agent.join()
+
+        def join() -> None:
+            if bridge is not None:
+                bridge.close()
+            if agent is not None:
+                agent.join()
+
+        if wait:
+            join()
+        else:
+            self._removals.append(in_thread(join, "gymenvs-release"))
         self._channel = self._bridge = self._agent = self._call = None
 
     def _episode_state(self) -> dict[str, Any]:
