@@ -175,9 +175,9 @@ class AgentEnv(ContainerEnv):
         self._bridge = started.bridge
         put_files(self.episode_sandbox, {"task.md": self._task_bytes()})
         started.bridge.bind(str(channel.socket_path))
+        agent = self._agent = AgentProcess(started.stream, channel)  # released with the episode from here on
         self._agent_turn_began = time.monotonic()
         started.give_task(self.agent.task_input(self.family.instruction(self.episode_task)))
-        agent = self._agent = AgentProcess(started.stream, channel)
         return channel, agent
 
     def _agent_files(self) -> dict[str, bytes]:
