@@ -33,6 +33,7 @@ from pathlib import Path
 
 import docker
 
+import gymenvs
 from gymenvs.container.agent.env import AgentEnv
 from gymenvs.container.agent.install import default_npm_cache, install_agent
 from gymenvs.container.agent.specs import agent_spec, derived_image
@@ -129,7 +130,7 @@ def main() -> None:
                         help="time the resets with a warm pool of this size (3 s between resets for it to refill)")
     args = parser.parse_args()
     task = next(task for task in load_tasks(FIXTURES) if task.instance_id == args.instance_id)
-    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print("gymenvs:", gymenvs.__file__, " load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
     runtime = shared_runtime()
     for agent in args.agents:
         if args.install:

@@ -119,7 +119,7 @@ class ContainerEnv(TextEnv):
         self._sandbox: Sandbox | None = None
         self._sidecars: Sidecars | None = None
         self._pools: list[WarmPool] = []  # the warm pools this env has joined
-        self._removals: list[Future] = []  # containers of ended episodes still being removed in the background
+        self._removals: list[Future] = []  # what of ended episodes is still being released in the background
 
     @classmethod
     def option_names_for(cls, kwargs: Mapping[str, Any]) -> frozenset[str]:
@@ -208,7 +208,7 @@ class ContainerEnv(TextEnv):
     def close(self) -> None:
         self._release()
         self._remove_leftovers()
-        for removal in self._removals:  # the background removals of ended episodes' containers
+        for removal in self._removals:  # the background releases of ended episodes
             removal.result()
         self._removals.clear()
         for pool in self._pools:

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from gymenvs.container.images import ensure_image
 from gymenvs.container.runtime import Limits, Runtime, Sandbox, SandboxError
@@ -57,14 +57,25 @@ def start_container(runtime: Runtime, image: str, *, episode_id: str, workdir: s
         raise
 
 
+class StartedAgent(Protocol):
+    """An agent a pool started ahead in its container (`gymenvs.container.agent.ahead`)."""
+
+    def alive(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
 class Warm(NamedTuple):
-    """A started container from the pool and its shell (None for a pool without shells), which the episode
-    that takes it now owns."""
+    """A started container from the pool, its shell (None for a pool without shells) and the agent started ahead
+    in it (None unless the pool starts one), which the episode that takes it now owns."""
 
     sandbox: Sandbox
     shell: PersistentShell | None
+    agent: StartedAgent | None = None
 
     def remove(self) -> None:
+        if self.agent is not None:
+            self.agent.close()
         if self.shell is not None:
             self.shell.close()
         self.sandbox.remove()
@@ -80,6 +91,7 @@ class _Key:
     environment: tuple[tuple[str, str], ...]
     shell: bool = True
     workdir: str = "/"
+    start_agent: Callable[[Sandbox], StartedAgent] | None = None  # hashable: compared as part of the key
 
 
 class WarmPool:
@@ -102,9 +114,11 @@ class WarmPool:
     @classmethod
     def for_image(cls, runtime: Runtime, image: str, *, size: int, workdir: str, limits: Limits = Limits(), setup: str = "",
                   environment: dict[str, str] | None = None, pull: bool = False, registry: str | None = None,
-                  shell: bool = True) -> WarmPool:
-        """The process's pool for `image` with these settings (made, and filled, on first use)."""
-        key = _Key(os.getpid(), runtime, image, limits, setup, tuple(sorted((environment or {}).items())), shell, workdir)
+                  shell: bool = True, start_agent: Callable[[Sandbox], StartedAgent] | None = None) -> WarmPool:
+        """The process's pool for `image` with these settings (made, and filled, on first use); `start_agent`:
+        what starts an agent ahead in each of its containers."""
+        key = _Key(os.getpid(), runtime, image, limits, setup, tuple(sorted((environment or {}).items())), shell, workdir,
+                   start_agent)
         with cls._pools_lock:
             pool = cls._pools.get(key)
             if pool is None:
@@ -188,7 +202,13 @@ class WarmPool:
         if not key.shell:
             sandbox = key.runtime.start(key.image, role="agent", episode_id=episode_id, limits=key.limits,
                                         labels={LABEL_POOL: "1"}, workdir=key.workdir)
-            return Warm(sandbox, None)
+            if key.start_agent is None:
+                return Warm(sandbox, None)
+            try:
+                return Warm(sandbox, None, key.start_agent(sandbox))
+            except BaseException:
+                sandbox.remove()
+                raise
         sandbox, shell = start_container(key.runtime, key.image, episode_id=episode_id, limits=key.limits,
                                          setup=key.setup, environment=dict(key.environment), labels={LABEL_POOL: "1"},
                                          workdir=key.workdir)
@@ -196,7 +216,9 @@ class WarmPool:
 
 
 def _alive(warm: Warm) -> bool:
-    """Whether a waiting container still runs (its shell's stream is open; without a shell, the engine says)."""
+    """Whether a waiting container still runs (its shell's or its agent's stream is open; else the engine says)."""
+    if warm.agent is not None:
+        return warm.agent.alive()
     if warm.shell is not None:
         return warm.shell.alive()
     try:

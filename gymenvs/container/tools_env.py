@@ -60,8 +60,9 @@ class ToolsEnv(ContainerEnv):
     def _begin(self, task: Task) -> str:
         image = self.episode_image
         if self._pooled:
-            sandbox, shell = self._pool(image.name, setup=image.setup, environment=SHELL_ENVIRONMENT).take(
+            warm = self._pool(image.name, setup=image.setup, environment=SHELL_ENVIRONMENT).take(
                 episode_id=self._episode_id or "")
+            sandbox, shell = warm.sandbox, warm.shell
             assert shell is not None  # these pools open a shell in every container
         else:
             sandbox, shell = start_container(self.runtime, image.name, episode_id=self._episode_id or "", limits=self.limits,

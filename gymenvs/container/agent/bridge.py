@@ -30,9 +30,9 @@ class _Connection:
 class ExecBridge:
     """Start `forwarder` (its path in the container) in `sandbox` after `setup` (a shell snippet, its output
     dropped) and bridge each connection it carries to the unix socket `channel_socket`; `SandboxError` if it
-    does not report its port."""
+    does not report its port. Bridged to no channel (None) until `bind`, a connection is refused (closed)."""
 
-    def __init__(self, sandbox: Sandbox, forwarder: str, channel_socket: str, *, setup: str = ""):
+    def __init__(self, sandbox: Sandbox, forwarder: str, channel_socket: str | None, *, setup: str = ""):
         self._channel_socket = channel_socket
         script = f"{{\n{setup}\n:\n}} </dev/null >/dev/null 2>&1; exec python3 {forwarder} 2>/dev/null"
         self._stream: ExecProcess = sandbox.open_exec(["bash", "-c", script], stdin=True)
@@ -48,6 +48,10 @@ class ExecBridge:
         self.port, self.pid = port, pid
         self._thread = threading.Thread(target=self._serve, name="gymenvs-agent-bridge", daemon=True)
         self._thread.start()
+
+    def bind(self, channel_socket: str) -> None:
+        """Bridge the connections the agent opens from now on to `channel_socket`."""
+        self._channel_socket = channel_socket
 
     def close(self) -> None:
         """Stop bridging and close every connection; the forwarder exits as its stdin closes. Safe to call twice."""
@@ -133,8 +137,10 @@ class ExecBridge:
     def _open(self, number: int) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            if self._channel_socket is None:
+                raise ConnectionRefusedError("bridged to no channel yet")
             sock.connect(self._channel_socket)
-        except OSError:  # the channel is closed: the agent sees its connection end
+        except OSError:  # no channel yet, or it is closed: the agent sees its connection end
             sock.close()
             self._send(EOF, number)
             return

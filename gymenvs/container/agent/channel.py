@@ -95,13 +95,18 @@ def new_channel_directory() -> Path:
     return owned_directory(_DIRECTORY_KIND)
 
 
+def new_token() -> str:
+    """A fresh episode token (256 random bits)."""
+    return uuid.uuid4().hex + uuid.uuid4().hex
+
+
 class LLMChannel:
     """An episode's endpoint. `close()` releases any waiting call, joins every thread and removes the
     directory."""
 
     def __init__(self, *, model_name: str, max_request_bytes: int = 16 << 20, max_connections: int = 8,
-                 read_timeout: float = 30.0, side_model: str = SIDE_MODEL):
-        self.token = uuid.uuid4().hex + uuid.uuid4().hex
+                 read_timeout: float = 30.0, side_model: str = SIDE_MODEL, token: str | None = None):
+        self.token = token or new_token()
         self.model_name = model_name
         self.side_model = side_model
         #: Each answered Responses call's conversation, by response id (`previous_response_id`).

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import PositiveInt
 
+from gymenvs.container.agent.ahead import FORWARDER, StartAhead, StartedAhead, endpoint_environment, put_files
 from gymenvs.container.agent.bridge import ExecBridge
 from gymenvs.container.agent.channel import AgentExited, AgentRequest, Call, ChannelError, LLMChannel
 from gymenvs.container.agent.messages import render
@@ -36,17 +37,16 @@ from gymenvs.container.agent.specs import MOUNT, derived_image
 from gymenvs.container.agent.upstream import Upstream
 from gymenvs.container.agent.wire import Reply, reply_from_action, respond
 from gymenvs.container.agent.wire import anthropic as anthropic_wire
+from gymenvs.container.background import in_thread
 from gymenvs.container.env import ContainerEnv, FamilyLike, present, sandbox_ending
-from gymenvs.container.family import Task
+from gymenvs.container.family import Task, TaskFamily
 from gymenvs.container.images import ensure_image
 from gymenvs.container.runtime import Runtime, Sandbox, SandboxError
-from gymenvs.container.runtime.commands import entries_archive
 from gymenvs.container.tools_env import SHELL_ENVIRONMENT
 from gymenvs.core import EndedBy, Outcome, ending
 
 #: The side responder's minimal answer to a side call that wants text (a title, a summary).
 SIDE_REPLY_TEXT = "ok"
-_FORWARDER = "forwarder.py"
 
 
 class AgentStartError(RuntimeError):
@@ -137,35 +137,62 @@ class AgentEnv(ContainerEnv):
         elif not self.runtime.image_exists(image):
             raise SandboxError(f"image {image!r} is not present: build it with `gymenvs swe install-agent {self.agent.name} "
                                f"{self.episode_image.name}`")
+        if self._starts_ahead:
+            warm = self._pool(image, shell=False, start_agent=self._start_ahead()).take(episode_id=self._episode_id or "")
+            self._sandbox = warm.sandbox
+            assert isinstance(warm.agent, StartedAhead)  # the pool of `_start_ahead` starts one in each container
+            return self._continue_ahead(warm.agent)
         sandbox = self._sandbox = self._pooled_sandbox(image) if self._pooled else self._new_sandbox(image)
         channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name)
         self.family.prepare_step(self.episode_task, sandbox)
-        self._put_agent_files(sandbox)
-        bridge = self._bridge = ExecBridge(sandbox, f"{MOUNT}/{_FORWARDER}", str(channel.socket_path),
+        put_files(sandbox, {**self._agent_files(), "task.md": self._task_bytes()})
+        bridge = self._bridge = ExecBridge(sandbox, f"{MOUNT}/{FORWARDER}", str(channel.socket_path),
                                            setup=self.episode_image.setup)
         script = f"{self.episode_image.setup}\nexec bash -c {shlex.quote(self.agent.command)}"
         self._agent_turn_began = time.monotonic()
-        stream = sandbox.open_exec(["bash", "-c", script], environment=self._agent_environment(channel, bridge))
+        environment = {**self._agent_environment(), **endpoint_environment(channel.token, bridge)}
+        stream = sandbox.open_exec(["bash", "-c", script], environment=environment)
         agent = self._agent = AgentProcess(stream, channel)
         return channel, agent
 
-    def _put_agent_files(self, sandbox: Sandbox) -> None:
-        """The forwarder, the agent's files and the task, written into MOUNT through the engine's API."""
-        files = {_FORWARDER: resources.files("gymenvs.container.agent").joinpath(_FORWARDER).read_bytes(),
-                 **self.agent.file_contents(),
-                 "task.md": self.family.instruction(self.episode_task).encode("utf-8", "surrogateescape")}
-        entries: list[tuple[str, str, str | bytes]] = [(MOUNT, "dir", ""), *((f"{MOUNT}/{name}", "file", data)
-                                                                             for name, data in files.items())]
-        sandbox.put_archive("/", entries_archive(entries))
+    @property
+    def _starts_ahead(self) -> bool:
+        """Whether the pool starts the agent ahead of its task: for a pooled container, an agent that reads its task
+        on standard input, and a family whose `prepare_step` prepares nothing (a CLI reads the working directory
+        at its start, before a preparation of the step would have run)."""
+        return (self._pooled and self.agent.ahead_command is not None
+                and type(self.family).prepare_step is TaskFamily.prepare_step)
 
-    def _agent_environment(self, channel: LLMChannel, bridge: ExecBridge) -> dict[str, str]:
+    def _start_ahead(self) -> StartAhead:
+        return StartAhead(command=str(self.agent.ahead_command), setup=self.episode_image.setup,
+                          files=tuple(self._agent_files().items()), environment=tuple(sorted(self._agent_environment().items())))
+
+    def _continue_ahead(self, started: StartedAhead) -> tuple[LLMChannel, AgentProcess]:
+        """Open the episode's channel with the token of the container's agent, bind its bridge to it, give it its
+        task: the agent, started ahead, goes on from reading its standard input."""
+        channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name,
+                                             token=started.token)
+        self._bridge = started.bridge
+        put_files(self.episode_sandbox, {"task.md": self._task_bytes()})
+        started.bridge.bind(str(channel.socket_path))
+        agent = self._agent = AgentProcess(started.stream, channel)  # released with the episode from here on
+        self._agent_turn_began = time.monotonic()
+        started.give_task(self.agent.task_input(self.family.instruction(self.episode_task)))
+        return channel, agent
+
+    def _agent_files(self) -> dict[str, bytes]:
+        """The forwarder and the agent's files (MOUNT)."""
+        return {FORWARDER: resources.files("gymenvs.container.agent").joinpath(FORWARDER).read_bytes(),
+                **self.agent.file_contents()}
+
+    def _task_bytes(self) -> bytes:
+        return self.family.instruction(self.episode_task).encode("utf-8", "surrogateescape")
+
+    def _agent_environment(self) -> dict[str, str]:
+        """The agent's variables but the endpoint's (`endpoint_environment`)."""
         config = self.config
-        origin = f"http://127.0.0.1:{bridge.port}"
         return {
-            **SHELL_ENVIRONMENT, "OPENAI_API_KEY": channel.token, "OPENAI_MODEL": config.model_name,
-            "OPENAI_BASE_URL": f"{origin}/v1", "OPENAI_API_BASE": f"{origin}/v1", "GYMENVS_BASE_URL": f"{origin}/v1",
-            "ANTHROPIC_BASE_URL": origin, "GYMENVS_ORIGIN": origin, "GYMENVS_FORWARDER_PID": str(bridge.pid),
-            "GYMENVS_API_KEY": channel.token, "ANTHROPIC_AUTH_TOKEN": channel.token, "ANTHROPIC_MODEL": config.model_name,
+            **SHELL_ENVIRONMENT, "OPENAI_MODEL": config.model_name, "ANTHROPIC_MODEL": config.model_name,
             "GYMENVS_SIDE_MODEL": config.side_model_name, "GYMENVS_TASK_FILE": f"{MOUNT}/task.md",
             "GYMENVS_WORKDIR": self.workdir, "GYMENVS_COMMAND_TIMEOUT": f"{config.command_timeout_s:g}",
             "GYMENVS_OUTPUT_LIMIT": str(config.output_limit), **self.family.agent_environment, **self.agent.environment,
@@ -177,8 +204,7 @@ class AgentEnv(ContainerEnv):
 
     def _pooled_sandbox(self, image: str) -> Sandbox:
         """A started container of `image` from the warm pool."""
-        sandbox, _ = self._pool(image, shell=False).take(episode_id=self._episode_id or "")
-        return sandbox
+        return self._pool(image, shell=False).take(episode_id=self._episode_id or "").sandbox
 
     # -- a step: the policy's reply to the waiting request --------------------------------------
 
@@ -311,16 +337,25 @@ class AgentEnv(ContainerEnv):
 
     def _release(self, wait: bool = True) -> None:
         """Close the channel (removing its directory), stop the agent and remove its container (`wait=False`:
-        in the background, as a reset does, so that it need not wait for the engine)."""
+        the container's removal and the joins of the bridge's and the agent's threads, which poll their streams
+        every 0.2 s, in the background, as a reset does, so that it need not wait for them; `close` does)."""
         if self._channel is not None:
             self._channel.close()
-        if self._bridge is not None:
-            self._bridge.close()
-        if self._agent is not None:
-            self._agent.stop()
+        bridge, agent = self._bridge, self._agent
+        if agent is not None:
+            agent.stop()
         self._discard_sandbox(wait)
-        if self._agent is not None:
-            self._agent.join()
+
+        def join() -> None:
+            if bridge is not None:
+                bridge.close()
+            if agent is not None:
+                agent.join()
+
+        if wait:
+            join()
+        else:
+            self._removals.append(in_thread(join, "gymenvs-release"))
         self._channel = self._bridge = self._agent = self._call = None
 
     def _episode_state(self) -> dict[str, Any]:

