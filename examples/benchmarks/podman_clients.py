@@ -13,22 +13,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import time
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import docker
 import podman
 
 from gymenvs.container.images import BASE_IMAGE
 
+sys.path.insert(0, str(Path(__file__).parent))
+from runtimes import percentiles, seconds  # noqa: E402
+
 KEEP_RUNNING = ["sleep", "600"]
-
-
-def seconds(action: Callable[[], object]) -> float:
-    started = time.perf_counter()
-    action()
-    return time.perf_counter() - started
 
 
 def start_and_remove(containers) -> Callable[[], None]:
@@ -41,12 +38,6 @@ def start_and_remove(containers) -> Callable[[], None]:
         container.start()
         container.remove(force=True)
     return cycle
-
-
-def percentiles(times: list[float]) -> str:
-    ordered = sorted(times)
-    p99 = ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
-    return f"median {statistics.median(ordered) * 1000:8.2f} ms  p99 {p99 * 1000:8.2f} ms  (n={len(ordered)})"
 
 
 def main() -> None:
