@@ -19,7 +19,7 @@ from pydantic import PositiveInt
 
 from gymenvs.container.background import in_thread
 from gymenvs.container.config import ContainerConfig, check_no_family_options, split_options
-from gymenvs.container.family import Grade, GradingRun, Task, TaskFamily, TaskImage
+from gymenvs.container.family import Grade, GradingAhead, GradingRun, Task, TaskFamily, TaskImage
 from gymenvs.container.pool import WarmPool, discard
 from gymenvs.container.reaper import reap_once
 from gymenvs.container.runtime import (
@@ -120,6 +120,7 @@ class ContainerEnv(TextEnv):
         self._sidecars: Sidecars | None = None
         self._pools: list[WarmPool] = []  # the warm pools this env has joined
         self._removals: list[Future] = []  # what of ended episodes is still being released in the background
+        self._grading_ahead: Future[GradingAhead | None] | None = None  # the family's `grade_ahead`, once started
 
     @classmethod
     def option_names_for(cls, kwargs: Mapping[str, Any]) -> frozenset[str]:
@@ -205,8 +206,16 @@ class ContainerEnv(TextEnv):
         info.update(instance_id=self.episode_task.instance_id, image=self.episode_sandbox.image, runtime=self.runtime.info())
         return observation, info
 
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """As `TextEnv.step`; the episode's first step starts the family's `grade_ahead` in the background (not
+        `reset`, whose own start-up it would slow)."""
+        if self._sandbox is not None and self._grading_ahead is None:
+            self._grading_ahead = in_thread(self._make_grading_ahead, "gymenvs-grading-ahead")
+        return super().step(action)
+
     def close(self) -> None:
         self._release()
+        self._discard_grading_ahead()
         self._remove_leftovers()
         for removal in self._removals:  # the background releases of ended episodes
             removal.result()
@@ -218,6 +227,7 @@ class ContainerEnv(TextEnv):
 
     def _start_episode(self, options: dict[str, Any]) -> str:
         self._release(wait=False)  # the last episode's container goes in the background: this one need not wait
+        self._discard_grading_ahead()
         self._remove_leftovers()
         task = self._drawn = self._find_task(options)
         self.task = self.family.at_step(task, 0)
@@ -336,6 +346,7 @@ class ContainerEnv(TextEnv):
                 sandbox.check_disk(force=True)  # a file written past the limit by the last command, just before submit
         except (ContainerGone, DiskLimitExceeded) as exc:
             self._release()
+            self._discard_grading_ahead(wait=True)
             what = "died" if isinstance(exc, ContainerGone) else "outgrew its disk limit"
             return Grade.infra(exc.reason, f"the agent's container {what}: {exc}"), None, sandbox_ending(exc)
         try:
@@ -351,7 +362,7 @@ class ContainerEnv(TextEnv):
                 released.append(in_thread(self._release, "gymenvs-release"))
 
         run = GradingRun(self.runtime, sandbox, self.episode_task, self.episode_image, self.limits, self._episode_id or "",
-                         done_with_sandbox=done_with_sandbox)
+                         done_with_sandbox=done_with_sandbox, ahead=self._take_grading_ahead())
         try:
             grade = self.family.grade(run)
         finally:
@@ -360,6 +371,33 @@ class ContainerEnv(TextEnv):
             else:
                 self._release()
         return grade, checkpoint, None
+
+    def _make_grading_ahead(self) -> GradingAhead | None:
+        return self.family.grade_ahead(self.episode_task, self.runtime, image=self.episode_image, limits=self.limits,
+                                       episode_id=self._episode_id or "")
+
+    def _take_grading_ahead(self) -> GradingAhead | None:
+        """What `grade_ahead` made for this step, once it is done; None if nothing, or if it failed (grading then
+        starts what it needs itself, and reports the engine's error if that fails too)."""
+        future, self._grading_ahead = self._grading_ahead, None
+        if future is None or future.exception() is not None:
+            return None
+        return future.result()
+
+    def _discard_grading_ahead(self, wait: bool = False) -> None:
+        """Release what `grade_ahead` made for an episode that ends ungraded (`wait=False`: in the background)."""
+        future, self._grading_ahead = self._grading_ahead, None
+        if future is None:
+            return
+
+        def discard_when_made() -> None:
+            if future.exception() is None and (ahead := future.result()) is not None:
+                ahead.discard()
+
+        if wait:
+            discard_when_made()
+        else:
+            self._removals = [r for r in self._removals if not r.done()] + [in_thread(discard_when_made, "gymenvs-release")]
 
     def _checkpoint(self, sandbox: Sandbox) -> str | None:
         """The container's files as an image the next step starts from (None if it cannot be taken); the engine pauses

@@ -62,12 +62,21 @@ class TaskImage:
     setup: str = ""
 
 
+class GradingAhead(ABC):
+    """What a family made ready for grading while the episode ran (`TaskFamily.grade_ahead`)."""
+
+    @abstractmethod
+    def discard(self) -> None:
+        """Release it unused: the episode ended without being graded."""
+
+
 @dataclass
 class GradingRun(Generic[TaskT]):
     """What a family grades: the episode's container (frozen: nothing in it runs), its task and image, the
     limits it ran under, and the runtime to start grading containers on. A family that is done with the
     container before its tests end calls `done_with_sandbox()` (once, and uses the container no more): the env
-    then removes it while the tests run, instead of after."""
+    then removes it while the tests run, instead of after. `ahead` is what the family's `grade_ahead` made
+    ready during the episode (None if nothing, or if making it failed); `grade` owns it from then on."""
 
     runtime: Runtime
     sandbox: Sandbox
@@ -76,6 +85,7 @@ class GradingRun(Generic[TaskT]):
     limits: Limits
     episode_id: str
     done_with_sandbox: Callable[[], None] = lambda: None
+    ahead: GradingAhead | None = None
 
 
 @dataclass
@@ -192,6 +202,14 @@ class TaskFamily(ABC, Generic[TaskT, OptionsT]):
         the tools (`tools`, written by the env) and how the work is graded."""
         return (f"{self.instruction(task).strip()}\n\nYou work in a Linux container, in {workdir}. {tools} "
                 "The task's tests, which you do not see, then check the state you left in the container.")
+
+    def grade_ahead(self, task: TaskT, runtime: Runtime, *, image: TaskImage, limits: Limits,
+                    episode_id: str) -> GradingAhead | None:
+        """Make ready, while the agent works, what grading `task` needs and the agent's work cannot change (a fresh
+        grading container, say); None (the default) for nothing. The env calls it in the background from the
+        episode's first step and hands the result to `grade` as `run.ahead`, or discards it if the episode ends
+        ungraded."""
+        return None
 
     def start_sidecars(self, task: TaskT, runtime: Runtime, *, episode_id: str, limits: Limits,
                        pull: bool = False, registry: str | None = None) -> Sidecars | None:

@@ -19,7 +19,7 @@ from gymenvs.container.family import FamilyOptions, Grade, GradingRun, TaskFamil
 from gymenvs.container.images import ensure_image
 from gymenvs.container.runtime import Limits, Runtime, parse_size
 from gymenvs.container.validation import TaskValidation
-from gymenvs.swe.grading import TEST_USER, GradeReport, grade, grade_sandbox
+from gymenvs.swe.grading import TEST_USER, FreshGradingContainer, GradeReport, grade, grade_sandbox, start_grading_container
 from gymenvs.swe.images import ENV_SETUP, WORKDIR, check_template, image_for
 from gymenvs.swe.tasks import Task, load_tasks
 from gymenvs.swe.tasks.tasks import task_to_row
@@ -104,12 +104,19 @@ class SWEFamily(TaskFamily[Task, SWEOptions]):
         return _PROMPT.format(repo=task.repo, workdir=workdir, commit=task.base_commit[:12],
                               problem=task.problem_statement.strip(), tools=tools)
 
+    def grade_ahead(self, task: Task, runtime: Runtime, *, image: TaskImage, limits: Limits,
+                    episode_id: str) -> FreshGradingContainer:
+        """The grading container, started while the agent works (about a third of grading's own time)."""
+        return start_grading_container(runtime, image.name, limits=_no_network(limits),
+                                       episode_id=episode_id or task.instance_id)
+
     def grade(self, run: GradingRun[Task]) -> Grade:
         """The agent's changes, read by the engine from its container, tested in a fresh container (no network)."""
+        ahead = run.ahead if isinstance(run.ahead, FreshGradingContainer) else None
         report, diff = grade_sandbox(run.runtime, run.task, run.sandbox, image=run.image.name,
                                      timeout=self.options.grading_timeout_s, test_user=self.options.test_user,
                                      screen=self.options.screen, limits=_no_network(run.limits),
-                                     episode_id=run.episode_id, done_reading=run.done_with_sandbox)
+                                     episode_id=run.episode_id, done_reading=run.done_with_sandbox, ahead=ahead)
         return as_grade(report, diff)
 
     def validate(self, task: Task, runtime: Runtime, *, runs: int = 1, timeout_s: float | None = None) -> TaskValidation:

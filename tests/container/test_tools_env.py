@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -16,6 +17,7 @@ from env_support import envs_made
 from episode_support import play_all
 from swe.swe_support import FIXTURE_IDS, FIXTURE_TASKS, own_containers
 
+from gymenvs.container.runtime.owners import LABEL_ROLE
 from gymenvs.core import is_trainable
 from gymenvs.swe.grading import grade
 from gymenvs.swe.images import image_for
@@ -199,6 +201,29 @@ def test_a_container_killed_before_submit_is_not_graded_and_ends_as_infra(make_e
     assert (reward, terminated, truncated) == (0.0, False, True)
     assert ending(info) == ("infra", "container_died") and "killed from outside" in info["outcome_detail"]
     assert info["report"]["status"] == "error" and not is_trainable(info)
+    assert own_containers(docker_client) == []
+
+
+def roles(client) -> list[str]:
+    return sorted(container.labels[LABEL_ROLE] for container in own_containers(client))
+
+
+def test_the_grading_container_starts_during_the_episode_and_leaves_nothing(make_env, docker_client):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = start(make_env, task.instance_id)
+    assert roles(docker_client) == ["agent"]  # reset starts nothing for grading: the agent's start-up comes first
+    env.step(write_and_apply(task.patch, "gold.patch"))
+    deadline = time.monotonic() + 30
+    while roles(docker_client) != ["agent", "grading"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert roles(docker_client) == ["agent", "grading"]  # started by the first step, before any submit
+    reward, report = submit(env)
+    assert reward == 1.0 and report["status"] == "resolved"
+    assert own_containers(docker_client) == []
+    env.reset(options={"instance_id": task.instance_id})
+    env.step(bash("echo abandoned"))  # starts another grading container, which this episode never uses
+    env.reset(options={"instance_id": task.instance_id})
+    env.close()
     assert own_containers(docker_client) == []
 
 

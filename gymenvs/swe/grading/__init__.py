@@ -10,6 +10,7 @@ into the harness's report layout).
 from gymenvs.swe.grading.grading import (
     TEST_ENVIRONMENT,
     TEST_USER,
+    FreshGradingContainer,
     GradeReport,
     check_against_runner,
     eval_script,
@@ -17,9 +18,10 @@ from gymenvs.swe.grading.grading import (
     grade,
     grade_sandbox,
     plugin_module,
+    start_grading_container,
 )
 
 __all__ = [
-    "TEST_ENVIRONMENT", "TEST_USER", "GradeReport", "check_against_runner", "eval_script", "extract_diff", "grade",
-    "grade_sandbox", "plugin_module",
+    "TEST_ENVIRONMENT", "TEST_USER", "FreshGradingContainer", "GradeReport", "check_against_runner", "eval_script",
+    "extract_diff", "grade", "grade_sandbox", "plugin_module", "start_grading_container",
 ]

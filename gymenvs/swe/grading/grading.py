@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from gymenvs.container.background import in_thread
+from gymenvs.container.family import GradingAhead
 from gymenvs.container.output import decode_output
 from gymenvs.container.runtime import Limits, Runtime, Sandbox, SandboxError
 from gymenvs.container.shell import ShellSandbox
@@ -169,12 +170,37 @@ def grade(runtime: Runtime, task: Task, diff: str, *, image: str, timeout: float
                   limits=limits, episode_id=episode_id, test_user=test_user, screen=screen)[0]
 
 
+@dataclass
+class FreshGradingContainer(GradingAhead):
+    """A grading container started before the agent is done (`start_grading_container`): grading's directories
+    are in it, and `before` holds what its engine lists as changed before any of the agent's work is applied."""
+
+    sandbox: Sandbox
+    before: frozenset[str]
+
+    def discard(self) -> None:
+        self.sandbox.remove()
+
+
+def start_grading_container(runtime: Runtime, image: str, *, limits: Limits, episode_id: str) -> FreshGradingContainer:
+    """A fresh container of `image` ready for `grade_sandbox(..., ahead=)`: nothing of the agent's reaches it."""
+    sandbox = runtime.start(image, role="grading", episode_id=episode_id, limits=limits, workdir=WORKDIR)
+    try:
+        sandbox.put_archive("/", _staging_archive())
+        return FreshGradingContainer(sandbox, frozenset(sandbox.changed_paths("/")))
+    except BaseException:
+        sandbox.remove()
+        raise
+
+
 def grade_sandbox(runtime: Runtime, task: Task, agent: Sandbox, *, image: str, timeout: float = 1800,
                   limits: Limits = Limits(), episode_id: str = "", test_user: str | None = TEST_USER,
-                  screen: ScreenMode = "zero", done_reading: Callable[[], None] = lambda: None) -> tuple[GradeReport, str]:
+                  screen: ScreenMode = "zero", done_reading: Callable[[], None] = lambda: None,
+                  ahead: FreshGradingContainer | None = None) -> tuple[GradeReport, str]:
     """Grade what the agent changed in `agent`'s repository, read by the engine (no program of the
     agent's container runs); return the report and the graded changes as a git diff. `screen` as in `grade`;
-    `done_reading` is called once `agent` is no longer read (its changes are in the grading container)."""
+    `done_reading` is called once `agent` is no longer read (its changes are in the grading container).
+    `ahead`: the grading container, started while the agent worked (else one starts now); removed here."""
     report = GradeReport(task.instance_id, "error")
     # The engine's list of what the agent changed is the slowest read of its container: taken while the
     # grading container starts.
@@ -186,7 +212,7 @@ def grade_sandbox(runtime: Runtime, task: Task, agent: Sandbox, *, image: str, t
         return None
 
     return _grade(runtime, task, report, apply, image=image, timeout=timeout, limits=limits, episode_id=episode_id,
-                  test_user=test_user, take_diff=True, screen=screen)
+                  test_user=test_user, take_diff=True, screen=screen, ahead=ahead)
 
 
 def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> str:
@@ -205,16 +231,18 @@ def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> st
 
 def _grade(runtime: Runtime, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None], *, image: str,
            timeout: float, limits: Limits, episode_id: str, test_user: str | None,
-           take_diff: bool = False, screen: ScreenMode = "zero") -> tuple[GradeReport, str]:
+           take_diff: bool = False, screen: ScreenMode = "zero",
+           ahead: FreshGradingContainer | None = None) -> tuple[GradeReport, str]:
     started = time.monotonic()
     nonce, key = uuid.uuid4().hex, secrets.token_bytes(32)
     diff: str | None = ""
     result, channel = None, Channel()
     try:
-        sandbox = runtime.start(image, role="grading", episode_id=episode_id or task.instance_id, limits=limits,
-                                workdir=WORKDIR)
+        if ahead is None:
+            ahead = start_grading_container(runtime, image, limits=limits, episode_id=episode_id or task.instance_id)
+        sandbox = ahead.sandbox
         try:
-            diff = _prepare_through_shell(sandbox, task, report, apply, take_diff, nonce, key, test_user)
+            diff = _prepare_through_shell(sandbox, ahead.before, task, report, apply, take_diff, nonce, key, test_user)
             if diff is not None:
                 tests_started = time.monotonic()
                 result = sandbox.run(f"bash {STAGING}/run-tests.sh", timeout=timeout, output_limit=_LOG_LIMIT)
@@ -249,13 +277,14 @@ def _ensure_survived(sandbox: Sandbox, *, finished: bool) -> None:
         time.sleep(0.1)
 
 
-def _prepare_through_shell(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None],
-                           take_diff: bool, nonce: str, key: bytes, test_user: str | None) -> str | None:
+def _prepare_through_shell(sandbox: Sandbox, before: frozenset[str], task: Task, report: GradeReport,
+                           apply: Callable[[Sandbox], str | None], take_diff: bool, nonce: str, key: bytes,
+                           test_user: str | None) -> str | None:
     """`_prepare`, then the test run's script and report plugin put in place, all through one shell in the
     grading container (closed before the tests run): the agent's diff, or None when the tests cannot run."""
     shell = ShellSandbox(sandbox)
     try:
-        diff = _prepare(shell, task, report, apply, take_diff)
+        diff = _prepare(shell, before, task, report, apply, take_diff)
         if diff is not None:
             shell.put_files(_PLUGIN_DIR, {f"{plugin_module(nonce)}.py": _PLUGIN_SOURCE.read_bytes()})
             shell.put_files(STAGING, {"run-tests.sh": eval_script(task, nonce, test_user).encode(),
@@ -265,12 +294,10 @@ def _prepare_through_shell(sandbox: Sandbox, task: Task, report: GradeReport, ap
         shell.close()
 
 
-def _prepare(sandbox: Sandbox, task: Task, report: GradeReport, apply: Callable[[Sandbox], str | None],
-             take_diff: bool) -> str | None:
-    """Apply the agent's changes and the test patch, checking what changed on disk; the agent's diff
-    (if `take_diff`, else ""), or None when the tests cannot run (`report` then says why)."""
-    sandbox.put_archive("/", _staging_archive())
-    before = set(sandbox.changed_paths("/"))
+def _prepare(sandbox: Sandbox, before: frozenset[str], task: Task, report: GradeReport,
+             apply: Callable[[Sandbox], str | None], take_diff: bool) -> str | None:
+    """Apply the agent's changes and the test patch, checking what changed on disk since `before`; the agent's
+    diff (if `take_diff`, else ""), or None when the tests cannot run (`report` then says why)."""
     failure = apply(sandbox)
     changes = disk_changes(sandbox, WORKDIR, before)
     if changes.refused and not failure:
