@@ -1,15 +1,17 @@
 """What grading costs beyond the tests' own time, for Terminal (Harbor) tasks and SWE tasks.
 
-    python examples/benchmarks/grading_overhead.py [--runs 5] [--kinds terminal swe] [--timeline]
+    python examples/benchmarks/grading_overhead.py [--runs 5] [--kinds terminal swe] [--timeline] [--pause 0]
 
 - terminal: each fixture task with an oracle that always passes (not `broken-oracle` or `flaky-test`), run
   `--runs` times as `gymenvs tasks validate` runs them (`gymenvs.terminal.validate.run_episode`: the oracle in the
   task's container, then grading). Grading is the snapshot, the grading container, any services started again,
   test.sh and reading the reward (`VerifierResult.seconds`); the tests' time is test.sh's run
   (`VerifierResult.test_seconds`).
-- swe: each SWE fixture task in gymenvs/SWE-v0, `--runs` episodes of the gold patch then `submit`. Grading is
-  `info["report"]["seconds"]` (the grading container, the agent's changes copied in, the test patch, the tests)
-  and the tests' time `info["report"]["test_seconds"]`; the `submit` step's whole wall time is shown beside it.
+- swe: each SWE fixture task in gymenvs/SWE-v0, `--runs` episodes of the gold patch then, `--pause` seconds later
+  (a policy's turn; the grading container starts during the episode), `submit`. Grading is the `submit` step's
+  whole wall time (what the caller waits: the agent's changes read and copied in, the test patch, the tests,
+  and whatever of the grading container's start the episode did not cover), the tests' time
+  `info["report"]["test_seconds"]`; the report's own `seconds` (from the grading container ready) is shown beside.
 
 Prints per task the median grading seconds, test seconds and their difference (the overhead), and the median
 overhead over all runs. `--timeline` also prints, for the last run of each kind, every engine call it made (the
@@ -95,27 +97,28 @@ def terminal(runs: int) -> list[float]:
     return overheads
 
 
-def swe(runs: int) -> list[float]:
+def swe(runs: int, pause: float) -> list[float]:
     env = gym.make("gymenvs/SWE-v0")
     overheads = []
     try:
         for task in load_tasks():
             apply = f"cat > /tmp/gold.patch <<'GYMENVS_PATCH_END'\n{task.patch}GYMENVS_PATCH_END\ngit apply /tmp/gold.patch"
-            grading, tests, steps, rewards = [], [], [], []
+            reports, tests, steps, rewards = [], [], [], []
             for _ in range(runs + 1):  # the first warms the image up
                 env.reset(options={"instance_id": task.instance_id})
                 env.step({"name": "bash", "arguments": {"command": apply}})
+                time.sleep(pause)
                 calls.clear()
                 started = time.monotonic()
                 _, reward, _, _, info = env.step({"name": "submit", "arguments": {}})
                 steps.append(time.monotonic() - started)
-                grading.append(info["report"]["seconds"])
+                reports.append(info["report"]["seconds"])
                 tests.append(info["report"]["test_seconds"])
                 rewards.append(reward)
-            grading, tests, steps, rewards = grading[1:], tests[1:], steps[1:], rewards[1:]
-            overheads += [g - t for g, t in zip(grading, tests)]
-            print(line(f"swe {task.instance_id}", grading, tests, rewards,
-                       f"; the submit step {statistics.median(steps):.3f}"), flush=True)
+            reports, tests, steps, rewards = reports[1:], tests[1:], steps[1:], rewards[1:]
+            overheads += [g - t for g, t in zip(steps, tests)]
+            print(line(f"swe {task.instance_id}", steps, tests, rewards,
+                       f"; the report's seconds {statistics.median(reports):.3f}"), flush=True)
     finally:
         env.close()
     return overheads
@@ -126,12 +129,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--kinds", nargs="+", choices=["terminal", "swe"], default=["terminal", "swe"])
     parser.add_argument("--timeline", action="store_true", help="print the last run's engine calls, per kind")
+    parser.add_argument("--pause", type=float, default=0.0, help="swe: seconds between the agent's last step and submit")
     args = parser.parse_args()
     if args.timeline:
         record_engine_calls()
-    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
+    print("gymenvs from", os.path.dirname(gymenvs.__file__), "; load average:",
+          " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     for kind in args.kinds:
-        overheads = terminal(args.runs) if kind == "terminal" else swe(args.runs)
+        overheads = terminal(args.runs) if kind == "terminal" else swe(args.runs, args.pause)
         print(f"{kind}: median grading overhead {statistics.median(overheads):.3f} s over {len(overheads)} runs "
               f"(max {max(overheads):.3f})", flush=True)
         if args.timeline and calls:
