@@ -208,10 +208,13 @@ class ContainerEnv(TextEnv):
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """As `TextEnv.step`; the episode's first step starts the family's `grade_ahead` in the background (not
-        `reset`, whose own start-up it would slow)."""
+        `reset`, whose own start-up it would slow), and a step that ends the episode ungraded discards it."""
         if self._sandbox is not None and self._grading_ahead is None:
             self._grading_ahead = in_thread(self._make_grading_ahead, "gymenvs-grading-ahead")
-        return super().step(action)
+        result = super().step(action)
+        if self._done:  # ended ungraded (its container died, say), if grading did not take it
+            self._discard_grading_ahead(wait=True)
+        return result
 
     def close(self) -> None:
         self._release()
@@ -346,7 +349,6 @@ class ContainerEnv(TextEnv):
                 sandbox.check_disk(force=True)  # a file written past the limit by the last command, just before submit
         except (ContainerGone, DiskLimitExceeded) as exc:
             self._release()
-            self._discard_grading_ahead(wait=True)
             what = "died" if isinstance(exc, ContainerGone) else "outgrew its disk limit"
             return Grade.infra(exc.reason, f"the agent's container {what}: {exc}"), None, sandbox_ending(exc)
         try:

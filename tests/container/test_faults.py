@@ -19,7 +19,7 @@ from gymenvs.container.runtime.docker.chaos import EngineProxy, GradingKiller
 from gymenvs.core import is_trainable
 from wrappers.vector import ConcurrentVectorEnv
 
-from .tools_support import SUBMIT, TASKS, bash, ending, start, write_and_apply
+from .tools_support import SUBMIT, TASKS, bash, ending, start, submit, write_and_apply
 
 pytestmark = pytest.mark.docker
 
@@ -115,8 +115,9 @@ def own_image_env(make_env, **kwargs):
 def test_an_image_removed_between_reset_and_grading_ends_as_infra_image_missing(make_env, docker_client, own_image):
     task = TASKS[FIXTURE_IDS[0]]
     env = own_image_env(make_env)
+    # Before the first step, which starts the grading container: the engine refuses it (404), then again at submit.
+    docker_client.images.remove(own_image())
     env.step(write_and_apply(task.patch, "gold.patch"))  # work that would resolve the task
-    docker_client.images.remove(own_image())  # the engine then refuses to create the grading container (404)
     observation, reward, terminated, truncated, info = env.step(SUBMIT)
     assert (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
     assert ending(info) == ("infra", "image_missing") and info["report"]["status"] == "error"
@@ -195,14 +196,26 @@ def test_the_engine_refusing_to_create_the_grading_container_ends_as_infra(fault
                                                                            docker_client):
     task = TASKS[FIXTURE_IDS[0]]
     env = start(make_env, task.instance_id, runtime=faulty_runtime)
+    # The grading container's start is refused twice: ahead, from the first step, and again at submit.
+    rule = faulty_engine.fail("POST", "/containers/create", times=2, message="injected: no space left on device")
     env.step(write_and_apply(task.patch, "gold.patch"))
-    rule = faulty_engine.fail("POST", "/containers/create", message="injected: no space left on device")
     observation, reward, terminated, truncated, info = env.step(SUBMIT)
-    assert len(rule.hits) == 1 and (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
+    assert len(rule.hits) == 2 and (reward, terminated, truncated) == (0.0, False, True) and not is_trainable(info)
     assert ending(info) == ("infra", "engine_error") and info["report"]["status"] == "error"
     assert "grading could not run: could not create a container" in info["outcome_detail"]
     assert "injected: no space left on device" in info["outcome_detail"]
     assert own_containers(docker_client) == [], [(c.labels, c.status) for c in own_containers(docker_client)]
+
+
+def test_a_grading_container_the_engine_refused_ahead_starts_at_submit(faulty_engine, faulty_runtime, make_env,
+                                                                       docker_client):
+    task = TASKS[FIXTURE_IDS[0]]
+    env = start(make_env, task.instance_id, runtime=faulty_runtime)
+    rule = faulty_engine.fail("POST", "/containers/create", message="injected: no space left on device")
+    env.step(write_and_apply(task.patch, "gold.patch"))  # starts the grading container ahead: refused
+    reward, report = submit(env)
+    assert len(rule.hits) == 1 and reward == 1.0 and report["status"] == "resolved"
+    assert own_containers(docker_client) == []
 
 
 def test_a_file_written_past_the_disk_limit_just_before_submit_is_not_graded(make_env, docker_client):
