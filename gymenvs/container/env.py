@@ -209,7 +209,7 @@ class ContainerEnv(TextEnv):
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """As `TextEnv.step`; the episode's first step starts the family's `grade_ahead` in the background (not
         `reset`, whose own start-up it would slow), and a step that ends the episode ungraded discards it."""
-        if self._sandbox is not None and self._grading_ahead is None:
+        if self._sandbox is not None and self._grading_ahead is None and not self._done:
             self._grading_ahead = in_thread(self._make_grading_ahead, "gymenvs-grading-ahead")
         result = super().step(action)
         if self._done:  # ended ungraded (its container died, say), if grading did not take it
