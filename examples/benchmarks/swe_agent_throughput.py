@@ -1,11 +1,13 @@
 """Episodes per minute of gymenvs/SWEAgent-v0, and where the wall time goes.
 
     python examples/benchmarks/swe_agent_throughput.py [--slots 1 4 8] [--seconds 60] [--turns 10] [--warm-pool 0]
+                                                       [--policy-seconds 0]
 
 Each slot is a thread with its own env (the reference agent in the task's container, interception mode), playing
 episodes back to back on the fixture tasks in turn for `--seconds` (the episode under way is finished). The policy
 is scripted: `--turns` replies, the agent's bash tool looking around the repository, then the task's gold patch,
-`git diff --stat`, and `submit` (so every episode should score 1). Prints, per slot count, the episodes per minute
+`git diff --stat`, and `submit` (so every episode should score 1); each reply takes `--policy-seconds` to
+build (a sleep standing in for a model's generation; 0 by default). Prints, per slot count, the episodes per minute
 and the share of the slots' time in:
 
 - gymenvs: reset (the container, the agent's files and process; not the agent's own start-up), the steps' host
@@ -52,9 +54,10 @@ def script(patch: str, turns: int) -> list[dict]:
 class Slot(threading.Thread):
     """Plays episodes back to back until `stop_at`, adding up where its time went."""
 
-    def __init__(self, index: int, tasks: list, turns: int, stop_at: float, warm_pool: int):
+    def __init__(self, index: int, tasks: list, turns: int, stop_at: float, warm_pool: int, policy_seconds: float):
         super().__init__(name=f"slot-{index}")
         self.index, self.tasks, self.turns, self.stop_at, self.warm_pool = index, tasks, turns, stop_at, warm_pool
+        self.policy_seconds = policy_seconds
         self.seconds: collections.Counter[str] = collections.Counter()
         self.episodes = self.rewards = 0
         self.failed: list[str] = []
@@ -79,6 +82,7 @@ class Slot(threading.Thread):
         while not terminated:
             began = time.monotonic()
             action = next(actions, SUBMIT)
+            time.sleep(self.policy_seconds)
             stepped = time.monotonic()
             _, reward, terminated, truncated, info = env.step(action)
             ended = time.monotonic()
@@ -100,10 +104,10 @@ class Slot(threading.Thread):
             self.failed.append(f"{info.get('outcome')}/{info.get('outcome_reason')}: {info.get('error')}")
 
 
-def measure(slots: int, tasks: list, seconds: float, turns: int, warm_pool: int) -> None:
+def measure(slots: int, tasks: list, seconds: float, turns: int, warm_pool: int, policy_seconds: float) -> None:
     load_before = os.getloadavg()[0]
     started = time.monotonic()
-    players = [Slot(i, tasks, turns, started + seconds, warm_pool) for i in range(slots)]
+    players = [Slot(i, tasks, turns, started + seconds, warm_pool, policy_seconds) for i in range(slots)]
     for player in players:
         player.start()
     for player in players:
@@ -132,12 +136,14 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60.0, help="per slot count; the episodes under way finish")
     parser.add_argument("--turns", type=int, default=10, help="replies per episode, submit included (at least 3)")
     parser.add_argument("--warm-pool", type=int, default=0, help="each env's warm pool size (0: none)")
+    parser.add_argument("--policy-seconds", type=float, default=0.0, help="seconds each reply takes to build (a sleep)")
     args = parser.parse_args()
     if args.turns < 3:
         parser.error(f"--turns must be at least 3 (the patch, the diff, submit), got {args.turns}")
     tasks = list(load_tasks())
+    print("gymenvs from", os.path.dirname(gymenvs.__file__), flush=True)
     for slots in args.slots:
-        measure(slots, tasks, args.seconds, args.turns, args.warm_pool)
+        measure(slots, tasks, args.seconds, args.turns, args.warm_pool, args.policy_seconds)
 
 
 if __name__ == "__main__":
