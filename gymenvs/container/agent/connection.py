@@ -1,0 +1,304 @@
+"""One HTTP/1.1 connection of an agent to its episode's channel, whatever carries its bytes.
+
+A channel serves its agent over two transports: its unix socket (an agent on this host) and the forwarder's
+exec stream (`gymenvs.container.agent.bridge`: an agent in its container). Each hands what the agent sends to
+the connection's `receive` from its one reader thread; h11 reads the requests out of those bytes. A request
+the channel answers at once (a probe, a refusal) is answered from that thread; a call goes to the episode as
+a `Call`, and its reply leaves from the thread that answers it (the env's), straight onto the transport: no
+thread waits for a call.
+
+Each POST is read in its own wire format (`gymenvs.container.agent.wire`: Chat Completions, Responses,
+Anthropic Messages) into the one internal form, and answered in that format, streamed when asked.
+A request without the token (`Authorization: Bearer <token>` or `x-api-key: <token>`) is refused.
+"""
+
+from __future__ import annotations
+
+import hmac
+import http
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from email.utils import formatdate
+from typing import Any, Protocol
+
+import h11
+
+from gymenvs.container.agent.wire import WireError, route, side_call_kind
+from gymenvs.container.agent.wire import anthropic as anthropic_wire
+from gymenvs.container.agent.wire import chat as chat_wire
+
+_SERVER = b"gymenvs-agent-channel/1"
+_MODEL_PATHS = frozenset({"/v1/models", "/models"})
+_JSON = b"application/json"
+_EVENT_STREAM = b"text/event-stream"
+
+
+@dataclass
+class Call:
+    """One request the agent is waiting on; `answer` sends its reply (once).
+
+    `body` is the request in the internal form (`wire.common`), whatever `wire` the agent spoke;
+    `raw` the body as sent; `side` why it is a side call (`wire.side_call_kind`), None for a main turn.
+    `answer` takes the reply in the agent's own format, which goes out streamed if the request asked.
+    """
+
+    body: dict[str, Any]
+    wire: Any = chat_wire
+    raw: dict[str, Any] | None = None
+    side: str | None = None
+    endpoint: str = "turn"
+    received_at: float = field(default_factory=time.monotonic)
+    _deliver: Any = None  # the connection's delivery of the reply: (call, status, payload)
+    _answered: bool = False
+
+    def answer(self, status: int, payload: dict[str, Any]) -> None:
+        if not self._answered:
+            self._answered = True
+            if self._deliver is not None:
+                self._deliver(self, status, payload)
+
+    @property
+    def streams(self) -> bool:
+        """Whether its successful reply goes out as server-sent events."""
+        return bool(self.body.get("stream")) and self.endpoint == "turn"
+
+
+class Transport(Protocol):
+    """What carries one connection's bytes to the agent."""
+
+    def send(self, data: bytes) -> None:
+        """All of `data`, in order; `OSError` if it cannot be delivered."""
+        ...
+
+    def close(self) -> None:
+        """End the connection (the agent sees its end); safe to call twice."""
+        ...
+
+
+class ChannelLike(Protocol):
+    """What a connection needs of its channel (`gymenvs.container.agent.channel.LLMChannel`)."""
+
+    token: str
+    model_name: str
+    side_model: str
+    conversations: dict[str, list]
+    max_request_bytes: int
+    read_timeout: float
+
+    @property
+    def closed(self) -> bool: ...
+
+    def begin_call(self, call: Call) -> str | None: ...
+
+    def end_call(self, call: Call) -> None: ...
+
+    def fail(self, message: str, *, infra: bool = False) -> None: ...
+
+    def disconnect(self, connection: AgentConnection) -> None: ...
+
+
+class AgentConnection:
+    """One connection of the agent, read by h11; `receive` from one reader thread, replies from any thread."""
+
+    def __init__(self, channel: ChannelLike, transport: Transport):
+        self._channel = channel
+        self.transport = transport
+        self._http = h11.Connection(h11.SERVER)
+        self._lock = threading.Lock()  # the h11 state: the reader's thread and the answering thread share it
+        self._request: h11.Request | None = None  # the request being received, until its body is whole
+        self._body = bytearray()
+        self._began = 0.0  # when it began to arrive
+        self.closed = False
+
+    def receive(self, data: bytes) -> None:
+        """What the agent sent; `b""` once it will send no more."""
+        with self._lock:
+            if self.closed:
+                return
+            try:
+                self._http.receive_data(data)
+                self._process()
+            except OSError:  # the agent is gone while a reply was going out
+                self._end()
+            except Exception as exc:  # noqa: BLE001 - this is the reader thread's edge: the episode ends, quietly
+                self._channel.fail(f"the channel failed while serving a request: {exc!r}", infra=True)
+                self._end()
+
+    def expire(self, now: float) -> None:
+        """Refuse a request whose bytes stopped arriving `read_timeout` seconds ago or more."""
+        with self._lock:
+            timeout = self._channel.read_timeout
+            if self._request is not None and not self.closed and now - self._began >= timeout:
+                self._refuse(408, f"the request body did not arrive within {timeout:g} s", route(self._path()))
+
+    def close(self) -> None:
+        """End the connection; safe to call twice, from any thread."""
+        self.closed = True
+        self.transport.close()
+        self._channel.disconnect(self)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def _process(self) -> None:
+        while not self.closed:
+            try:
+                event = self._http.next_event()
+            except h11.RemoteProtocolError as exc:
+                self._refuse(exc.error_status_hint, f"the request is not valid HTTP/1.1 ({exc})", None)
+                return
+            if event is h11.NEED_DATA or event is h11.PAUSED:
+                return
+            if isinstance(event, h11.Request):
+                self._begin(event)
+            elif isinstance(event, h11.Data):
+                self._body += event.data
+                if len(self._body) > self._channel.max_request_bytes:
+                    self._refuse(413, f"the request has more than the {self._channel.max_request_bytes} bytes allowed",
+                                 route(self._path()))
+            elif isinstance(event, h11.EndOfMessage):
+                request, body = self._request, bytes(self._body)
+                self._request, self._body = None, bytearray()
+                assert request is not None  # h11 sends a Request first
+                self._handle(request, body)
+            elif isinstance(event, h11.ConnectionClosed):
+                if self._http.our_state is not h11.SEND_RESPONSE:  # else its call's reply still goes out, then the end
+                    self._end()
+                return
+
+    def _begin(self, request: h11.Request) -> None:
+        self._request, self._began = request, time.monotonic()
+        if request.method != b"POST":
+            return
+        headers = _header_map(request)
+        length = headers.get("content-length")
+        if length is None and "transfer-encoding" not in headers:
+            self._refuse(411, "a request body with a Content-Length is required", route(self._path()))
+        elif length is not None and int(length) > self._channel.max_request_bytes:
+            self._refuse(413, f"the request has {length} bytes, more than the {self._channel.max_request_bytes} allowed",
+                         route(self._path()))
+        elif self._http.they_are_waiting_for_100_continue:  # curl's large POSTs: the body follows this answer
+            self.transport.send(self._http.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")))
+
+    def _path(self) -> str:
+        return self._request.target.decode("latin-1") if self._request is not None else ""
+
+    # -- answering ------------------------------------------------------------------------------
+
+    def _handle(self, request: h11.Request, body: bytes) -> None:
+        headers = _header_map(request)
+        path = request.target.decode("latin-1")
+        if request.method == b"HEAD":  # a reachability probe (Claude Code's `HEAD /api/hello`, sent without a key)
+            self._respond(200, b"", None)
+        elif not self._authorized(headers):
+            self._send(401, chat_wire.error("missing or wrong API key: use the key this episode gave the agent"))
+            self._channel.fail("the agent sent a request without the episode's API key")
+        elif request.method == b"GET":
+            self._send(*self._models(path, headers))
+        elif request.method != b"POST":
+            self._send(501, chat_wire.error(f"unsupported method {request.method.decode('latin-1')}"))
+        else:
+            self._post(path, headers, body)
+
+    def _authorized(self, headers: dict[str, str]) -> bool:
+        token = self._channel.token.encode()
+        bearer = headers.get("authorization", "").encode("latin-1")
+        api_key = headers.get("x-api-key", "").encode("latin-1")
+        return hmac.compare_digest(bearer, b"Bearer " + token) or hmac.compare_digest(api_key, token)
+
+    def _models(self, path: str, headers: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        model = self._channel.model_name
+        if path.split("?")[0].rstrip("/") not in _MODEL_PATHS:
+            return 404, chat_wire.error(f"no route GET {path}")
+        if "anthropic-version" in headers:
+            return 200, anthropic_wire.models(model)
+        return 200, {"object": "list", "data": [{"id": model, "object": "model", "created": 0, "owned_by": "gymenvs"}]}
+
+    def _post(self, path: str, headers: dict[str, str], body: bytes) -> None:
+        where = route(path)
+        if where is None:
+            self._send(404, chat_wire.error(f"no route POST {path}; the endpoints are /v1/chat/completions, "
+                                            "/v1/responses, /v1/messages and /v1/messages/count_tokens"))
+            self._channel.fail(f"the agent called POST {path}, which this channel does not serve")
+            return
+        call = self._call(where, headers, body)
+        if isinstance(call, str):
+            self._refuse(400, call, where)
+            return
+        refused = self._channel.begin_call(call)
+        if refused is not None:
+            self._send(429, where.wire.error(refused))
+            self._channel.fail(refused)
+
+    def _call(self, where: Any, headers: dict[str, str], body: bytes) -> Call | str:
+        """The request as a `Call` in the internal form, or why it cannot be read."""
+        try:
+            raw = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            return f"the body is not JSON ({exc})"
+        try:
+            request = where.wire.request(raw, self._channel.conversations)
+        except WireError as exc:
+            return f"{where.wire.NAME} request: {exc}"
+        side = side_call_kind(where.endpoint, headers, request, self._channel.side_model)
+        return Call(request, wire=where.wire, raw=raw, side=side, endpoint=where.endpoint, _deliver=self._deliver)
+
+    def _deliver(self, call: Call, status: int, payload: dict[str, Any]) -> None:
+        """`call`'s reply, from the answering thread."""
+        with self._lock:
+            self._channel.end_call(call)
+            if self.closed:
+                return
+            try:
+                if status == 200 and call.streams:
+                    self._respond(200, call.wire.stream(payload, call.raw or call.body), _EVENT_STREAM)
+                else:
+                    self._send(status, payload)
+                self._process()  # a request the agent sent on meanwhile
+            except OSError:
+                self._channel.fail("the agent closed its connection before its reply was delivered")
+                self._end()
+            except Exception as exc:  # noqa: BLE001 - as a reader thread's: the episode ends, the env goes on
+                self._channel.fail(f"the channel failed while replying: {exc!r}", infra=True)
+                self._end()
+
+    def _refuse(self, status: int, message: str, where: Any) -> None:
+        """Answer a malformed request in its format (or Chat Completions'), end the episode and the connection."""
+        wire = where.wire if where is not None else chat_wire
+        self._request = None
+        try:
+            self._send(status, wire.error(message), close=True)
+        except h11.LocalProtocolError:  # too broken to be answered
+            pass
+        self._channel.fail(f"malformed request: {message}")
+        self._end()
+
+    def _send(self, status: int, payload: dict[str, Any], *, close: bool = False) -> None:
+        self._respond(status, json.dumps(payload).encode(), _JSON, close=close)
+
+    def _respond(self, status: int, data: bytes, content_type: bytes | None, *, close: bool = False) -> None:
+        """One reply, written in one piece; the connection ends after it if asked, or once the channel is closed."""
+        close = close or self._channel.closed
+        headers = [(b"Server", _SERVER), (b"Date", formatdate(usegmt=True).encode())]
+        if content_type is not None:
+            headers.append((b"Content-Type", content_type))
+        headers.append((b"Content-Length", str(len(data)).encode()))
+        if close:
+            headers.append((b"Connection", b"close"))
+        head = self._http.send(h11.Response(status_code=status, headers=headers, reason=http.HTTPStatus(status).phrase.encode()))
+        body = self._http.send(h11.Data(data=data)) if data else b""
+        self.transport.send(b"".join((head or b"", body or b"", self._http.send(h11.EndOfMessage()) or b"")))
+        if close or self._http.our_state is h11.MUST_CLOSE:
+            self._end()
+        elif self._http.their_state is h11.DONE:
+            self._http.start_next_cycle()
+
+    def _end(self) -> None:
+        self._request = None
+        self.close()
+
+
+def _header_map(request: h11.Request) -> dict[str, str]:
+    """The request's headers by lowercase name (h11 lowercases them)."""
+    return {name.decode("latin-1"): value.decode("latin-1") for name, value in request.headers}
