@@ -2,10 +2,12 @@
 
 A channel serves its agent over two transports: its unix socket (an agent on this host) and the forwarder's
 exec stream (`gymenvs.container.agent.bridge`: an agent in its container). Each hands what the agent sends to
-the connection's `receive` from its one reader thread; h11 reads the requests out of those bytes. A request
-the channel answers at once (a probe, a refusal) is answered from that thread; a call goes to the episode as
-a `Call`, and its reply leaves from the thread that answers it (the env's), straight onto the transport: no
-thread waits for a call.
+the connection's `receive` from its one reader thread; h11 reads the requests out of those bytes, one h11
+connection per request. A request the channel answers at once (a probe, a refusal) is answered from that
+thread; a call goes to the episode as a `Call`, and its reply leaves from the thread that answers it (the
+env's), straight onto the transport, in one write: no thread waits for a call. A reply is always one whole
+body with its length, so it is written here: h11's writer, a state machine that validates each event, cost
+about twice its reader's time.
 
 Each POST is read in its own wire format (`gymenvs.container.agent.wire`: Chat Completions, Responses,
 Anthropic Messages) into the one internal form, and answered in that format, streamed when asked.
@@ -29,10 +31,11 @@ from gymenvs.container.agent.wire import WireError, route, side_call_kind
 from gymenvs.container.agent.wire import anthropic as anthropic_wire
 from gymenvs.container.agent.wire import chat as chat_wire
 
-_SERVER = b"gymenvs-agent-channel/1"
+_SERVER = "gymenvs-agent-channel/1"
 _MODEL_PATHS = frozenset({"/v1/models", "/models"})
-_JSON = b"application/json"
-_EVENT_STREAM = b"text/event-stream"
+_JSON = "application/json"
+_EVENT_STREAM = "text/event-stream"
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
 
 @dataclass
@@ -105,11 +108,13 @@ class AgentConnection:
     def __init__(self, channel: ChannelLike, transport: Transport):
         self._channel = channel
         self.transport = transport
-        self._http = h11.Connection(h11.SERVER)
-        self._lock = threading.Lock()  # the h11 state: the reader's thread and the answering thread share it
+        self._http = h11.Connection(h11.SERVER)  # reads the current request (a new one for each)
+        self._lock = threading.Lock()  # the reader's thread and the answering thread share the state below
         self._request: h11.Request | None = None  # the request being received, until its body is whole
+        self._headers: dict[str, str] = {}  # its headers, by lowercase name
         self._body = bytearray()
         self._began = 0.0  # when it began to arrive
+        self._calling = False  # its call is out: the reply comes from the answering thread
         self.closed = False
 
     def receive(self, data: bytes) -> None:
@@ -148,7 +153,7 @@ class AgentConnection:
             except h11.RemoteProtocolError as exc:
                 self._refuse(exc.error_status_hint, f"the request is not valid HTTP/1.1 ({exc})", None)
                 return
-            if event is h11.NEED_DATA or event is h11.PAUSED:
+            if event is h11.NEED_DATA or event is h11.PAUSED:  # PAUSED: the next request waits for this reply
                 return
             if isinstance(event, h11.Request):
                 self._begin(event)
@@ -158,20 +163,20 @@ class AgentConnection:
                     self._refuse(413, f"the request has more than the {self._channel.max_request_bytes} bytes allowed",
                                  route(self._path()))
             elif isinstance(event, h11.EndOfMessage):
-                request, body = self._request, bytes(self._body)
+                request, headers, body = self._request, self._headers, bytes(self._body)
                 self._request, self._body = None, bytearray()
                 assert request is not None  # h11 sends a Request first
-                self._handle(request, body)
+                self._handle(request, headers, body)
             elif isinstance(event, h11.ConnectionClosed):
-                if self._http.our_state is not h11.SEND_RESPONSE:  # else its call's reply still goes out, then the end
+                if not self._calling:  # else the call's reply still goes out, then the connection ends
                     self._end()
                 return
 
     def _begin(self, request: h11.Request) -> None:
         self._request, self._began = request, time.monotonic()
+        self._headers = headers = _header_map(request)
         if request.method != b"POST":
             return
-        headers = _header_map(request)
         length = headers.get("content-length")
         if length is None and "transfer-encoding" not in headers:
             self._refuse(411, "a request body with a Content-Length is required", route(self._path()))
@@ -179,15 +184,14 @@ class AgentConnection:
             self._refuse(413, f"the request has {length} bytes, more than the {self._channel.max_request_bytes} allowed",
                          route(self._path()))
         elif self._http.they_are_waiting_for_100_continue:  # curl's large POSTs: the body follows this answer
-            self.transport.send(self._http.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue")))
+            self.transport.send(_CONTINUE)
 
     def _path(self) -> str:
         return self._request.target.decode("latin-1") if self._request is not None else ""
 
     # -- answering ------------------------------------------------------------------------------
 
-    def _handle(self, request: h11.Request, body: bytes) -> None:
-        headers = _header_map(request)
+    def _handle(self, request: h11.Request, headers: dict[str, str], body: bytes) -> None:
         path = request.target.decode("latin-1")
         if request.method == b"HEAD":  # a reachability probe (Claude Code's `HEAD /api/hello`, sent without a key)
             self._respond(200, b"", None)
@@ -226,8 +230,10 @@ class AgentConnection:
         if isinstance(call, str):
             self._refuse(400, call, where)
             return
+        self._calling = True
         refused = self._channel.begin_call(call)
         if refused is not None:
+            self._calling = False
             self._send(429, where.wire.error(refused))
             self._channel.fail(refused)
 
@@ -248,6 +254,7 @@ class AgentConnection:
         """`call`'s reply, from the answering thread."""
         with self._lock:
             self._channel.end_call(call)
+            self._calling = False
             if self.closed:
                 return
             try:
@@ -267,32 +274,40 @@ class AgentConnection:
         """Answer a malformed request in its format (or Chat Completions'), end the episode and the connection."""
         wire = where.wire if where is not None else chat_wire
         self._request = None
-        try:
-            self._send(status, wire.error(message), close=True)
-        except h11.LocalProtocolError:  # too broken to be answered
-            pass
+        self._send(status, wire.error(message), close=True)
         self._channel.fail(f"malformed request: {message}")
-        self._end()
 
     def _send(self, status: int, payload: dict[str, Any], *, close: bool = False) -> None:
         self._respond(status, json.dumps(payload).encode(), _JSON, close=close)
 
-    def _respond(self, status: int, data: bytes, content_type: bytes | None, *, close: bool = False) -> None:
-        """One reply, written in one piece; the connection ends after it if asked, or once the channel is closed."""
-        close = close or self._channel.closed
-        headers = [(b"Server", _SERVER), (b"Date", formatdate(usegmt=True).encode())]
+    def _respond(self, status: int, data: bytes, content_type: str | None, *, close: bool = False) -> None:
+        """One reply, in one write; then the connection ends (when asked, when the request asked, once the channel
+        is closed) or reads the next request."""
+        request = self._http
+        close = close or self._channel.closed or not self._keeps_alive()
+        lines = [f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}", f"Server: {_SERVER}",
+                 f"Date: {formatdate(usegmt=True)}"]
         if content_type is not None:
-            headers.append((b"Content-Type", content_type))
-        headers.append((b"Content-Length", str(len(data)).encode()))
+            lines.append(f"Content-Type: {content_type}")
+        lines.append(f"Content-Length: {len(data)}")
         if close:
-            headers.append((b"Connection", b"close"))
-        head = self._http.send(h11.Response(status_code=status, headers=headers, reason=http.HTTPStatus(status).phrase.encode()))
-        body = self._http.send(h11.Data(data=data)) if data else b""
-        self.transport.send(b"".join((head or b"", body or b"", self._http.send(h11.EndOfMessage()) or b"")))
-        if close or self._http.our_state is h11.MUST_CLOSE:
+            lines.append("Connection: close")
+        lines.append("\r\n")
+        self.transport.send("\r\n".join(lines).encode("latin-1") + data)
+        if close:
             self._end()
-        elif self._http.their_state is h11.DONE:
-            self._http.start_next_cycle()
+            return
+        leftover, ended = request.trailing_data  # what the agent sent after this request
+        self._http = h11.Connection(h11.SERVER)
+        if leftover or ended:
+            self._http.receive_data(leftover)
+            if ended:
+                self._http.receive_data(b"")
+
+    def _keeps_alive(self) -> bool:
+        """Whether the request lets the connection go on after its reply (HTTP/1.1 without `Connection: close`)."""
+        return (self._http.their_http_version == b"1.1" and self._http.their_state is h11.DONE
+                and "close" not in self._headers.get("connection", "").lower())
 
     def _end(self) -> None:
         self._request = None
@@ -300,5 +315,5 @@ class AgentConnection:
 
 
 def _header_map(request: h11.Request) -> dict[str, str]:
-    """The request's headers by lowercase name (h11 lowercases them)."""
-    return {name.decode("latin-1"): value.decode("latin-1") for name, value in request.headers}
+    """The request's headers by lowercase name."""
+    return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers.raw_items()}
