@@ -2,12 +2,11 @@
 
 A channel serves its agent over two transports: its unix socket (an agent on this host) and the forwarder's
 exec stream (`gymenvs.container.agent.bridge`: an agent in its container). Each hands what the agent sends to
-the connection's `receive` from its one reader thread; h11 reads the requests out of those bytes, one h11
-connection per request. A request the channel answers at once (a probe, a refusal) is answered from that
+the connection's `receive` from its one reader thread; httptools (llhttp, compiled) reads the requests out of
+those bytes, in whatever pieces they arrive. A request the channel answers at once (a probe, a refusal) is answered from that
 thread; a call goes to the episode as a `Call`, and its reply leaves from the thread that answers it (the
 env's), straight onto the transport, in one write: no thread waits for a call. A reply is always one whole
-body with its length, so it is written here: h11's writer, a state machine that validates each event, cost
-about twice its reader's time.
+body with its length, so it is written here.
 
 Each POST is read in its own wire format (`gymenvs.container.agent.wire`: Chat Completions, Responses,
 Anthropic Messages) into the one internal form, and answered in that format, streamed when asked.
@@ -21,11 +20,12 @@ import http
 import json
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from typing import Any, Protocol
 
-import h11
+import httptools
 
 from gymenvs.container.agent.wire import WireError, route, side_call_kind
 from gymenvs.container.agent.wire import anthropic as anthropic_wire
@@ -102,19 +102,41 @@ class ChannelLike(Protocol):
     def disconnect(self, connection: AgentConnection) -> None: ...
 
 
+@dataclass
+class _Request:
+    """One request as the parser reads it, from its first byte to its last."""
+
+    began: float = field(default_factory=time.monotonic)
+    target: bytearray = field(default_factory=bytearray)
+    headers: dict[str, str] = field(default_factory=dict)  # by lowercase name
+    body: bytearray = field(default_factory=bytearray)
+    method: str = ""
+    keep_alive: bool = False  # HTTP/1.1 without `Connection: close`: the connection goes on after its reply
+    continues: bool = False  # it awaits `100 Continue` before sending its body
+    whole: bool = False  # its last byte arrived
+    refusal: tuple[int, str] | None = None  # why it is refused when its turn comes (its body is not kept)
+
+    @property
+    def path(self) -> str:
+        return self.target.decode("latin-1")
+
+
 class AgentConnection:
-    """One connection of the agent, read by h11; `receive` from one reader thread, replies from any thread."""
+    """One connection of the agent, read by httptools; `receive` from one reader thread, replies from any thread.
+
+    The parser reads all it is given, so requests the agent sends on while a call is out wait in `_requests`, in
+    order, and are served one at a time, each after the reply before it (pipelining, as HTTP/1.1 orders it).
+    """
 
     def __init__(self, channel: ChannelLike, transport: Transport):
         self._channel = channel
         self.transport = transport
-        self._http = h11.Connection(h11.SERVER)  # reads the current request (a new one for each)
+        self._parser = httptools.HttpRequestParser(self)  # calls the on_* methods below from `feed_data`
         self._lock = threading.Lock()  # the reader's thread and the answering thread share the state below
-        self._request: h11.Request | None = None  # the request being received, until its body is whole
-        self._headers: dict[str, str] = {}  # its headers, by lowercase name
-        self._body = bytearray()
-        self._began = 0.0  # when it began to arrive
-        self._calling = False  # its call is out: the reply comes from the answering thread
+        self._requests: deque[_Request] = deque()  # read or being read, not yet served; the last may be partial
+        self._ended = False  # the agent will send no more
+        self._calling = False  # a call is out: its reply comes from the answering thread, before any next request
+        self._keep_alive = False  # the request being answered lets the connection go on after its reply
         self.closed = False
 
     def receive(self, data: bytes) -> None:
@@ -123,8 +145,11 @@ class AgentConnection:
             if self.closed:
                 return
             try:
-                self._http.receive_data(data)
-                self._process()
+                if not data:
+                    self._ended = True
+                elif not (self._requests and self._requests[-1].refusal):  # after a refusal, nothing more is read
+                    self._feed(data)
+                self._serve()
             except OSError:  # the agent is gone while a reply was going out
                 self._end()
             except Exception as exc:  # noqa: BLE001 - this is the reader thread's edge: the episode ends, quietly
@@ -135,8 +160,10 @@ class AgentConnection:
         """Refuse a request whose bytes stopped arriving `read_timeout` seconds ago or more."""
         with self._lock:
             timeout = self._channel.read_timeout
-            if self._request is not None and not self.closed and now - self._began >= timeout:
-                self._refuse(408, f"the request body did not arrive within {timeout:g} s", route(self._path()))
+            request = self._requests[0] if self._requests else None
+            if (request is not None and not request.whole and not self._calling and not self.closed
+                    and now - request.began >= timeout):
+                self._refuse(408, f"the request body did not arrive within {timeout:g} s", route(request.path))
 
     def close(self) -> None:
         """End the connection; safe to call twice, from any thread."""
@@ -144,66 +171,85 @@ class AgentConnection:
         self.transport.close()
         self._channel.disconnect(self)
 
-    # -- reading --------------------------------------------------------------------------------
+    # -- reading: the parser's callbacks, from `_feed` ---------------------------------------------------------
 
-    def _process(self) -> None:
-        while not self.closed:
-            try:
-                event = self._http.next_event()
-            except h11.RemoteProtocolError as exc:
-                self._refuse(exc.error_status_hint, f"the request is not valid HTTP/1.1 ({exc})", None)
-                return
-            if event is h11.NEED_DATA or event is h11.PAUSED:  # PAUSED: the next request waits for this reply
-                return
-            if isinstance(event, h11.Request):
-                self._begin(event)
-            elif isinstance(event, h11.Data):
-                self._body += event.data
-                if len(self._body) > self._channel.max_request_bytes:
-                    self._refuse(413, f"the request has more than the {self._channel.max_request_bytes} bytes allowed",
-                                 route(self._path()))
-            elif isinstance(event, h11.EndOfMessage):
-                request, headers, body = self._request, self._headers, bytes(self._body)
-                self._request, self._body = None, bytearray()
-                assert request is not None  # h11 sends a Request first
-                self._handle(request, headers, body)
-            elif isinstance(event, h11.ConnectionClosed):
-                if not self._calling:  # else the call's reply still goes out, then the connection ends
-                    self._end()
-                return
+    def _feed(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            if not self._requests or self._requests[-1].whole:
+                self._requests.append(_Request())
+            self._requests[-1].target.clear()  # answered in Chat Completions' format, whatever its path
+            self._requests[-1].refusal = (400, f"the request is not valid HTTP/1.1 ({exc or type(exc).__name__})")
 
-    def _begin(self, request: h11.Request) -> None:
-        self._request, self._began = request, time.monotonic()
-        self._headers = headers = _header_map(request)
-        if request.method != b"POST":
-            return
-        length = headers.get("content-length")
-        if length is None and "transfer-encoding" not in headers:
-            self._refuse(411, "a request body with a Content-Length is required", route(self._path()))
-        elif length is not None and int(length) > self._channel.max_request_bytes:
-            self._refuse(413, f"the request has {length} bytes, more than the {self._channel.max_request_bytes} allowed",
-                         route(self._path()))
-        elif self._http.they_are_waiting_for_100_continue:  # curl's large POSTs: the body follows this answer
-            self.transport.send(_CONTINUE)
+    def on_message_begin(self) -> None:
+        self._requests.append(_Request())
 
-    def _path(self) -> str:
-        return self._request.target.decode("latin-1") if self._request is not None else ""
+    def on_url(self, url: bytes) -> None:
+        self._requests[-1].target += url  # in pieces when the request line arrives in pieces
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._requests[-1].headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        request, limit = self._requests[-1], self._channel.max_request_bytes
+        request.method = self._parser.get_method().decode("latin-1")
+        http11 = self._parser.get_http_version() == "1.1"
+        request.keep_alive = http11 and "close" not in request.headers.get("connection", "").lower()
+        request.continues = http11 and request.headers.get("expect", "").lower() == "100-continue"
+        length = request.headers.get("content-length")
+        if length is not None and int(length) > limit:
+            request.refusal = (413, f"the request has {length} bytes, more than the {limit} allowed")
+
+    def on_body(self, data: bytes) -> None:
+        request, limit = self._requests[-1], self._channel.max_request_bytes
+        request.continues = False
+        if request.refusal is None:
+            request.body += data
+            if len(request.body) > limit:
+                request.refusal = (413, f"the request has more than the {limit} bytes allowed")
+
+    def on_message_complete(self) -> None:
+        self._requests[-1].whole = True
+
+    def _serve(self) -> None:
+        """Serve the requests read whole, in order, until a call is out; end the connection once all is served."""
+        while self._requests and not self._calling and not self.closed:
+            request = self._requests[0]
+            if request.refusal is not None:
+                self._refuse(*request.refusal, route(request.path))
+            elif not request.whole:
+                if request.continues:  # curl's large POSTs: the body follows this answer
+                    request.continues = False
+                    self.transport.send(_CONTINUE)
+                break
+            else:
+                self._requests.popleft()
+                self._handle(request)
+        if self._ended and not self._calling and not self.closed:
+            if self._requests:
+                self._refuse(400, "the agent closed its connection in the middle of a request", None)
+            else:
+                self._end()
 
     # -- answering ------------------------------------------------------------------------------
 
-    def _handle(self, request: h11.Request, headers: dict[str, str], body: bytes) -> None:
-        path = request.target.decode("latin-1")
-        if request.method == b"HEAD":  # a reachability probe (Claude Code's `HEAD /api/hello`, sent without a key)
+    def _handle(self, request: _Request) -> None:
+        path, headers, method = request.path, request.headers, request.method
+        self._keep_alive = request.keep_alive
+        if method == "POST" and "content-length" not in headers and "transfer-encoding" not in headers:
+            self._refuse(411, "a request body with a Content-Length is required", route(path))
+        elif method == "HEAD":  # a reachability probe (Claude Code's `HEAD /api/hello`, sent without a key)
             self._respond(200, b"", None)
         elif not self._authorized(headers):
             self._send(401, chat_wire.error("missing or wrong API key: use the key this episode gave the agent"))
             self._channel.fail("the agent sent a request without the episode's API key")
-        elif request.method == b"GET":
+        elif method == "GET":
             self._send(*self._models(path, headers))
-        elif request.method != b"POST":
-            self._send(501, chat_wire.error(f"unsupported method {request.method.decode('latin-1')}"))
+        elif method != "POST":
+            self._send(501, chat_wire.error(f"unsupported method {method}"))
         else:
-            self._post(path, headers, body)
+            self._post(path, headers, bytes(request.body))
 
     def _authorized(self, headers: dict[str, str]) -> bool:
         token = self._channel.token.encode()
@@ -262,7 +308,7 @@ class AgentConnection:
                     self._respond(200, call.wire.stream(payload, call.raw or call.body), _EVENT_STREAM)
                 else:
                     self._send(status, payload)
-                self._process()  # a request the agent sent on meanwhile
+                self._serve()  # the requests the agent sent on meanwhile
             except OSError:
                 self._channel.fail("the agent closed its connection before its reply was delivered")
                 self._end()
@@ -273,7 +319,6 @@ class AgentConnection:
     def _refuse(self, status: int, message: str, where: Any) -> None:
         """Answer a malformed request in its format (or Chat Completions'), end the episode and the connection."""
         wire = where.wire if where is not None else chat_wire
-        self._request = None
         self._send(status, wire.error(message), close=True)
         self._channel.fail(f"malformed request: {message}")
 
@@ -283,8 +328,7 @@ class AgentConnection:
     def _respond(self, status: int, data: bytes, content_type: str | None, *, close: bool = False) -> None:
         """One reply, in one write; then the connection ends (when asked, when the request asked, once the channel
         is closed) or reads the next request."""
-        request = self._http
-        close = close or self._channel.closed or not self._keeps_alive()
+        close = close or self._channel.closed or not self._keep_alive
         lines = [f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}", f"Server: {_SERVER}",
                  f"Date: {formatdate(usegmt=True)}"]
         if content_type is not None:
@@ -296,24 +340,7 @@ class AgentConnection:
         self.transport.send("\r\n".join(lines).encode("latin-1") + data)
         if close:
             self._end()
-            return
-        leftover, ended = request.trailing_data  # what the agent sent after this request
-        self._http = h11.Connection(h11.SERVER)
-        if leftover or ended:
-            self._http.receive_data(leftover)
-            if ended:
-                self._http.receive_data(b"")
-
-    def _keeps_alive(self) -> bool:
-        """Whether the request lets the connection go on after its reply (HTTP/1.1 without `Connection: close`)."""
-        return (self._http.their_http_version == b"1.1" and self._http.their_state is h11.DONE
-                and "close" not in self._headers.get("connection", "").lower())
 
     def _end(self) -> None:
-        self._request = None
+        self._requests.clear()
         self.close()
-
-
-def _header_map(request: h11.Request) -> dict[str, str]:
-    """The request's headers by lowercase name."""
-    return {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in request.headers.raw_items()}
