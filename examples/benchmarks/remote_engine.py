@@ -124,7 +124,7 @@ def exec_stream_transport(image: str, calls: int) -> list[float]:
     try:
         sandbox.put_archive("/", entries_archive([(MOUNT, "dir", ""), (f"{MOUNT}/forwarder.py", "file", FORWARDER.read_bytes()),
                                                   (f"{MOUNT}/pinger.py", "file", PINGER.read_bytes())]))
-        bridge = ExecBridge(sandbox, f"{MOUNT}/forwarder.py", str(channel.socket_path))
+        bridge = ExecBridge(sandbox, f"{MOUNT}/forwarder.py", channel)
         agent = sandbox.open_exec(["python3", f"{MOUNT}/pinger.py"], environment=pinger_environment(channel, bridge.port, calls))
         try:
             return driven(channel, calls)

@@ -1,44 +1,40 @@
-"""The host end of the agent's forwarder: the connections it carries over its exec stream, bridged to the channel.
+"""The host end of the agent's forwarder: the connections it carries over its exec stream, served by the channel.
 
 The forwarder (`forwarder.py`, in the container) runs as an engine exec session; each TCP connection the
-agent makes to it arrives here as frames on that session's stream and is bridged to a connection of its
-own to the episode's `LLMChannel` socket. Only the engine's API carries the bytes, so an engine on
-another machine serves the agent as well as a local one. `ExecBridge.port` is where the agent reaches the
+agent makes to it arrives here as frames on that session's stream, and becomes a connection of the episode's
+`LLMChannel` (`LLMChannel.connect`): this bridge's thread hands it the agent's bytes as they come, and its
+replies go back as frames from the thread that answers. Only the engine's API carries the bytes, so an engine
+on another machine serves the agent as well as a local one. `ExecBridge.port` is where the agent reaches the
 forwarder in its container, `ExecBridge.pid` the forwarder's pid there.
 """
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
-from dataclasses import dataclass, field
 
+from gymenvs.container.agent.channel import LLMChannel
+from gymenvs.container.agent.connection import AgentConnection
 from gymenvs.container.agent.forwarder import DATA, EOF, FRAME, OPEN, READY
 from gymenvs.container.runtime import ExecProcess, Sandbox, SandboxError
 
-_CHUNK = 1 << 16
 _READY_TIMEOUT_S = 30.0
-
-
-@dataclass
-class _Connection:
-    sock: socket.socket
-    agent_done: threading.Event = field(default_factory=threading.Event)  # the forwarder sent its EOF
+_EXPIRY_CHECK_S = 0.1  # how often a stalled request is looked for
 
 
 class ExecBridge:
     """Start `forwarder` (its path in the container) in `sandbox` after `setup` (a shell snippet, its output
-    dropped) and bridge each connection it carries to the unix socket `channel_socket`; `SandboxError` if it
-    does not report its port. Bridged to no channel (None) until `bind`, a connection is refused (closed)."""
+    dropped) and serve each connection it carries from `channel`; `SandboxError` if it does not report its port.
+    Bridged to no channel (None) until `bind`, a connection is refused (closed)."""
 
-    def __init__(self, sandbox: Sandbox, forwarder: str, channel_socket: str | None, *, setup: str = ""):
-        self._channel_socket = channel_socket
+    def __init__(self, sandbox: Sandbox, forwarder: str, channel: LLMChannel | None, *, setup: str = ""):
+        self._channel = channel
         script = f"{{\n{setup}\n:\n}} </dev/null >/dev/null 2>&1; exec python3 {forwarder} 2>/dev/null"
         self._stream: ExecProcess = sandbox.open_exec(["bash", "-c", script], stdin=True)
         self._send_lock = threading.Lock()
         self._buffer = bytearray()
-        self._connections: dict[int, _Connection] = {}
+        self._connections: dict[int, AgentConnection] = {}
+        self._next_expiry_check = 0.0
         self._stopped = threading.Event()
         try:
             port, pid = self._read_ready()
@@ -49,12 +45,12 @@ class ExecBridge:
         self._thread = threading.Thread(target=self._serve, name="gymenvs-agent-bridge", daemon=True)
         self._thread.start()
 
-    def bind(self, channel_socket: str) -> None:
-        """Bridge the connections the agent opens from now on to `channel_socket`."""
-        self._channel_socket = channel_socket
+    def bind(self, channel: LLMChannel) -> None:
+        """Serve the connections the agent opens from now on from `channel`."""
+        self._channel = channel
 
     def close(self) -> None:
-        """Stop bridging and close every connection; the forwarder exits as its stdin closes. Safe to call twice."""
+        """Stop bridging and end every connection; the forwarder exits as its stdin closes. Safe to call twice."""
         self._stopped.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=10)
@@ -90,7 +86,7 @@ class ExecBridge:
         del self._buffer[: FRAME.size + size]
         return kind, number, payload
 
-    def _send(self, kind: int, number: int, payload: bytes = b"") -> None:
+    def send_frame(self, kind: int, number: int, payload: bytes = b"") -> None:
         with self._send_lock:
             self._stream.send(FRAME.pack(kind, number, len(payload)) + payload)
 
@@ -99,66 +95,55 @@ class ExecBridge:
             frame = self._next_frame()
             if frame is not None:
                 self._dispatch(*frame)
-                continue
-            data = self._stream.read(time.monotonic() + 0.2)
-            if data == b"":  # the forwarder is gone (killed, or its container): its connections went with it
-                break
-            if data:
-                self._buffer += data
+            else:
+                data = self._stream.read(time.monotonic() + 0.2)
+                if data == b"":  # the forwarder is gone (killed, or its container): its connections went with it
+                    break
+                if data:
+                    self._buffer += data
+            self._expire_stalled()
         self._end_connections()
 
+    def _expire_stalled(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_expiry_check:
+            self._next_expiry_check = now + _EXPIRY_CHECK_S
+            for connection in list(self._connections.values()):
+                connection.expire(now)
+
     def _end_connections(self) -> None:
-        """Wake each connection's pump, which closes it."""
-        for connection in list(self._connections.values()):
-            connection.agent_done.set()
-            try:
-                connection.sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        """The agent's end of each connection: its forwarder is gone."""
+        while self._connections:
+            _, connection = self._connections.popitem()
+            connection.receive(b"")
 
     def _dispatch(self, kind: int, number: int, payload: bytes) -> None:
         if kind == OPEN:
             self._open(number)
-            return
-        connection = self._connections.get(number)
-        if connection is None:
-            return
-        try:
-            if kind == DATA:
-                connection.sock.sendall(payload)
-            elif kind == EOF:
-                connection.agent_done.set()
-                connection.sock.shutdown(socket.SHUT_WR)
-        except OSError:  # the channel dropped it (it is closing): its pump ends the connection
-            pass
-
-    # -- one connection --------------------------------------------------------------------------
+        elif kind == DATA and number in self._connections:
+            self._connections[number].receive(payload)
+        elif kind == EOF and number in self._connections:
+            self._connections.pop(number).receive(b"")
 
     def _open(self, number: int) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            if self._channel_socket is None:
-                raise ConnectionRefusedError("bridged to no channel yet")
-            sock.connect(self._channel_socket)
-        except OSError:  # no channel yet, or it is closed: the agent sees its connection end
-            sock.close()
-            self._send(EOF, number)
-            return
-        connection = self._connections[number] = _Connection(sock)
-        threading.Thread(target=self._pump, args=(number, connection), name="gymenvs-agent-bridge-connection",
-                         daemon=True).start()
+        connection = self._channel.connect(_Frames(self, number)) if self._channel is not None else None
+        if connection is None:  # no channel yet, or it is closed: the agent sees its connection end
+            self.send_frame(EOF, number)
+        else:
+            self._connections[number] = connection
 
-    def _pump(self, number: int, connection: _Connection) -> None:
-        """The channel's bytes on `connection` to the forwarder, then EOF; closed once the agent is done too."""
-        try:
-            while True:
-                data = connection.sock.recv(_CHUNK)
-                if not data:
-                    break
-                self._send(DATA, number, data)
-        except OSError:
-            pass
-        self._send(EOF, number)
-        connection.agent_done.wait()
-        self._connections.pop(number, None)
-        connection.sock.close()
+
+class _Frames:
+    """One connection's replies, as frames on the bridge's stream."""
+
+    def __init__(self, bridge: ExecBridge, number: int):
+        self._bridge, self._number = bridge, number
+        self._closed = False
+
+    def send(self, data: bytes) -> None:
+        self._bridge.send_frame(DATA, self._number, data)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._bridge.send_frame(EOF, self._number)

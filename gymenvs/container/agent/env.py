@@ -28,7 +28,8 @@ from pydantic import PositiveInt
 
 from gymenvs.container.agent.ahead import FORWARDER, StartAhead, StartedAhead, endpoint_environment, put_files
 from gymenvs.container.agent.bridge import ExecBridge
-from gymenvs.container.agent.channel import AgentExited, AgentRequest, Call, ChannelError, LLMChannel
+from gymenvs.container.agent.channel import AgentExited, AgentRequest, ChannelError, LLMChannel
+from gymenvs.container.agent.connection import Call
 from gymenvs.container.agent.messages import render
 from gymenvs.container.agent.options import AgentConfig
 from gymenvs.container.agent.process import AgentProcess
@@ -146,7 +147,7 @@ class AgentEnv(ContainerEnv):
         channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name)
         self.family.prepare_step(self.episode_task, sandbox)
         put_files(sandbox, {**self._agent_files(), "task.md": self._task_bytes()})
-        bridge = self._bridge = ExecBridge(sandbox, f"{MOUNT}/{FORWARDER}", str(channel.socket_path),
+        bridge = self._bridge = ExecBridge(sandbox, f"{MOUNT}/{FORWARDER}", channel,
                                            setup=self.episode_image.setup)
         script = f"{self.episode_image.setup}\nexec bash -c {shlex.quote(self.agent.command)}"
         self._agent_turn_began = time.monotonic()
@@ -174,7 +175,7 @@ class AgentEnv(ContainerEnv):
                                              token=started.token)
         self._bridge = started.bridge
         put_files(self.episode_sandbox, {"task.md": self._task_bytes()})
-        started.bridge.bind(str(channel.socket_path))
+        started.bridge.bind(channel)
         agent = self._agent = AgentProcess(started.stream, channel)  # released with the episode from here on
         self._agent_turn_began = time.monotonic()
         started.give_task(self.agent.task_input(self.family.instruction(self.episode_task)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gymenvs.container.agent.channel import Call
+from gymenvs.container.agent.connection import Call
 from gymenvs.container.agent.wire import Reply, reply_from_message
 from gymenvs.container.agent.wire import chat as chat_wire
 

@@ -9,12 +9,11 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from openai.types.chat import ChatCompletion
 
-from gymenvs.container.agent.channel import AgentRequest, Call, ChannelError, LLMChannel
+from gymenvs.container.agent.channel import AgentRequest, ChannelError, LLMChannel
 from gymenvs.container.agent.messages import count_text_pieces
 from gymenvs.container.agent.wire import Reply, ReplyCall, respond
 from gymenvs.container.agent.wire import chat as chat_wire
@@ -126,6 +125,47 @@ def test_expect_100_continue_is_answered_before_the_body(channel):
     raw.close()
 
 
+def read_response(raw: socket.socket) -> tuple[int, bytes]:
+    """The next HTTP response on a kept-alive connection (each is read whole before the next is sent): status, body."""
+    response = http.client.HTTPResponse(raw)
+    response.begin()
+    return response.status, response.read()
+
+
+def test_a_chunked_request_sent_a_byte_at_a_time_and_one_pipelined_behind_it_are_answered_in_order(channel):
+    body = json.dumps(CHAT).encode()
+    auth = b"Authorization: Bearer " + channel.token.encode() + b"\r\n"
+    chunked = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth + b"Transfer-Encoding: chunked\r\n\r\n"
+               + f"{len(body[:10]):x}\r\n".encode() + body[:10] + b"\r\n"
+               + f"{len(body[10:]):x}\r\n".encode() + body[10:] + b"\r\n0\r\n\r\n")
+    plain = (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + auth
+             + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.settimeout(10)
+    raw.connect(str(channel.socket_path))
+    for byte in chunked + plain:  # the second request is on its way before the first is answered
+        raw.sendall(bytes([byte]))
+    assert answer_next(channel, "first")["messages"] == CHAT["messages"]
+    assert json.loads(read_response(raw)[1])["choices"][0]["message"]["content"] == "first"
+    assert answer_next(channel, "second")["messages"] == CHAT["messages"]
+    assert json.loads(read_response(raw)[1])["choices"][0]["message"]["content"] == "second"
+    raw.close()
+
+
+@pytest.mark.parametrize(("request_bytes", "expected_status"), [
+    (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n\r\n", 411),  # neither a length nor chunks
+    (b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: nope\r\n\r\n", 400),
+    (b"this is not HTTP\r\n\r\n", 400),
+], ids=["no length", "bad length", "not HTTP"])
+def test_a_request_that_is_not_well_framed_is_refused(channel, request_bytes, expected_status):
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.settimeout(10)
+    raw.connect(str(channel.socket_path))
+    raw.sendall(request_bytes)
+    assert read_response(raw)[0] == expected_status
+    raw.close()
+
+
 def post_in_thread(channel: LLMChannel) -> tuple[threading.Thread, dict]:
     """A waiting agent's request; the result holds its status, or the error its connection ended with."""
     result: dict = {}
@@ -150,24 +190,6 @@ def test_close_releases_a_waiting_agent_and_leaves_nothing(channel):
     assert result == {"status": 503}
     assert not channel.directory.exists()
     assert threading.active_count() <= before
-
-
-def test_close_delivers_the_503_even_when_the_replying_thread_runs_late(channel, monkeypatch):
-    """On a loaded machine the thread that writes the 503 may run only after `close()` has shut the
-    connections: a connection whose reply is being written must be left to finish it."""
-    wait = Call.wait
-
-    def late_wait(call):
-        reply = wait(call)
-        time.sleep(0.5)  # scheduled late: close() goes on meanwhile
-        return reply
-
-    monkeypatch.setattr(Call, "wait", late_wait)
-    waiter, result = post_in_thread(channel)
-    assert isinstance(channel.next_event(5), AgentRequest)
-    channel.close()
-    waiter.join(5)
-    assert result == {"status": 503}
 
 
 def test_the_reaper_removes_channel_directories_of_dead_processes():

@@ -17,7 +17,8 @@ from typing import Any
 
 import gymnasium as gym
 
-from gymenvs.container.agent.channel import AgentExited, AgentRequest, Call, LLMChannel
+from gymenvs.container.agent.channel import AgentExited, AgentRequest, LLMChannel
+from gymenvs.container.agent.connection import Call
 from gymenvs.container.agent.messages import render
 from gymenvs.container.agent.request import Message, agent_request
 from gymenvs.container.agent.wire import Reply, reply_from_action, respond
