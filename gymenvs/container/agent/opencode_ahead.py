@@ -28,8 +28,8 @@ PERMISSIONS = [{"permission": "*", "pattern": "*", "action": "allow"},
                *({"permission": name, "pattern": "*", "action": "deny"} for name in ("question", "plan_enter", "plan_exit"))]
 #: Read-only calls that have the server load, ahead, what the first prompt would: its agents, the provider, the
 #: tools for the model (the shell tool finds its shell), its file search (the file watcher, a refresh of the
-#: project's copy), its commands and skills. Without them the first request came 1.6 s after the prompt, with
-#: them 0.4 s (one CPU, a loaded machine; docs/swe-agents.md, "Starting a CLI ahead of its task").
+#: project's copy), its commands and skills: what its debug log showed between the prompt and the first request
+#: when only the session was created ahead (docs/swe-agents.md, "OpenCode from the pool").
 WARM_UP = ("/agent", "/config/providers", "/experimental/tool?provider=gymenvs&model={model}", "/find/file?query=.",
            "/command", "/skill")
 
