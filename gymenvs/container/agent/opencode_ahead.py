@@ -33,6 +33,9 @@ PERMISSIONS = [{"permission": "*", "pattern": "*", "action": "allow"},
 WARM_UP = ("/agent", "/config/providers", "/experimental/tool?provider=gymenvs&model={model}", "/find/file?query=.",
            "/command", "/skill")
 
+#: Calls to the server never go through a proxy the environment may name.
+_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
 
 class Server:
     """OpenCode's server on 127.0.0.1, called over HTTP with JSON bodies."""
@@ -56,7 +59,7 @@ class Server:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.origin + path, data=data, method=method,
                                          headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request) as response:
+        with _LOOPBACK.open(request) as response:
             return json.loads(response.read() or b"null")
 
 
