@@ -10,7 +10,7 @@ Per agent:
   a second machine set-up pays), each followed by the image build (its derived image removed first,
   so that no build cache is used); and the size the derived image adds to the task image;
 - the time from `reset` to the first main-turn request (median of `--resets`; with `--warm-pool N`, from a
-  warm pool of N containers, 3 s between resets for it to refill);
+  warm pool of N containers, 3 s between resets for it to refill; the episodes below take theirs from it too);
 - over `--episodes` scripted episodes of `--turns` shell calls each (then a text reply, which ends
   every one of these CLIs' runs): the share of main-turn requests that extend the previous one plus
   its reply (appended as tokens by the TRL bridge) against those that rewrote the history, the
@@ -89,8 +89,8 @@ def measure_first_request(agent: str, instance_id: str, resets: int, warm_pool: 
           f"min {min(times):5.2f} s  max {max(times):5.2f} s  ({len(times)} resets{pool})")
 
 
-def measure_episodes(agent: str, instance_id: str, episodes: int, turns: int) -> None:
-    env = AgentEnv(family=SWEFamily, agent=agent, instance_ids=[instance_id], max_turns=turns + 5)
+def measure_episodes(agent: str, instance_id: str, episodes: int, turns: int, warm_pool: int) -> None:
+    env = AgentEnv(family=SWEFamily, agent=agent, instance_ids=[instance_id], max_turns=turns + 5, warm_pool=warm_pool)
     appended = rewritten = side_calls = ended_ok = 0
     turn_seconds: list[float] = []
     try:
@@ -127,7 +127,8 @@ def main() -> None:
     parser.add_argument("--install", action="store_true", help="also time the installs (rebuilds the derived images)")
     parser.add_argument("--instance-id", default="gymenvs-fixtures__textkit-1")
     parser.add_argument("--warm-pool", type=int, default=0,
-                        help="time the resets with a warm pool of this size (3 s between resets for it to refill)")
+                        help="run the resets (3 s between them for the pool to refill) and the episodes with a warm pool "
+                             "of this size")
     args = parser.parse_args()
     task = next(task for task in load_tasks(FIXTURES) if task.instance_id == args.instance_id)
     print("gymenvs:", gymenvs.__file__, " load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
@@ -139,7 +140,7 @@ def main() -> None:
         if args.resets:
             measure_first_request(agent, args.instance_id, args.resets, args.warm_pool)
         if args.episodes:
-            measure_episodes(agent, args.instance_id, args.episodes, args.turns)
+            measure_episodes(agent, args.instance_id, args.episodes, args.turns, args.warm_pool)
         print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
 
 

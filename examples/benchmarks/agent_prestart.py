@@ -10,13 +10,14 @@ sets it, against a stand-in endpoint on the container's loopback that answers 50
 request came. Two variants per CLI, each `--runs` times (median):
 
 - cold: the CLI started with its task (SWEAgent-v0's command for it); the time from its start;
-- ahead: the CLI started with its standard input held open and the task left out of its command line, `--ahead`
+- ahead: the command a warm pool starts (`AgentSpec.ahead_command`), its standard input held open, `--ahead`
   seconds before the task is written to its standard input (and closed); the time from that write.
 
-The "ahead" variant is what a warm pool could do without patching a CLI: start it in the pooled container before
-the episode's task is known (each reads the task from standard input when it is given none on its command line),
-so that only what it does after reading the task is left for `reset` (Claude Code with `--input-format stream-json`,
-its task a user message: given no prompt, plain `claude -p` waits only 3 s for its standard input).
+The "ahead" variant is what a warm pool does without patching a CLI: start it in the pooled container before the
+episode's task is known (each reads the task from standard input when it is given none on its command line; Claude
+Code with `--input-format stream-json`, its task a user message: given no prompt, plain `claude -p` waits only 3 s
+for its standard input; OpenCode as its own server, with its session created, through opencode_ahead.py), so that
+only what it does after reading the task is left for `reset`. A request before the task stops the script.
 Needs a Docker engine and the derived images (`gymenvs swe install-agent NAME`). Prints figures; nothing is asserted.
 """
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import statistics
 import tarfile
@@ -36,14 +36,8 @@ from gymenvs.container.agent.specs import AGENTS, MOUNT
 IMAGE = "gymenvs/swe-fixture.textkit-1:latest"
 TASK = "Print the word hello with echo, then stop."
 ORIGIN = "http://127.0.0.1:9999"
-#: Each CLI's command taking its task from standard input: the parts of its command replaced. Claude Code reads
-#: its task as a stream-json user message: given no prompt, `claude -p` waits only 3 s for plain text on its
-#: standard input, then exits with an error.
-_TASK_ARGUMENT = '"$(cat "$GYMENVS_TASK_FILE")"'
-FROM_STDIN = {"claude-code": ((f"-p {_TASK_ARGUMENT}", "-p --input-format stream-json --verbose"),
-                              ("--output-format json", "--output-format stream-json")),
-              "codex": ((f"-- {_TASK_ARGUMENT} < /dev/null", "-"),), "opencode": (('< "$GYMENVS_TASK_FILE"', ""),),
-              "pi": ((f" {_TASK_ARGUMENT}", ""),)}
+#: The CLIs with a command reading the task on standard input (`AgentSpec.ahead_command`).
+AHEAD = sorted(name for name, spec in AGENTS.items() if spec.ahead_command)
 STAND_IN = """
 import http.server, sys, time
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -100,27 +94,16 @@ def agent_files(agent: str) -> bytes:
     return buffer.getvalue()
 
 
-def task_input(agent: str) -> str:
-    """What the CLI started ahead reads on its standard input: the task, or for Claude Code a user message."""
-    if agent == "claude-code":
-        return json.dumps({"type": "user", "message": {"role": "user", "content": TASK}}) + "\n"
-    return TASK
-
-
 def run_once(client: docker.DockerClient, agent: str, ahead: float | None) -> float:
     spec = AGENTS[agent]
-    command = spec.command
-    if ahead is not None:
-        for old, new in FROM_STDIN[agent]:
-            assert old in command, f"{agent}'s command no longer has {old!r}"
-            command = command.replace(old, new)
+    command = spec.command if ahead is None else spec.ahead_command
     container = client.containers.run(f"{IMAGE}-{spec.image_suffix}", ["sleep", "120"], detach=True, init=True,
                                       network_mode="none", nano_cpus=10**9, working_dir="/testbed",
                                       labels={"gymenvs.benchmark": "agent_prestart"})
     try:
         container.put_archive("/", agent_files(agent))
         variables = {**environment(agent), "STAND_IN": STAND_IN, "AGENT_COMMAND": f"cd /testbed && {command}",
-                     "TASK": task_input(agent), "AHEAD": "" if ahead is None else f"{ahead:g}"}
+                     "TASK": spec.task_input(TASK).decode(), "AHEAD": "" if ahead is None else f"{ahead:g}"}
         result = container.exec_run(["bash", "-c", SCRIPT], environment=variables)
         output = result.output.decode(errors="replace")
         if "EARLY_REQUEST" in output or "NO_REQUEST" in output:
@@ -134,7 +117,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--ahead", type=float, default=4.0)
-    parser.add_argument("--agents", nargs="+", default=sorted(FROM_STDIN), choices=sorted(FROM_STDIN))
+    parser.add_argument("--agents", nargs="+", default=AHEAD, choices=AHEAD)
     args = parser.parse_args()
     client = docker.from_env()
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))

@@ -185,11 +185,10 @@ CODEX = AgentSpec(
 
 _OPENCODE_HOME = '"$HOME/.config/opencode"'
 
-_OPENCODE_COMMAND = (f'{_render("opencode.json", "/tmp/gymenvs-opencode/opencode.json")} && '
-                     f'mkdir -p {_OPENCODE_HOME}/node_modules && '
-                     f'cp {MOUNT}/opencode-plugin-lock.json {_OPENCODE_HOME}/package-lock.json && '
-                     f'exec {AGENTS_ROOT}/opencode/node_modules/opencode-linux-x64/bin/opencode run --auto --format json '
-                     '< "$GYMENVS_TASK_FILE"')
+_OPENCODE_SETUP = (f'{_render("opencode.json", "/tmp/gymenvs-opencode/opencode.json")} && '
+                   f'mkdir -p {_OPENCODE_HOME}/node_modules && '
+                   f'cp {MOUNT}/opencode-plugin-lock.json {_OPENCODE_HOME}/package-lock.json')
+_OPENCODE_BINARY = f"{AGENTS_ROOT}/opencode/node_modules/opencode-linux-x64/bin/opencode"
 
 OPENCODE = AgentSpec(
     name="opencode",
@@ -199,8 +198,10 @@ OPENCODE = AgentSpec(
     # naming its plugin package beside an empty node_modules in its config folder, where it tries to install
     # that package from the registry at every run; and its JavaScript engine without the optimising JIT and
     # with one GC thread, which compiled and collected on the container's one CPU while it started.
-    command=_OPENCODE_COMMAND,
-    ahead_command=_reading_stdin(_OPENCODE_COMMAND, (' < "$GYMENVS_TASK_FILE"', "")),
+    command=f'{_OPENCODE_SETUP} && exec {_OPENCODE_BINARY} run --auto --format json < "$GYMENVS_TASK_FILE"',
+    # Ahead of its task (a warm pool): its own server, with the session created and what the first prompt loads
+    # loaded (opencode_ahead.py); `run` does all that only after reading the task.
+    ahead_command=f"{_OPENCODE_SETUP} && exec python3 {MOUNT}/opencode_ahead.py {_OPENCODE_BINARY}",
     environment={
         "OPENCODE_CONFIG": "/tmp/gymenvs-opencode/opencode.json",
         "OPENCODE_MODELS_PATH": f"{MOUNT}/opencode-models.json",
@@ -214,7 +215,7 @@ OPENCODE = AgentSpec(
         "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
         "OPENCODE_DISABLE_CLAUDE_CODE": "1",  # no ~/.claude prompts or skills read in
     },
-    files=("opencode.json", "opencode-models.json", "opencode-plugin-lock.json"),
+    files=("opencode.json", "opencode-models.json", "opencode-plugin-lock.json", "opencode_ahead.py"),
     npm_packages=("opencode-ai@1.18.33",),
     # npm installs both glibc x64 builds; the one without "baseline" needs AVX2, like the launcher's choice.
     npm_prune=("node_modules/opencode-linux-x64-baseline",),
