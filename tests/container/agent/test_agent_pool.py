@@ -17,6 +17,7 @@ from swe.swe_support import FIXTURE_IDS
 
 from gymenvs.container.agent.specs import MOUNT
 from gymenvs.container.pool import LABEL_POOL, WarmPool
+from gymenvs.container.runtime.owners import LABEL_ROLE
 
 from .agent_support import NEXT_PROCESS, SUBMIT, TASKS, agent_threads, apply_patch, bash, own_containers
 
@@ -73,9 +74,12 @@ def test_consecutive_pooled_episodes_never_see_each_others_files(make_agent_env,
     # Inside, the second episode sees exactly the files written for it, and no socket of the host.
     seen = env.step(bash(f"ls -A {MOUNT}"))[0]
     assert seen == "[tool] (bash)\nforwarder.py\nreference_agent.py\ntask.md\n[exit code: 0]"
-    # The waiting containers hold nothing of an episode yet.
-    wait_for(lambda: pool.ready() == 2 and len(own_containers(docker_client)) == 3)  # the first one removed
-    waiting = [c.id for c in own_containers(docker_client) if c.name != second_container]
+    # The waiting containers hold nothing of an episode yet (the step started the episode's grading container too).
+    def pooled():
+        return [c for c in own_containers(docker_client) if c.labels.get(LABEL_ROLE) != "grading"]
+
+    wait_for(lambda: pool.ready() == 2 and len(pooled()) == 3)  # the first one removed
+    waiting = [c.id for c in pooled() if c.name != second_container]
     assert len(waiting) == 2 and not any(has_agent_files(docker_client, c) for c in waiting)
 
 
