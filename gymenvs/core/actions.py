@@ -13,14 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pydantic_core
+
 # Hermes / Qwen style, as chat templates emit tool calls: <tool_call>{"name": ..., "arguments": ...}</tool_call>.
 # The block ends at the first closing tag, so JSON holding the text "</tool_call>" cannot be read (as in
 # Qwen's own parsers).
 TOOL_CALL_OPEN, TOOL_CALL_CLOSE = "<tool_call>", "</tool_call>"
 _TOOL_CALL_BLOCK = re.compile(rf"{re.escape(TOOL_CALL_OPEN)}\s*(.*?)\s*{re.escape(TOOL_CALL_CLOSE)}", re.DOTALL)
-# The JSON scanner under `json.loads`, called directly: `loads` adds a layer of calls and a regex
-# match for surrounding whitespace, a large share of the cost of a short tool call.
-_scan_json = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__, undeclared
 
 
 class ActionError(Exception):
@@ -136,7 +135,9 @@ def tool_call_from_mapping(mapping: Mapping) -> ToolCall:
     name = mapping.get("name")
     if not isinstance(name, str) or not name:
         raise ActionError('a tool call needs a "name" (a string) and "arguments" (an object)')
-    arguments = mapping.get("arguments", {})
+    arguments = mapping.get("arguments")
+    if type(arguments) is dict:  # the common case, ahead of the checks below
+        return ToolCall(name, arguments.copy())
     if isinstance(arguments, str):
         arguments = _decode_json_object(arguments) if arguments.strip() else {}
     if arguments is None:
@@ -152,15 +153,15 @@ def _is_mapping(value: Any) -> bool:
 
 def _decode_json_object(text: str) -> dict[str, Any]:
     """The JSON object `text` holds (surrounding whitespace allowed), or `ActionError` saying why not."""
-    try:  # the fast path, for a well-formed object without surrounding whitespace
-        value, end = _scan_json(text, 0)
-        if end == len(text) and type(value) is dict:
+    try:  # the fast path: pydantic's JSON parser (jiter), about half the cost of `json.loads` on a tool call
+        value = pydantic_core.from_json(text)
+        if type(value) is dict:
             return value
-    except (StopIteration, ValueError, RecursionError):
+    except (ValueError, TypeError):  # refused (TypeError: text with a lone surrogate): json.loads may still read it
         pass
     try:  # anything else: json.loads, for its exact result or error message
         value = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, or an integer of over 4,300 digits
         raise ActionError(f"malformed JSON in tool call: {exc}") from None
     if not isinstance(value, dict):
         raise ActionError(f"a JSON tool call must be an object, not {type(value).__name__}")

@@ -14,11 +14,11 @@ from gymenvs.core.actions import ActionError, ToolCall, parse_action
 from gymenvs.core.config import validate_config
 from gymenvs.core.errors import EnvClosedError, ResetOptionsError, ToolResultError, did_you_mean, listing, short_repr
 from gymenvs.core.outcomes import OUTCOME_KEY, EndedBy, ending
-from gymenvs.core.spaces import UnicodeText, clip_text, to_valid_text
+from gymenvs.core.spaces import UnicodeText, fitted_text
 from gymenvs.core.tools import ToolSpec, tool_schemas, tool_spec
 
 
-@dataclass
+@dataclass(slots=True)  # no per-instance __dict__ to build: one is made on every step
 class Outcome:
     """What a tool call did: the observation the agent reads, and what it means for the episode."""
 
@@ -102,18 +102,16 @@ class TextEnv(gym.Env[str, str]):
         self._done = False
         info = {"tools": self.tool_schemas()}
         try:
-            observation = self._observation(self._finish_observation(self._start_episode(options)), info)
+            self._last_observation = fitted_text(self._start_episode(options), self.max_observation_length)
+            observation = self._observation(self._last_observation, info)
         except BaseException:
             self._episode_id = None  # a failed reset leaves no episode to step
             raise
         return observation, info
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        self._check_open("step")
-        if self._episode_id is None:
-            raise ResetNeeded(f"{self._name()}: call reset() before step()")
-        if self._done:
-            raise ResetNeeded(f"{self._name()}: the episode has ended; call reset() before stepping again")
+        if self._closed or self._done or self._episode_id is None:  # one test on the hot path
+            self._refuse_step()
         self._step_count += 1
         try:
             outcome = self._act(action)
@@ -127,7 +125,8 @@ class TextEnv(gym.Env[str, str]):
         self._done = outcome.terminated or truncated
         if self._done and OUTCOME_KEY not in outcome.info:
             outcome.info.update(self._default_ending(outcome, truncated))
-        observation = self._observation(self._finish_observation(outcome.observation), outcome.info)
+        self._last_observation = fitted_text(outcome.observation, self.max_observation_length)
+        observation = self._observation(self._last_observation, outcome.info)
         return observation, float(outcome.reward), bool(outcome.terminated), truncated, outcome.info
 
     def close(self) -> None:
@@ -211,23 +210,32 @@ class TextEnv(gym.Env[str, str]):
         if spec is None:
             raise ActionError(f"unknown tool {call.name!r}; available: {self._tool_list()}")
         result = getattr(self, call.name)(**spec.validate(call.arguments))
+        if isinstance(result, Outcome) and isinstance(result.observation, str):
+            return result
+        if isinstance(result, str):
+            return Outcome(result)
+        raise self._bad_tool_result(call.name, result)
+
+    def _bad_tool_result(self, tool_name: str, result: Any) -> ToolResultError:
+        """The error for a tool that returned neither a str nor an Outcome whose observation is a str."""
         observation = result.observation if isinstance(result, Outcome) else result
-        if not isinstance(observation, str):
-            returned = f"an Outcome whose observation is {type(observation).__name__}" if isinstance(result, Outcome) \
-                else type(result).__name__
-            raise ToolResultError(
-                f"tool {call.name!r} of {type(self).__name__} returned {returned} ({short_repr(observation)}): "
-                "a tool returns a str or an Outcome(observation: str, ...)"
-            )
-        return result if isinstance(result, Outcome) else Outcome(result)
+        returned = f"an Outcome whose observation is {type(observation).__name__}" if isinstance(result, Outcome) \
+            else type(result).__name__
+        return ToolResultError(
+            f"tool {tool_name!r} of {type(self).__name__} returned {returned} ({short_repr(observation)}): "
+            "a tool returns a str or an Outcome(observation: str, ...)"
+        )
 
     def _check_open(self, method: str) -> None:
-        if getattr(self, "_closed", False):
+        if self._closed:
             raise EnvClosedError(f"{method}() on {self._name()} after close(): make a new env with gymnasium.make")
 
-    def _finish_observation(self, text: str) -> str:
-        self._last_observation = clip_text(to_valid_text(text), self.max_observation_length)
-        return self._last_observation
+    def _refuse_step(self) -> None:
+        """Raise why `step` cannot run now: the env is closed, or has no episode to step."""
+        self._check_open("step")
+        if self._episode_id is None:
+            raise ResetNeeded(f"{self._name()}: call reset() before step()")
+        raise ResetNeeded(f"{self._name()}: the episode has ended; call reset() before stepping again")
 
     def _tool_list(self) -> str:
         return ", ".join(spec.signature() for spec in self.tools.values())

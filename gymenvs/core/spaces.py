@@ -53,6 +53,14 @@ def is_utf8_encodable(text: str) -> bool:
     return True
 
 
+def fitted_text(text: str, max_length: int) -> str:
+    """`text` made valid (`to_valid_text`) and cut to `max_length` characters (`clip_text`): what an env
+    hands out as an observation. Short ASCII text, most observations, is returned at once."""
+    if text.isascii() and len(text) <= max_length:
+        return text
+    return clip_text(to_valid_text(text), max_length)
+
+
 def to_valid_text(text: str) -> str:
     """`text` with lone surrogates replaced, so it is valid Unicode and fits `UnicodeText`."""
     if is_utf8_encodable(text):

@@ -57,7 +57,8 @@ class EchoEnv(TextEnv):
         Args:
             message: The text to echo.
         """
-        self._simulate_step_cost(message)
+        if self.step_sleep_s or self.step_cpu_work:
+            self._simulate_step_cost(message)
         self._messages.append(message)
         return Outcome(message, reward=self.reward + self.length_reward * len(message))
 

@@ -111,3 +111,34 @@ def test_arguments_text_that_is_no_json_object_is_refused_by_the_renderer_and_ke
     history = [{"role": "assistant", "content": None,
                 "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": '}}]}]
     assert render_messages(history) == "[assistant]\n" + render_tool_call("bash", {"input": '{"command": '})
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values, indent=st.sampled_from([None, 1]), cut=st.integers(0, 20), ensure_ascii=st.booleans())
+def test_a_json_tool_call_reads_as_json_loads_reads_it(value, indent, cut, ensure_ascii):
+    """The fast parser (pydantic's) gives what `json.loads` gives, and text it refuses gets json's own verdict."""
+    text = json.dumps({"name": "t", "arguments": {"v": value}}, indent=indent, ensure_ascii=ensure_ascii)
+    for candidate in (text, text[: len(text) - cut], f" {text}\n"):
+        try:
+            expected = json.loads(candidate)
+        except ValueError:
+            with pytest.raises(ActionError, match="malformed JSON in tool call"):
+                parse_action(candidate, no_free_text) if candidate.strip()[:1] != "{" else _decode(candidate)
+            continue
+        assert parse_action(candidate, no_free_text) == ToolCall("t", expected["arguments"])
+
+
+def _decode(text):
+    from gymenvs.core.actions import _decode_json_object
+
+    return _decode_json_object(text)
+
+
+@pytest.mark.parametrize("text", ['{"name": "t", "arguments": {"v": "\\ud800"}}', '{"name": "t", "arguments": {"v": 1e400}}'])
+def test_json_that_only_python_reads_is_read_as_python_reads_it(text):
+    assert parse_action(text, no_free_text) == ToolCall("t", json.loads(text)["arguments"])
+
+
+def test_an_integer_too_long_for_python_is_malformed_json_not_a_crash():
+    with pytest.raises(ActionError, match="malformed JSON in tool call"):
+        parse_action('{"name": "t", "arguments": {"v": ' + "9" * 5000 + "}}", no_free_text)

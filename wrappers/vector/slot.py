@@ -37,6 +37,10 @@ class Command(enum.Enum):
     STATE = "state"
     CLOSE = "close"
 
+    #: Members are singletons (unpickling one gives the same object back), so identity is their hash: `Enum`'s
+    #: own `__hash__` is a Python call, made on every `_HANDLERS` lookup, once per slot and step.
+    __hash__ = object.__hash__
+
     @property
     def ends_episode_on_error(self) -> bool:
         return self in (Command.RESET, Command.STEP, Command.STEP_SAME)
@@ -172,7 +176,8 @@ class Slot:
             raise
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        return self._env().step(action)
+        env = self.env if self.env is not None else self._env()  # the hot path: no call to find the env
+        return env.step(action)
 
     def step_same(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any], tuple[Any, dict] | None]:
         """`step`, and when the episode ends, reset in the same request (same-step autoreset).

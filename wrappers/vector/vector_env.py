@@ -193,14 +193,15 @@ class ConcurrentVectorEnv(VectorEnv):
         terminated = [False] * self.num_envs
         truncated = [False] * self.num_envs
         infos = []
+        step, reset = Command.STEP, Command.RESET  # an enum member costs a Python call to look up
         for (index, command, _), result in zip(requests, results):
             if type(result) is SlotError:
                 failed.append((index, result))
                 continue
-            if command is Command.STEP:
+            if command is step:
                 observations[index], rewards[index], terminated[index], truncated[index], info = result
                 needs_reset[index] = terminated[index] or truncated[index]
-            elif command is Command.RESET:  # next-step autoreset
+            elif command is reset:  # next-step autoreset
                 observations[index], info = result
                 needs_reset[index] = False
             else:  # step_same: the step, and the reset that followed if the episode ended

@@ -192,14 +192,14 @@ class ThreadBackend:
 
     def _run_on_caller(self, batch: _Batch) -> None:
         """Take and run requests on the caller's thread until none are left to take."""
-        take, size, slots, requests = batch.take, batch.size, batch.slots, batch.requests
+        take, size, slots, requests, record = batch.take, batch.size, batch.slots, batch.requests, batch.record
         while (position := next(take)) < size:
             batch.taken = position + 1
             self._caller_position = position
             if position + 1 < size and not self._outstanding_wakeups:
                 self._wake_threads(batch, 1, (_WATCH, batch, position))  # in case this request blocks
             _, command, argument = requests[position]
-            batch.record(position, slots[position].run(command, argument))
+            record(position, slots[position].run(command, argument))
         self._caller_position = None
 
     # -- pool threads --------------------------------------------------------------------
