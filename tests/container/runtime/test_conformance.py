@@ -190,12 +190,13 @@ def test_an_engine_error_at_grading_ends_the_episode_as_infra(target):
                                                                  if k not in ("runtime", "engine")}) as make:
                 env = make()
                 env.reset(options={"instance_id": TASK})
+                # Refused twice: ahead (the first step starts the grading container), then again at submit.
+                rule = proxy.fail("POST", "/containers/create", times=2, message="injected: no space left on device")
                 env.step(write_and_apply(TASKS[TASK].patch, "gold.patch"))
-                rule = proxy.fail("POST", "/containers/create", message="injected: no space left on device")
                 _, reward, terminated, truncated, info = env.step(SUBMIT)
         finally:
             runtime.close()
-    assert len(rule.hits) == 1 and (reward, terminated, truncated) == (0.0, False, True)
+    assert len(rule.hits) == 2 and (reward, terminated, truncated) == (0.0, False, True)
     assert ending(info) == ("infra", "engine_error") and "injected: no space left on device" in info["outcome_detail"]
     ours = target.runtime.client.containers.list(all=True, filters={"label": f"{LABEL_PID}={os.getpid()}"})
     assert ours == [], [container.labels for container in ours]
