@@ -209,7 +209,7 @@ class ContainerEnv(TextEnv):
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """As `TextEnv.step`; the episode's first step starts the family's `grade_ahead` in the background (not
         `reset`, whose own start-up it would slow), and a step that ends the episode ungraded discards it."""
-        if self._sandbox is not None and self._grading_ahead is None and not self._done:
+        if self._sandbox is not None and self._grading_ahead is None and not self._done and self._grades_ahead:
             self._grading_ahead = in_thread(self._make_grading_ahead, "gymenvs-grading-ahead")
         result = super().step(action)
         if self._done:  # ended ungraded (its container died, say), if grading did not take it
@@ -373,6 +373,11 @@ class ContainerEnv(TextEnv):
             else:
                 self._release()
         return grade, checkpoint, None
+
+    @property
+    def _grades_ahead(self) -> bool:
+        """Whether the family makes anything ready ahead of grading (no thread per episode for one that does not)."""
+        return type(self.family).grade_ahead is not TaskFamily.grade_ahead
 
     def _make_grading_ahead(self) -> GradingAhead | None:
         return self.family.grade_ahead(self.episode_task, self.runtime, image=self.episode_image, limits=self.limits,
