@@ -3,9 +3,16 @@ client that observes and attacks from outside) and the fixture images of both ta
 
 from __future__ import annotations
 
+import gc
 import os
 
 import pytest
+
+if "PYTEST_XDIST_WORKER" in os.environ:
+    # Under `-n 2` each worker's torch would start a thread per core: four busy threads on two cores, whose
+    # spin-waits cost more than they gain (tests/trl/rollout/test_model_families.py on two workers, under other
+    # load: 52 s of CPU with the default, 31 s with one thread each). Set before collection imports torch.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")
@@ -87,6 +94,23 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.docker)
+
+
+# -- the garbage collector ----------------------------------------------------------------------
+# Collection imports torch, transformers, TRL and the SDKs: millions of objects, all alive to the end, no garbage.
+# Full collections while they are made are pure cost, and every later one walks them again: accelerate calls
+# `gc.collect()` at the end of each `Trainer.train`, about 0.25 s apiece once collection is done. So collection
+# runs with the collector off, and what it built is frozen (left out of every later collection).
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection(session):
+    gc.disable()
+    try:
+        return (yield)
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 # -- the linters run beside the tests -------------------------------------------------------------

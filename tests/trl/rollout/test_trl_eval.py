@@ -1,5 +1,7 @@
 """`evaluate_policy()` with a local transformers model: the tiny offline model plays Echo through its chat template."""
 
+import pytest
+
 from gymenvs.eval import evaluate_policy
 from gymenvs.eval.policies import TransformersPolicy
 
@@ -12,6 +14,7 @@ def test_a_local_transformers_model_plays_episodes(model_and_tokenizer):
     assert (summary.episodes, summary.mean_turns, summary.mean_reward, summary.failed_episodes) == (2, 2.0, 2.0, 0)
 
 
+@pytest.mark.slow  # teaches the tiny model a call: 100 training steps, 6 to 13 s
 def test_a_local_model_of_another_family_has_its_tool_calls_read_in_its_own_dialect():
     import gymnasium as gym
 
