@@ -13,7 +13,7 @@ probability `--fault-rate`, one fault (drawn with the run's seed) is injected in
 - `disk_limit`: the agent's container written past its disk limit;
 - `grading_disk`: the package under test writes past the disk limit when grading imports it;
 - `grading_killed`: the grading container killed (`GradingKiller`);
-- `image_removed`: the task's image untagged between reset and grading;
+- `image_removed`: the task's image untagged after reset, before the first step (which starts grading's container);
 - `engine_error`: the engine's API answers 500 to a file read of the agent's container or to
   grading's read of its changes (`EngineProxy`, which every env of the run talks through);
 - `step_timeout`: a command outlives the vector env's `step_timeout_s`;
@@ -198,11 +198,11 @@ class Chaos:
         elif fault == "container_paused" and at == attempt.fault_at:
             self.client.containers.get(container).pause()
         elif fault == "grading_killed" and submitting:
-            # at its start, or once the tests run
+            # the grading container started during the episode, before grading takes it; or once the tests run
             killer = GradingKiller(self.runtime, "run-tests.sh" if attempt.fault_at else None, episode_id=state["episode_id"])
             killer.start()
             self.cleanups.setdefault(slot, []).append(killer)
-        elif fault == "image_removed" and submitting:
+        elif fault == "image_removed" and at == 0:  # before the first step, which starts the grading container
             assert attempt.task is not None
             self.client.images.remove(self.template(slot).format(instance_id=attempt.task.instance_id))
             self.cleanups.setdefault(slot, []).append(functools.partial(self.tag, slot, attempt.task))
