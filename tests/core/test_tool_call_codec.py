@@ -123,15 +123,9 @@ def test_a_json_tool_call_reads_as_json_loads_reads_it(value, indent, cut, ensur
             expected = json.loads(candidate)
         except ValueError:
             with pytest.raises(ActionError, match="malformed JSON in tool call"):
-                parse_action(candidate, no_free_text) if candidate.strip()[:1] != "{" else _decode(candidate)
+                parse_action(f"<tool_call>{candidate}</tool_call>", no_free_text)  # a block: read as JSON or refused
             continue
         assert parse_action(candidate, no_free_text) == ToolCall("t", expected["arguments"])
-
-
-def _decode(text):
-    from gymenvs.core.actions import _decode_json_object
-
-    return _decode_json_object(text)
 
 
 @pytest.mark.parametrize("text", ['{"name": "t", "arguments": {"v": "\\ud800"}}', '{"name": "t", "arguments": {"v": 1e400}}'])
