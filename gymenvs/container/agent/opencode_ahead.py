@@ -27,9 +27,9 @@ import urllib.request
 PERMISSIONS = [{"permission": "*", "pattern": "*", "action": "allow"},
                *({"permission": name, "pattern": "*", "action": "deny"} for name in ("question", "plan_enter", "plan_exit"))]
 #: Read-only calls that have the server load, ahead, what the first prompt would: its agents, the provider, the
-#: tools for the model (the shell tool finds its shell), its file search (the file watcher, a refresh of the
-#: project's copy), its commands and skills: what its debug log showed between the prompt and the first request
-#: when only the session was created ahead (docs/swe-agents.md, "OpenCode from the pool").
+#: tools for the model (the shell tool finds its shell), its file search (a refresh of the project's copy; the file
+#: watcher too, where it is on), its commands and skills: what its debug log showed between the prompt and the first
+#: request when only the session was created ahead (docs/swe-agents.md, "OpenCode from the pool").
 WARM_UP = ("/agent", "/config/providers", "/experimental/tool?provider=gymenvs&model={model}", "/find/file?query=.",
            "/command", "/skill")
 
