@@ -67,8 +67,9 @@ if [ -n "$PLUGIN_LOCK" ]; then
 fi
 sleep 0.5
 started=$(date +%s.%N)
-echo "say hi" | timeout 15 env $ENGINE $WATCHER BINARY run --auto --format json $LOG_FLAGS > /tmp/log 2>&1 &
-for _ in $(seq 750); do grep -q REQUEST /tmp/requests && break; sleep 0.02; done
+echo "say hi" | timeout 60 env $ENGINE $WATCHER BINARY run --auto --format json $LOG_FLAGS > /tmp/log 2>&1 &
+for _ in $(seq 3000); do grep -q REQUEST /tmp/requests && break; sleep 0.02; done
+grep -q REQUEST /tmp/requests || { echo NO_REQUEST; tail -c 2000 /tmp/log; exit 0; }
 set -- $(grep -m1 REQUEST /tmp/requests) $(grep -m1 BEFORE /tmp/requests)
 echo "FIRST_REQUEST $(python3 -c "print(round($2 - $started, 3), round($3 - $6, 3), round($4 - $7, 3))")"
 echo "STARTED $started"
@@ -89,6 +90,8 @@ def run_once(client, image: str, catalogue: bool, lock: bool, engine: bool, watc
                    "LOG_FLAGS": "--print-logs --log-level DEBUG" if log else ""}
     output = client.containers.run(image, ["bash", "-c", SCRIPT], environment=environment, network_mode="none",
                                    nano_cpus=10**9, remove=True, stderr=True).decode()
+    if "FIRST_REQUEST" not in output:
+        raise RuntimeError(f"OpenCode made no request within 60 s:\n{output}")
     return [float(figure) for figure in output.split("FIRST_REQUEST ")[1].split()[:3]], output
 
 
