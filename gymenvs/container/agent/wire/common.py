@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -29,7 +29,8 @@ class WireError(ValueError):
 
 
 def new_id(prefix: str, length: int = 24) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:length]}"
+    """`prefix` and `length` random hex digits."""
+    return prefix + secrets.token_hex((length + 1) // 2)[:length]
 
 
 @dataclass(slots=True)
