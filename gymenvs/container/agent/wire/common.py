@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gymenvs.container.agent.messages import count_text_pieces, render
+from gymenvs.container.agent.messages import count_rendered_pieces, count_text_pieces
 from gymenvs.core.actions import ActionError, ToolCall, reasoning_of, split_tool_calls, tool_call_from_mapping
 
 FinishReason = Literal["stop", "tool_calls", "length"]
@@ -70,7 +70,7 @@ class Reply:
     def counted(self, request: Mapping[str, Any]) -> Reply:
         """This reply with its usage counted in text pieces (`messages.count_text_pieces`) where it has none."""
         if not self.prompt_tokens:
-            self.prompt_tokens = count_text_pieces(render(request.get("messages") or []))
+            self.prompt_tokens = count_rendered_pieces(request.get("messages") or [])
         if not self.completion_tokens:
             calls = [f"{call.name} {call.arguments}" for call in self.tool_calls]
             self.completion_tokens = count_text_pieces(" ".join([self.reasoning or "", self.content or "", *calls]))
