@@ -5,15 +5,25 @@ channel translates back into the internal form, and the env has it.
 
     python examples/benchmarks/agent_wire_roundtrip.py [--calls 1000]
 
-gymenvs/SWEAgent-v0 with an agent that only calls (examples/benchmarks/agents/wire_pinger.py) in the
-task container, with no network: its calls cross the in-container forwarder, its exec stream and the
-episode's unix socket, as in agent_call_overhead.py (Chat Completions, unstreamed, there). In the same run, after each
-format, the baseline: the same agent on the host calling a plain aiohttp server on TCP loopback (OpenEnv's
-design), which hands each request to a driver thread and sends the reply it is given (the same bytes
-gymenvs sends for that format, built once), so the baseline translates nothing. Needs a Docker engine, the
-fixture images and aiohttp (`pip install 'gymenvs[bench]'`). Prints median and p99 in ms, and the host
-process's CPU time per call for gymenvs; nothing is asserted. To compare two checkouts, run each with its own
-PYTHONPATH (the first line printed says which gymenvs was imported).
+Three rows per format, each the same agent (examples/benchmarks/agents/wire_pinger.py, one keep-alive
+connection, stdlib only):
+
+1. gymenvs/SWEAgent-v0 with the agent in the task container, with no network: its calls cross the
+   in-container forwarder, its exec stream and the channel's bridge, and each is an `env.step`. The episode's
+   first step starts its grading container in the background (`TaskFamily.grade_ahead`), which loads the
+   engine for about a second: the calls made while that runs are reported on a line of their own, and the
+   row's figures are the `--calls` calls after it.
+2. The gymenvs channel with the agent on the host, on the channel's unix socket (an agent on this host uses
+   it): the same HTTP parsing and translation both ways as (1), answered from a driver thread (this one), with
+   no container, relay or env step. The like-for-like comparison with (3).
+3. The baseline, OpenEnv's design: the agent on the host calling a plain aiohttp server on TCP loopback,
+   which hands each request to a driver thread and sends the reply it is given (the same bytes gymenvs sends
+   for that format, built once), so it translates nothing.
+
+Needs a Docker engine, the fixture images and aiohttp (`pip install 'gymenvs[bench]'`). Prints median and p99
+in ms, and this process's CPU time per call for (1) and (2) (its env, bridge and channel threads, or its driver
+and channel threads); nothing is asserted. To compare two checkouts, run each with its own PYTHONPATH (the
+first line printed says which gymenvs was imported).
 """
 
 from __future__ import annotations
@@ -21,9 +31,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 from agent_call_overhead import aiohttp_on_loopback, summary  # noqa: E402
@@ -32,8 +45,9 @@ PINGER = Path(__file__).parent / "agents" / "wire_pinger.py"
 REPLY = {"name": "bash", "arguments": {"command": "ls"}}
 
 
-def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float]:
-    """Each call's round trip, and the CPU time this process (env and channel threads) spent on all of them."""
+def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float, list[float]]:
+    """Each of `calls` round trips once the grading container has started, the CPU time this process spent on them,
+    and the round trips made while it started (from the first step)."""
     from gymenvs.container.agent.env import AgentEnv
     from gymenvs.container.agent.specs import AgentSpec
     from gymenvs.swe.family import SWEFamily
@@ -42,21 +56,71 @@ def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float
         f"wire-pinger-{wire}",
         command="exec python3 /run/gymenvs/wire_pinger.py",
         files=(str(PINGER),),
-        environment={"GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0", "GYMENVS_PINGS": str(calls + 1)},
+        environment={"GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0", "GYMENVS_PINGS": str(_ENOUGH)},
     )
-    env = AgentEnv(family=SWEFamily, agent=pinger, max_turns=calls + 10)
+    env = AgentEnv(family=SWEFamily, agent=pinger, max_turns=_ENOUGH)
     try:
         _, info = env.reset(seed=0)
         assert info["request"]["wire"] == wire
-        times = []
+        starting: list[float] = []
+        while not starting or _grading_container_starting():
+            starting.append(_timed_step(env))
         cpu_started = time.process_time()
-        for _ in range(calls):
-            started = time.perf_counter()
-            env.step(REPLY)
-            times.append(time.perf_counter() - started)
+        times = [_timed_step(env) for _ in range(calls)]
         cpu = time.process_time() - cpu_started
     finally:
         env.close()
+    return times, cpu, starting
+
+
+_ENOUGH = 1_000_000  # the agent's calls and the env's turns: the env is closed after the calls measured
+
+
+def _timed_step(env: Any) -> float:
+    started = time.perf_counter()
+    env.step(REPLY)
+    return time.perf_counter() - started
+
+
+def _grading_container_starting() -> bool:
+    """Whether the env's background start of the grading container (`ContainerEnv.step`) still runs."""
+    return any(thread.name == "gymenvs-grading-ahead" for thread in threading.enumerate())
+
+
+def channel_on_host(wire: str, stream: bool, calls: int) -> tuple[list[float], float]:
+    """The agent on the host calling a gymenvs channel on its unix socket; this thread answers each call, translated
+    into the agent's format as the env does. Each call's round trip, and this process's CPU time on them all."""
+    from gymenvs.container.agent.channel import AgentRequest, LLMChannel
+    from gymenvs.container.agent.wire import reply_from_action, respond
+
+    channel = LLMChannel(model_name="m")
+    process = subprocess.Popen([sys.executable, str(PINGER)], env={
+        **os.environ, "GYMENVS_SOCKET": str(channel.socket_path), "GYMENVS_API_KEY": channel.token,
+        "GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0", "GYMENVS_PINGS": str(calls + 1)})
+
+    def next_call() -> Any:
+        event = channel.next_event(30)
+        assert isinstance(event, AgentRequest), event
+        return event.call
+
+    def answer(call: Any) -> None:
+        payload, _ = respond(call.wire, call.body, call.raw or {}, reply_from_action(REPLY), "m", channel.conversations)
+        call.answer(200, payload)
+
+    try:
+        call, times = next_call(), []
+        cpu_started = time.process_time()
+        for _ in range(calls):
+            started = time.perf_counter()
+            answer(call)
+            call = next_call()
+            times.append(time.perf_counter() - started)
+        cpu = time.process_time() - cpu_started
+        answer(call)
+        process.wait(30)
+    finally:
+        process.kill()
+        channel.close()
     return times, cpu
 
 
@@ -82,7 +146,10 @@ def main() -> None:
     for wire in ("chat", "responses", "anthropic"):
         for stream in (False, True):
             kind = f"{wire:<10} {'streamed' if stream else 'whole':<9}"
-            print(summary(f"{kind} gymenvs (container, forwarder over its exec stream)", *round_trips(wire, stream, args.calls)),
+            times, cpu, starting = round_trips(wire, stream, args.calls)
+            print(summary(f"{kind} gymenvs (container, forwarder over its exec stream)", times, cpu), flush=True)
+            print(summary(f"{kind}   (the same, while its grading container started)", starting), flush=True)
+            print(summary(f"{kind} gymenvs channel on its unix socket (host)", *channel_on_host(wire, stream, args.calls)),
                   flush=True)
             baseline = aiohttp_on_loopback(args.calls, PINGER, {"GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0"},
                                            answer=lambda raw, wire=wire: reply_bytes(wire, raw))

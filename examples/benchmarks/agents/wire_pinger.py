@@ -1,10 +1,13 @@
 """An agent that only calls, in one wire format: GYMENVS_PINGS requests over one keep-alive connection
 (stdlib only). GYMENVS_WIRE = chat | responses | anthropic; GYMENVS_STREAM=1 asks for server-sent events.
-Each request carries a system prompt, the task and one tool, as a coding agent's first turn does."""
+Each request carries a system prompt, the task and one tool, as a coding agent's first turn does.
+It connects to GYMENVS_ORIGIN, or to the unix socket GYMENVS_SOCKET when that is set (an agent on the host
+calling its episode's channel)."""
 
 import http.client
 import json
 import os
+import socket
 import urllib.parse
 
 WIRE = os.environ["GYMENVS_WIRE"]
@@ -24,8 +27,23 @@ BODIES = {
         "tools": [{"name": "bash", "description": "Run a command.", "input_schema": SCHEMA}]}),
 }
 
-url = urllib.parse.urlparse(os.environ["GYMENVS_ORIGIN"])
-connection = http.client.HTTPConnection(url.hostname, url.port)
+
+
+class UnixConnection(http.client.HTTPConnection):
+    def __init__(self, socket_path):
+        super().__init__("localhost")
+        self.socket_path = socket_path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.connect(self.socket_path)
+
+
+if os.environ.get("GYMENVS_SOCKET"):
+    connection = UnixConnection(os.environ["GYMENVS_SOCKET"])
+else:
+    url = urllib.parse.urlparse(os.environ["GYMENVS_ORIGIN"])
+    connection = http.client.HTTPConnection(url.hostname, url.port)
 path, body = BODIES[WIRE]
 data = json.dumps(body)
 headers = {"Authorization": "Bearer " + os.environ["GYMENVS_API_KEY"], "Content-Type": "application/json"}

@@ -23,6 +23,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from email.utils import formatdate
+from functools import lru_cache
 from typing import Any, Protocol
 
 import httptools
@@ -329,18 +330,27 @@ class AgentConnection:
         """One reply, in one write; then the connection ends (when asked, when the request asked, once the channel
         is closed) or reads the next request."""
         close = close or self._channel.closed or not self._keep_alive
-        lines = [f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}", f"Server: {_SERVER}",
-                 f"Date: {formatdate(usegmt=True)}"]
+        head = f"{_status_line(status)}\r\nServer: {_SERVER}\r\nDate: {_http_date(int(time.time()))}\r\n"
         if content_type is not None:
-            lines.append(f"Content-Type: {content_type}")
-        lines.append(f"Content-Length: {len(data)}")
+            head += f"Content-Type: {content_type}\r\n"
+        head += f"Content-Length: {len(data)}\r\n"
         if close:
-            lines.append("Connection: close")
-        lines.append("\r\n")
-        self.transport.send("\r\n".join(lines).encode("latin-1") + data)
+            head += "Connection: close\r\n"
+        self.transport.send(f"{head}\r\n".encode("latin-1") + data)
         if close:
             self._end()
 
     def _end(self) -> None:
         self._requests.clear()
         self.close()
+
+
+@lru_cache(maxsize=64)
+def _status_line(status: int) -> str:
+    return f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}"
+
+
+@lru_cache(maxsize=1)
+def _http_date(second: int) -> str:
+    """The `Date` header's value for `second` (epoch seconds): formatted once a second, not once a reply."""
+    return formatdate(second, usegmt=True)

@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterator, Mapping, MutableMapping
 from typing import Any
 
-from gymenvs.container.agent.messages import count_text_pieces, render
+from gymenvs.container.agent.messages import count_rendered_pieces, count_text_pieces
 from gymenvs.container.agent.wire.common import Reply, WireError, arguments_object, function_tool, json_object, new_id, text_parts
 from gymenvs.container.agent.wire.sse import typed_events
 
@@ -154,7 +154,7 @@ def remember(conversations: MutableMapping[str, list], payload: Mapping[str, Any
 def count_tokens(request: Mapping[str, Any]) -> dict[str, Any]:
     """`/v1/messages/count_tokens`'s answer, counted in text pieces (`messages.count_text_pieces`)."""
     tools = json.dumps(request.get("tools") or []) if request.get("tools") else ""
-    return {"input_tokens": count_text_pieces(render(request["messages"])) + count_text_pieces(tools)}
+    return {"input_tokens": count_rendered_pieces(request["messages"]) + count_text_pieces(tools)}
 
 
 def stream(payload: Mapping[str, Any], request: Mapping[str, Any]) -> bytes:

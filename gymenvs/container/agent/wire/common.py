@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gymenvs.container.agent.messages import count_text_pieces, render
+from gymenvs.container.agent.messages import count_rendered_pieces, count_text_pieces
 from gymenvs.core.actions import ActionError, ToolCall, reasoning_of, split_tool_calls, tool_call_from_mapping
 
 FinishReason = Literal["stop", "tool_calls", "length"]
@@ -29,7 +29,8 @@ class WireError(ValueError):
 
 
 def new_id(prefix: str, length: int = 24) -> str:
-    return f"{prefix}{uuid.uuid4().hex[:length]}"
+    """`prefix` and `length` random hex digits."""
+    return prefix + secrets.token_hex((length + 1) // 2)[:length]
 
 
 @dataclass(slots=True)
@@ -69,7 +70,7 @@ class Reply:
     def counted(self, request: Mapping[str, Any]) -> Reply:
         """This reply with its usage counted in text pieces (`messages.count_text_pieces`) where it has none."""
         if not self.prompt_tokens:
-            self.prompt_tokens = count_text_pieces(render(request.get("messages") or []))
+            self.prompt_tokens = count_rendered_pieces(request.get("messages") or [])
         if not self.completion_tokens:
             calls = [f"{call.name} {call.arguments}" for call in self.tool_calls]
             self.completion_tokens = count_text_pieces(" ".join([self.reasoning or "", self.content or "", *calls]))
