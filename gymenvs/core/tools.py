@@ -55,7 +55,11 @@ class ToolSpec:
         try:
             return self.arguments_validator.validate_python(arguments)
         except pydantic.ValidationError as exc:
-            raise ActionError(f"{self.name}: {describe_validation_error(exc)}. Expected {self.signature()}.") from None
+            raise self.invalid_arguments(exc) from None
+
+    def invalid_arguments(self, exc: pydantic.ValidationError) -> ActionError:
+        """The `ActionError` for arguments the validator refused: what is wrong, and the expected signature."""
+        return ActionError(f"{self.name}: {describe_validation_error(exc)}. Expected {self.signature()}.")
 
     def signature(self) -> str:
         """A one-line signature such as `guess(word: string)` for error messages and help."""

@@ -24,10 +24,12 @@ import pytest
 from backend_support import backend_params
 from gymnasium.error import ResetNeeded
 from gymnasium.vector import AutoresetMode
+from gymnasium.wrappers import PassiveEnvChecker
 
 import gymenvs  # noqa: F401
 from wrappers import ConcurrentVectorEnv
 from wrappers.vector import make_vector_env
+from wrappers.vector.slot import settled_step
 
 from .vector_support import FaultyEcho, faulty_echo_vector, our_processes, our_threads
 
@@ -682,3 +684,37 @@ def test_miniwob_is_marked_thread_affine():
     from gymenvs.envs.miniwob import MiniWoBEnv
 
     assert MiniWoBEnv.thread_affine and not gymenvs.TextEnv.thread_affine
+
+
+# -- the step past gymnasium.make's wrappers ---------------------------------------------
+
+
+class CountingChecker(PassiveEnvChecker):
+    """A subclass of a wrapper the slot may skip: being a subclass, it is kept, and sees every step."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self.steps = 0
+
+    def step(self, action):
+        self.steps += 1
+        return super().step(action)
+
+
+def test_a_slot_steps_past_make_s_wrappers_only_once_their_checks_are_done():
+    env = gym.make("gymenvs/Echo-v0")
+    assert settled_step(env) == env.step  # no reset yet: OrderEnforcing must still refuse a step
+    env.reset(seed=0)
+    checker = env.env
+    assert type(checker) is PassiveEnvChecker and settled_step(env) == checker.step  # its first step is checked
+    env.step("hello")
+    assert settled_step(env) == env.unwrapped.step
+    assert settled_step(CountingChecker(env.unwrapped)).__self__ is not env.unwrapped
+
+
+def test_a_wrapper_of_the_caller_sees_every_step_of_a_slot():
+    with make_vector_env("gymenvs/Echo-v0", 2, wrappers=[CountingChecker], max_turns=100) as envs:
+        envs.reset(seed=0)
+        for _ in range(4):
+            envs.step(["hello", "world"])
+        assert envs.get_attr("steps") == (4, 4)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, SupportsFloat
 
 import gymnasium as gym
-from gymnasium.wrappers import PassiveEnvChecker
+from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker
 
 from gymenvs.core.errors import ConfigError, ResetOptionsError
 from gymenvs.core.outcomes import InfraError
@@ -122,6 +122,15 @@ def rearm_first_reset_check(env: gym.Env) -> None:
         env = env.env
 
 
+def settled_step(env: gym.Env) -> Callable[[Any], Any]:
+    """The `step` of `env` past the wrappers of `gymnasium.make` that only pass a step on once their checks are
+    done: `OrderEnforcing` after a reset, `PassiveEnvChecker` after its first step. Skipping them changes nothing
+    but the cost of a step (a Python call each); any other wrapper, or a subclass of these, is kept."""
+    while (type(env) is OrderEnforcing and env.has_reset) or (type(env) is PassiveEnvChecker and env.checked_step):
+        env = env.env
+    return env.step
+
+
 def timed_out(timeout_s: float | None) -> str:
     """What a backend says of a request that got no reply within `step_timeout_s`."""
     return f"{_TIMED_OUT}{timeout_s} s)"
@@ -147,12 +156,19 @@ class Slot:
         self.factory = factory
         self.restart_on_error = restart_on_error
         self.env: gym.Env | None = None
+        #: Between two steps with no other request in between: the `step` that the next step calls
+        #: (`settled_step`), else None.
+        self.next_step: Callable[[Any], Any] | None = None
 
     def run(self, command: Command, argument: Any) -> Any:
         """Run one request; its result, or a `SlotError` saying why there is none."""
         try:
+            if command is _STEP and self.next_step is not None:  # the hot path: one call, no handler lookup
+                return self.next_step(argument)
+            self.next_step = None  # any other request may change the env or its wrappers
             return _HANDLERS[command](self, argument)
         except BaseException as exc:
+            self.next_step = None
             if not raised_by_the_env(exc):
                 raise
             return self._failed(command, exc)
@@ -176,8 +192,10 @@ class Slot:
             raise
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        env = self.env if self.env is not None else self._env()  # the hot path: no call to find the env
-        return env.step(action)
+        env = self._env()
+        result = env.step(action)
+        self.next_step = settled_step(env)
+        return result
 
     def step_same(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any], tuple[Any, dict] | None]:
         """`step`, and when the episode ends, reset in the same request (same-step autoreset).
@@ -237,6 +255,7 @@ class Slot:
 
 
 _HANDLERS: dict[Command, Callable[[Slot, Any], Any]] = {command: getattr(Slot, command.value) for command in Command}
+_STEP = Command.STEP  # looking an enum member up is a Python call
 
 #: True in a worker process or Ray actor, where Ctrl-C is not the user's: every exception is the env's.
 _in_worker = False

