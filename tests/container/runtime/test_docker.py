@@ -16,7 +16,7 @@ import pytest
 from episode_support import play_all
 from swe.swe_support import own_containers
 
-from gymenvs.container.runtime import ContainerGone, Limits, Runtime, Sandbox
+from gymenvs.container.runtime import ContainerGone, Limits, Runtime, Sandbox, SandboxError
 from gymenvs.container.runtime.docker.sandbox import KEPT_CAPABILITIES, SECURITY_OPTIONS
 from gymenvs.container.runtime.owners import LABEL_EPISODE, LABEL_HOST, LABEL_PID, owner_labels
 from gymenvs.container.shell import PersistentShell, ShellSandbox
@@ -234,6 +234,20 @@ def test_a_container_killed_from_outside_is_reported(runtime, docker_client, swe
         shell.run("echo hi", TIMEOUT)
     box.remove()
     assert box.id not in [c.id for c in own_containers(docker_client)]
+
+
+def test_an_engine_error_on_a_container_the_sandbox_stopped_itself_keeps_the_engines_message(runtime, swe_images):
+    """Grading stops the agent's container and then reads it: an engine error there is the engine's to explain,
+    not "stopped from outside" (the container's state, which `stop` itself set)."""
+    box = runtime.start(swe_images, role="test", episode_id="stopped-test", workdir=WORKDIR)
+    try:
+        box.stop()
+        with pytest.raises(SandboxError) as raised:
+            box.put_archive("/no/such/directory", b"")
+        assert not isinstance(raised.value, ContainerGone) and "/no/such/directory" in str(raised.value)
+        assert "from outside" not in str(raised.value) and "stopped by gymenvs" in str(raised.value)
+    finally:
+        box.remove()
 
 
 #: A process that starts a sandbox, prints its id and returns with the sandbox still referenced, never removed.

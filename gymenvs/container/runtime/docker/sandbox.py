@@ -118,6 +118,7 @@ class DockerSandbox:
         self._next_disk_check = 0.0
         self._disk_look_pending = False
         self._disk_exceeded = ""
+        self._stopped = False  # by `stop`: an engine error after it is not explained by the container's state
         if start:
             self._start(container)
 
@@ -261,6 +262,7 @@ class DockerSandbox:
             self._api.wait(self.id, timeout=60)
         except Exception as exc:
             raise SandboxError(f"container {self.name} did not stop: {exc}") from None
+        self._stopped = True
 
     def commit(self, repository: str, tag: str, *, labels: Mapping[str, str] | None = None, role: str = "snapshot") -> str:
         """The container's file system as the image `repository:tag` (its processes are not kept), labelled as
@@ -366,6 +368,10 @@ class DockerSandbox:
             return {"Status": f"unreachable ({exc})"}
 
     def _failure(self, what: str, exc: Exception) -> SandboxError:
+        """The engine's error `exc` as a `SandboxError`: `ContainerGone` if the container died or vanished, else the
+        engine's own message; so also for a container `stop` stopped, whose state would read "stopped from outside"."""
+        if self._stopped and self._state().get("Status") == "exited":
+            return SandboxError(f"{what} in container {self.name} (stopped by gymenvs to be read): {exc}")
         try:
             self.ensure_running()
         except ContainerPaused:
