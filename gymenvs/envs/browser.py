@@ -127,12 +127,27 @@ def find_browser_processes(marker: str, *, prefix: bool = False) -> list[Any]:
     """Processes whose `GYMENVS_BROWSER_DIR` is `marker` (or starts with it, with `prefix=True`), and
     their descendants (Chromium's zygotes start its renderers with an emptied environment)."""
     found: dict[int, Any] = {}
-    for process in _psutil().process_iter(["pid"]):
+    for process in _fresh_processes():
         value = _marker_of(process)
         if value is not None and (value.startswith(marker) if prefix else value == marker):
             found[process.pid] = process
             found.update((child.pid, child) for child in _children(process))
     return [process for process in found.values() if _is_running(process)]
+
+
+def _fresh_processes() -> list[Any]:
+    """Every running process, each read afresh. Not `psutil.process_iter`: it keeps its `Process`
+    objects from one call to the next, and under a pid reused since then (pids wrap, at 32,768 by
+    default) `children()` and `kill()` raise `NoSuchProcess` and the next call skips the pid: a
+    browser's helpers went unkilled, or the whole browser unseen."""
+    psutil = _psutil()
+    processes = []
+    for pid in psutil.pids():
+        try:
+            processes.append(psutil.Process(pid))
+        except psutil.Error:  # it exited since the list was read
+            continue
+    return processes
 
 
 def _marker_of(process: Any) -> str | None:
