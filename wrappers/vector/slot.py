@@ -12,7 +12,7 @@ import logging
 import pickle
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple, SupportsFloat
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker
@@ -46,10 +46,9 @@ class Command(enum.Enum):
         return self in (Command.RESET, Command.STEP, Command.STEP_SAME)
 
 
-class Request(NamedTuple):
-    slot: int
-    command: Command
-    argument: Any = None
+#: A request to one slot: (slot index, command, its one argument). A plain tuple rather than a named one: the vector
+#: env builds one per slot and step, and a plain tuple costs about a fifth as much to build and to free.
+Request = tuple[int, Command, Any]
 
 
 class SlotError:

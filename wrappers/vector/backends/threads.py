@@ -172,7 +172,7 @@ class ThreadBackend:
     def close(self, timeout_s: float) -> None:
         """Close every env (in the pool), stop the threads and wait up to `timeout_s` s for them."""
         deadline = time.monotonic() + timeout_s
-        for index, result in enumerate(self.run([Request(i, Command.CLOSE) for i in range(len(self._slots))], timeout_s)):
+        for index, result in enumerate(self.run([(i, Command.CLOSE, None) for i in range(len(self._slots))], timeout_s)):
             if isinstance(result, SlotError):
                 logger.warning("slot %d: close failed: %s", index, result.message)
         for _ in self._threads:
