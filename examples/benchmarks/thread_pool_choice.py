@@ -83,8 +83,8 @@ def backend_from(path: str) -> type:
 def compare(slots: int, sleep_s: float, rounds: int, seconds: float, other: type | None) -> None:
     pool = ThreadBackend([echo_factory(sleep_s)] * slots, max_workers=slots, restart_on_error=True)
     executor = ExecutorRunner([Slot(index, echo_factory(sleep_s)) for index in range(slots)])
-    resets = [Request(index, Command.RESET, (index, None)) for index in range(slots)]
-    steps = [Request(index, Command.STEP, ACTION) for index in range(slots)]
+    resets: list[Request] = [(index, Command.RESET, (index, None)) for index in range(slots)]
+    steps: list[Request] = [(index, Command.STEP, ACTION) for index in range(slots)]
     runners: list[Any] = [pool, executor]
     contenders = {
         "pool, no deadline": lambda: pool.run(steps, None),

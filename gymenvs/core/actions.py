@@ -65,7 +65,7 @@ def parse_action(action: Any, parse_text: Callable[[str], ToolCall]) -> ToolCall
         if len(tagged) > 1:
             raise ActionError(f"one tool call per turn, got {len(tagged)} <tool_call> blocks")
         if tagged:
-            return tool_call_from_mapping(_decode_json_object(tagged[0]))
+            return tool_call_from_mapping(_decode_json_object(tagged[0]), decoded=True)
     stripped = action.strip()
     if stripped[:1] == "{" and stripped[-1:] == "}":
         try:
@@ -73,7 +73,7 @@ def parse_action(action: Any, parse_text: Callable[[str], ToolCall]) -> ToolCall
         except ActionError as json_error:
             return _parse_free_text(action, parse_text, json_error)
         if "name" in decoded or "function" in decoded:
-            return tool_call_from_mapping(decoded)
+            return tool_call_from_mapping(decoded, decoded=True)
     return parse_text(action)
 
 
@@ -105,7 +105,7 @@ def split_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
     blocks = _TOOL_CALL_BLOCK.findall(text) if TOOL_CALL_OPEN in text else []
     if not blocks:
         return text.strip(), []
-    calls = [tool_call_from_mapping(_decode_json_object(block)) for block in blocks]
+    calls = [tool_call_from_mapping(_decode_json_object(block), decoded=True) for block in blocks]
     return _TOOL_CALL_BLOCK.sub("", text).strip(), calls
 
 
@@ -128,7 +128,9 @@ def render_tool_call(name: str, arguments: Mapping[str, Any] | str | None = None
     return f"{TOOL_CALL_OPEN}\n{call}\n{TOOL_CALL_CLOSE}"
 
 
-def tool_call_from_mapping(mapping: Mapping) -> ToolCall:
+def tool_call_from_mapping(mapping: Mapping, *, decoded: bool = False) -> ToolCall:
+    """The tool call a mapping asks for. `decoded`: the mapping was just decoded from JSON text and is nobody
+    else's, so its arguments dict becomes the call's own instead of a copy."""
     function = mapping.get("function")
     if function is not None and _is_mapping(function):
         mapping = function
@@ -137,7 +139,7 @@ def tool_call_from_mapping(mapping: Mapping) -> ToolCall:
         raise ActionError('a tool call needs a "name" (a string) and "arguments" (an object)')
     arguments = mapping.get("arguments")
     if type(arguments) is dict:  # the common case, ahead of the checks below
-        return ToolCall(name, arguments.copy())
+        return ToolCall(name, arguments if decoded else arguments.copy())
     if isinstance(arguments, str):
         arguments = _decode_json_object(arguments) if arguments.strip() else {}
     if arguments is None:

@@ -60,7 +60,7 @@ class EchoEnv(TextEnv):
         if self.step_sleep_s or self.step_cpu_work:
             self._simulate_step_cost(message)
         self._messages.append(message)
-        return Outcome(message, reward=self.reward + self.length_reward * len(message))
+        return Outcome(message, self.reward + self.length_reward * len(message))  # positional: no keyword dict to build
 
     def _simulate_step_cost(self, message: str) -> None:
         if self.step_sleep_s:

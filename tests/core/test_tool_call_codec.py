@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from gymenvs.container.agent.messages import render as render_messages
 from gymenvs.container.agent.wire.common import reply_from_action
 from gymenvs.core import ActionError, ToolCall, parse_action, render_tool_call, split_tool_calls
+from gymenvs.core.actions import tool_call_from_mapping
 from tests.action_support import any_text, json_values
 from wrappers.trl.extras.tiny_model import tool_call_text
 from wrappers.trl.rollout.transcript import called_tool
@@ -136,3 +137,16 @@ def test_json_that_only_python_reads_is_read_as_python_reads_it(text):
 def test_an_integer_too_long_for_python_is_malformed_json_not_a_crash():
     with pytest.raises(ActionError, match="malformed JSON in tool call"):
         parse_action('{"name": "t", "arguments": {"v": ' + "9" * 5000 + "}}", no_free_text)
+
+
+def test_a_mapping_actions_arguments_are_copied_and_json_texts_are_the_calls_own():
+    """A caller's mapping is not the call's: a tool that changes its arguments must not change the caller's dict.
+    Arguments decoded from JSON text are nobody else's, so the call keeps the decoded dict itself."""
+    arguments = {"message": "hi"}
+    call = parse_action({"name": "echo", "arguments": arguments}, None)
+    assert call == ToolCall("echo", {"message": "hi"}) and call.arguments is not arguments
+    call.arguments["message"] = "changed"
+    assert arguments == {"message": "hi"}
+    decoded = {"name": "echo", "arguments": {"message": "hi"}}
+    assert tool_call_from_mapping(decoded, decoded=True).arguments is decoded["arguments"]
+    assert parse_action(json.dumps(decoded), None) == ToolCall("echo", {"message": "hi"})

@@ -277,3 +277,18 @@ def test_ctrl_c_during_a_step_leaves_the_vector_env_usable(backend, ctrl_c_raise
         assert truncated.all() and all("interrupted by KeyboardInterrupt" in error for error in infos["error"])
         assert envs.step(["a", "b", "c"])[0] == ("ready",) * 3  # autoreset
         assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")
+
+
+def test_an_env_raising_keyboard_interrupt_on_the_callers_thread_stops_the_step_there():
+    """Without a deadline the thread backend steps a settled slot on the caller's (main) thread, past `Slot.run`:
+    a KeyboardInterrupt raised there still reaches the caller as Ctrl-C, and the interrupted slots are truncated
+    at the next step."""
+    with faulty_vector("thread") as envs:
+        envs.reset()
+        envs.step(["a", "b", "c"])  # every slot settled: the next step takes the hot path
+        with pytest.raises(KeyboardInterrupt):
+            envs.step(["a", "interrupt", "c"])
+        _, _, _, truncated, infos = envs.step(["a", "b", "c"])
+        assert truncated.all() and "interrupted by KeyboardInterrupt" in infos["error"][1]
+        envs.step(["a", "b", "c"])  # autoreset
+        assert envs.step(["a", "b", "c"])[0] == ("a", "b", "c")

@@ -24,9 +24,6 @@ from wrappers.vector.slot import Command, Request, SlotError
 CLOSE_TIMEOUT_S = 30.0
 #: How long each vector env still open at interpreter exit gets to close.
 EXIT_CLOSE_TIMEOUT_S = 0.5
-#: Builds a `Request` without the Python frame of its generated `__new__` (a third of a microsecond
-#: per slot and step, which shows on trivial steps).
-_new_tuple = tuple.__new__
 
 #: The `reset(options=...)` keys the vector env itself reads; the others go to every slot's env.
 VECTOR_RESET_OPTIONS = frozenset({"group_size", "reset_mask"})
@@ -165,7 +162,7 @@ class ConcurrentVectorEnv(VectorEnv):
         slots = self._masked_slots(options.pop("reset_mask", None))
         seeds = self._slot_seeds(seed, group_size)
         env_options = options or None
-        requests = [Request(index, Command.RESET, (seeds[index], env_options)) for index in slots]
+        requests = [(index, Command.RESET, (seeds[index], env_options)) for index in slots]
         for index in slots:
             self._interrupted.pop(index, None)
         results = self._run(requests)
@@ -236,7 +233,7 @@ class ConcurrentVectorEnv(VectorEnv):
             values = [values] * self.num_envs
         if len(values) != self.num_envs:
             raise ValueError(f"set_attr({name!r}): got {len(values)} values for {self.num_envs} slots")
-        requests = [Request(index, Command.SET_ATTR, (name, value)) for index, value in enumerate(values)]
+        requests: list[Request] = [(index, Command.SET_ATTR, (name, value)) for index, value in enumerate(values)]
         self._raise_failures(self._run(requests))
 
     def state(self) -> tuple[dict[str, Any], ...]:
@@ -270,7 +267,7 @@ class ConcurrentVectorEnv(VectorEnv):
     def _build_slots(self) -> tuple[gym.Space, gym.Space, dict[str, Any], frozenset[str] | None]:
         """Build every slot; the first one's spaces and metadata, and the reset options every slot accepts
         (None when some slot's env does not say)."""
-        results = self._backend.run([Request(index, Command.BUILD) for index in range(self.num_envs)], None)
+        results = self._backend.run([(index, Command.BUILD, None) for index in range(self.num_envs)], None)
         self._raise_failures(results)
         option_keys = [result[3] for result in results]
         known = None if any(keys is None for keys in option_keys) else frozenset.intersection(*option_keys)
@@ -306,9 +303,9 @@ class ConcurrentVectorEnv(VectorEnv):
             if interrupted and index in interrupted:
                 failed.append((index, SlotError(interrupted[index], rebuilt=True, reason="interrupted")))
             elif needs_reset[index]:
-                request(Request(index, Command.RESET, (None, None)))
+                request((index, Command.RESET, (None, None)))
             else:
-                request(_new_tuple(Request, (index, step, action)))
+                request((index, step, action))
         if self.autoreset_mode == AutoresetMode.DISABLED:
             ended = [index for index, command, _ in requests if command is Command.RESET]
             if ended:
@@ -333,7 +330,7 @@ class ConcurrentVectorEnv(VectorEnv):
 
     def _reset_failed_slots(self, failed: list[tuple[int, SlotError]]) -> list[tuple[int, dict]]:
         """Same-step autoreset of failed slots: the error becomes the final observation."""
-        requests = [Request(index, Command.RESET, (None, None)) for index, _ in failed]
+        requests: list[Request] = [(index, Command.RESET, (None, None)) for index, _ in failed]
         infos = []
         for (index, error), result in zip(failed, self._run(requests)):
             info = {**_failure_info(error), "final_obs": error.message, "final_info": _failure_info(error)}
@@ -348,7 +345,7 @@ class ConcurrentVectorEnv(VectorEnv):
 
     def _ask_every_slot(self, command: Command, argument: Any) -> tuple[Any, ...]:
         self._check_open(command.value)
-        results = self._run([Request(index, command, argument) for index in range(self.num_envs)])
+        results = self._run([(index, command, argument) for index in range(self.num_envs)])
         self._raise_failures(results)
         return tuple(results)
 

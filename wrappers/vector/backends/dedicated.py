@@ -57,7 +57,7 @@ class DedicatedThreadBackend:
         self._retired: list[SlotThread] = []
 
     def run(self, requests: Sequence[Request], timeout_s: float | None) -> list[Any]:
-        futures = [self._threads[request.slot].submit(request.command, request.argument) for request in requests]
+        futures = [self._threads[index].submit(command, argument) for index, command, argument in requests]
         reason = timed_out(timeout_s)
         try:
             wait(futures, timeout_s)
@@ -69,7 +69,7 @@ class DedicatedThreadBackend:
 
     def close(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        for index, result in enumerate(self.run([Request(i, Command.CLOSE) for i in range(len(self._threads))], timeout_s)):
+        for index, result in enumerate(self.run([(i, Command.CLOSE, None) for i in range(len(self._threads))], timeout_s)):
             if isinstance(result, SlotError):
                 logger.warning("slot %d: close failed: %s", index, result.message)
         for slot_thread in self._threads + self._retired:
@@ -79,14 +79,14 @@ class DedicatedThreadBackend:
 
     def _collect(self, requests: Sequence[Request], futures: list[Future], reason: str) -> list[Any]:
         results = []
-        for request, future in zip(requests, futures):
+        for (index, command, _), future in zip(requests, futures):
             if future.done():
                 results.append(future.result())
             elif future.cancel():
-                results.append(SlotError(f"{request.command.value} {reason} before it started"))
+                results.append(SlotError(f"{command.value} {reason} before it started"))
             else:
-                self._retire(request.slot)
-                message = f"{request.command.value} {reason}; the env will be rebuilt from its factory"
+                self._retire(index)
+                message = f"{command.value} {reason}; the env will be rebuilt from its factory"
                 results.append(SlotError(message, rebuilt=True))
         return results
 

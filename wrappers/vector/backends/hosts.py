@@ -45,9 +45,9 @@ class SlotHosts:
         """Host `host` is being restarted: its requests here fail (`reason` says how), and its other
         slots lose their episode (`restarted` says what happened to the host)."""
         for position in positions:
-            message = f"{requests[position].command.value} {reason}; the env was rebuilt from its factory"
+            message = f"{requests[position][1].value} {reason}; the env was rebuilt from its factory"
             results[position] = SlotError(message, rebuilt=True)
-        answered = {requests[position].slot for position in positions}
+        answered = {requests[position][0] for position in positions}
         for index in self.slots_of[host]:
             if index not in answered:
                 self._lost[index] = f"the episode was lost: {restarted} (a request {reason})"
@@ -67,7 +67,7 @@ class HostedSlots:
 
     def run(self, requests: list[Request]) -> list[Any]:
         local = self.local
-        results = self.threads.run([Request(local[slot], command, argument) for slot, command, argument in requests], None)
+        results = self.threads.run([(local[slot], command, argument) for slot, command, argument in requests], None)
         return [result.portable() if type(result) is SlotError else result for result in results]
 
     def close(self, timeout_s: float = HOST_CLOSE_TIMEOUT_S) -> None:
