@@ -52,6 +52,7 @@ from gymenvs.swe.tasks import FIXTURES, load_tasks
 PINGER = Path(__file__).parent / "agents" / "pinger.py"
 #: The ordinary user whose rootless Podman service .ci/setup starts.
 ROOTLESS_USER = "gymenvs-rootless"
+FORWARDER = Path(gymenvs.__file__).parent / "container" / "agent" / "forwarder.py"
 PONG = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "pong"}, "finish_reason": "stop"}]}
 #: The transport before the exec stream: a TCP listener in the container relaying each connection to the channel's
@@ -121,8 +122,9 @@ def exec_stream_transport(image: str, calls: int) -> list[float]:
     sandbox = runtime.start(image, role="agent", episode_id="bench", workdir=WORKDIR)
     channel = LLMChannel(model_name="m")
     try:
-        sandbox.put_archive("/", entries_archive([(MOUNT, "dir", ""), (f"{MOUNT}/pinger.py", "file", PINGER.read_bytes())]))
-        bridge = ExecBridge(sandbox, channel)
+        sandbox.put_archive("/", entries_archive([(MOUNT, "dir", ""), (f"{MOUNT}/forwarder.py", "file", FORWARDER.read_bytes()),
+                                                  (f"{MOUNT}/pinger.py", "file", PINGER.read_bytes())]))
+        bridge = ExecBridge(sandbox, f"{MOUNT}/forwarder.py", channel)
         agent = sandbox.open_exec(["python3", f"{MOUNT}/pinger.py"], environment=pinger_environment(channel, bridge.port, calls))
         try:
             return driven(channel, calls)

@@ -2,7 +2,7 @@
 its task on standard input (`AgentSpec.ahead_command`), so that `reset` is left only what the CLI does after reading
 the task.
 
-In each pooled container `StartAhead` puts the agent's files, starts the forwarder bridged to no
+In each pooled container `StartAhead` puts the forwarder and the agent's files, starts the forwarder bridged to no
 channel yet (a connection the agent opens is refused), makes the container's token (in the agent's environment and
 config) and starts the agent under a small wrapper: the agent reads its standard input from a FIFO whose write end
 the wrapper holds, and the wrapper reads the task, as one base64 line, from its own exec stream. `reset` opens the
@@ -23,6 +23,7 @@ from gymenvs.container.agent.specs import MOUNT
 from gymenvs.container.runtime import ExecProcess, Sandbox
 from gymenvs.container.runtime.commands import entries_archive
 
+FORWARDER = "forwarder.py"
 _FIFO = f"{MOUNT}/task.fifo"
 # fd 4 holds the FIFO both ways: the agent's open of its read end does not block, and it sees the end of its input
 # only once the task is written and fd 4 closed. The wrapper exits with the agent's exit code.
@@ -71,7 +72,7 @@ class StartedAhead:
     def __init__(self, sandbox: Sandbox, start: StartAhead):
         put_files(sandbox, dict(start.files))
         self.token = new_token()
-        self.bridge = ExecBridge(sandbox, None, setup=start.setup)
+        self.bridge = ExecBridge(sandbox, f"{MOUNT}/{FORWARDER}", None, setup=start.setup)
         try:
             script = f"{start.setup}\n{_WRAPPER.format(command=shlex.quote(start.command))}"
             environment = {**dict(start.environment), **endpoint_environment(self.token, self.bridge)}

@@ -12,35 +12,25 @@ from __future__ import annotations
 
 import threading
 import time
-from importlib import resources
 
 from gymenvs.container.agent.channel import LLMChannel
 from gymenvs.container.agent.connection import AgentConnection
 from gymenvs.container.agent.forwarder import DATA, EOF, FRAME, OPEN, READY
-from gymenvs.container.agent.specs import MOUNT
 from gymenvs.container.runtime import ExecProcess, Sandbox, SandboxError
 
 _READY_TIMEOUT_S = 30.0
-_SOURCE_VARIABLE = "GYMENVS_FORWARDER_SOURCE"
 _EXPIRY_CHECK_S = 0.1  # how often a stalled request is looked for
 
 
 class ExecBridge:
-    """Start the forwarder in `sandbox` after `setup` (a shell snippet, its output dropped) and serve each connection
-    it carries from `channel`; `SandboxError` if it does not report its port. Bridged to no channel (None) until
-    `bind`, a connection is refused (closed).
+    """Start `forwarder` (its path in the container) in `sandbox` after `setup` (a shell snippet, its output
+    dropped) and serve each connection it carries from `channel`; `SandboxError` if it does not report its port.
+    Bridged to no channel (None) until `bind`, a connection is refused (closed)."""
 
-    The forwarder's source comes in its exec's environment, not as a file: it starts while the agent's files are
-    still being written. Its argument, a path under MOUNT, marks the process as gymenvs's own (a recording of the
-    container's services leaves it out); the forwarder does not read it."""
-
-    def __init__(self, sandbox: Sandbox, channel: LLMChannel | None, *, setup: str = ""):
+    def __init__(self, sandbox: Sandbox, forwarder: str, channel: LLMChannel | None, *, setup: str = ""):
         self._channel = channel
-        source = resources.files("gymenvs.container.agent").joinpath("forwarder.py").read_text()
-        script = (f'{{\n{setup}\n:\n}} </dev/null >/dev/null 2>&1; '
-                  f'exec python3 -c "${_SOURCE_VARIABLE}" {MOUNT}/forwarder.py 2>/dev/null')
-        self._stream: ExecProcess = sandbox.open_exec(["bash", "-c", script], stdin=True,
-                                                      environment={_SOURCE_VARIABLE: source})
+        script = f"{{\n{setup}\n:\n}} </dev/null >/dev/null 2>&1; exec python3 {forwarder} 2>/dev/null"
+        self._stream: ExecProcess = sandbox.open_exec(["bash", "-c", script], stdin=True)
         self._send_lock = threading.Lock()
         self._buffer = bytearray()
         self._connections: dict[int, AgentConnection] = {}

@@ -18,15 +18,15 @@ task family, as in the tools env (`ContainerEnv._grade_and_end`).
 
 from __future__ import annotations
 
-import concurrent.futures
 import json
 import shlex
 import time
+from importlib import resources
 from typing import Any
 
 from pydantic import PositiveInt
 
-from gymenvs.container.agent.ahead import StartAhead, StartedAhead, endpoint_environment, put_files
+from gymenvs.container.agent.ahead import FORWARDER, StartAhead, StartedAhead, endpoint_environment, put_files
 from gymenvs.container.agent.bridge import ExecBridge
 from gymenvs.container.agent.channel import AgentExited, AgentRequest, ChannelError, LLMChannel
 from gymenvs.container.agent.connection import Call
@@ -146,30 +146,15 @@ class AgentEnv(ContainerEnv):
         sandbox = self._sandbox = self._pooled_sandbox(image) if self._pooled else self._new_sandbox(image)
         channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name)
         self.family.prepare_step(self.episode_task, sandbox)
-        files = {**self._agent_files(), "task.md": self._task_bytes()}
-        bridge = self._bridge = self._bridge_while_writing(sandbox, channel, files)
+        put_files(sandbox, {**self._agent_files(), "task.md": self._task_bytes()})
+        bridge = self._bridge = ExecBridge(sandbox, f"{MOUNT}/{FORWARDER}", channel,
+                                           setup=self.episode_image.setup)
         script = f"{self.episode_image.setup}\nexec bash -c {shlex.quote(self.agent.command)}"
         self._agent_turn_began = time.monotonic()
         environment = {**self._agent_environment(), **endpoint_environment(channel.token, bridge)}
         stream = sandbox.open_exec(["bash", "-c", script], environment=environment)
         agent = self._agent = AgentProcess(stream, channel)
         return channel, agent
-
-    def _bridge_while_writing(self, sandbox: Sandbox, channel: LLMChannel, files: dict[str, bytes]) -> ExecBridge:
-        """The episode's bridge, its forwarder started while `files` are written into MOUNT (two waits on the engine
-        overlapped: the forwarder needs none of them)."""
-        writing = in_thread(lambda: put_files(sandbox, files), "gymenvs-agent-files")
-        try:
-            bridge = ExecBridge(sandbox, channel, setup=self.episode_image.setup)
-        except BaseException:
-            concurrent.futures.wait([writing])
-            raise
-        try:
-            writing.result()
-        except BaseException:
-            bridge.close()
-            raise
-        return bridge
 
     @property
     def _starts_ahead(self) -> bool:
@@ -197,8 +182,9 @@ class AgentEnv(ContainerEnv):
         return channel, agent
 
     def _agent_files(self) -> dict[str, bytes]:
-        """The agent's files (MOUNT)."""
-        return self.agent.file_contents()
+        """The forwarder and the agent's files (MOUNT)."""
+        return {FORWARDER: resources.files("gymenvs.container.agent").joinpath(FORWARDER).read_bytes(),
+                **self.agent.file_contents()}
 
     def _task_bytes(self) -> bytes:
         return self.family.instruction(self.episode_task).encode("utf-8", "surrogateescape")

@@ -1,6 +1,6 @@
 """The in-container end of an agent's LLM channel (stdlib only, any python3 >= 3.6).
 
-    python3 forwarder.py    (or its source given with -c, as the bridge starts it)
+    python3 forwarder.py
 
 Listens on 127.0.0.1 (a free port) and carries every TCP connection made to it, byte for byte, over its own
 stdin and stdout: the stream of the engine exec session that started it, whose other end is the host's

@@ -18,8 +18,6 @@ from env_support import envs_made
 from episode_support import play_all
 from swe.swe_support import FIXTURE_IDS
 
-from gymenvs.container.agent.specs import MOUNT
-from gymenvs.terminal.services import record_services
 from gymenvs.trajectories import RecordTrajectories, read_trajectories
 
 from .agent_support import NEXT_PROCESS, SUBMIT, TASKS, agent_threads, apply_patch, bash, forgetful_agent, own_containers
@@ -290,16 +288,6 @@ def test_killing_its_forwarder_ends_only_that_episode(make_agent_env):
     assert not (terminated or truncated)
     *_, info = other.step(SUBMIT)
     assert info["report"]["status"] == "resolved"
-
-
-def test_the_forwarder_runs_from_no_file_and_is_not_taken_for_a_service_of_the_task(make_agent_env):
-    env, _, _ = start(make_agent_env, FIXTURE_IDS[0])
-    sandbox = env.unwrapped.episode_sandbox
-    # Started while the agent's files were written: its source came in its environment, not as a file in MOUNT.
-    assert sandbox.run(f"test -e {MOUNT}/forwarder.py", timeout=10).exit_code == 1
-    assert sandbox.run(f"test -e /proc/{env.unwrapped._bridge.pid}", timeout=10).exit_code == 0
-    # It listens on a port, yet a recording of the container's services leaves it out, as gymenvs's own.
-    assert record_services(sandbox, ignore=(MOUNT,)).services == ()
 
 
 MALFORMED = {
