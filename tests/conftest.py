@@ -90,8 +90,8 @@ def _tiny():
 ENGINE_FIXTURES = frozenset({"runtime", "docker_client", "swe_images", "terminal_images", "make_env"})
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_collection_modifyitems(config, items):
+@pytest.hookimpl(tryfirst=True)  # before xdist's hook reads the groups
+def pytest_collection_modifyitems(items):
     for item in items:
         if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.docker)
@@ -99,11 +99,6 @@ def pytest_collection_modifyitems(config, items):
             # On two workers (`-n 2 --dist loadgroup`) the engine tests stay together on one, in order: they
             # count the containers, networks and volumes left behind, which another worker's would change.
             item.add_marker(pytest.mark.xdist_group("engine"))
-    yield  # xdist's own hook tells the scheduler each group by appending "@group" to the node id
-    if getattr(config.option, "loadgroup", False):
-        lost = [item.nodeid for item in items if item.get_closest_marker("xdist_group") and "@" not in item.nodeid]
-        if lost:  # a pytest whose node ids ignore it would spread the engine tests over the workers without a word
-            raise pytest.UsageError(f"pytest {pytest.__version__} drops xdist's group from node ids ({lost[0]}): need < 9.2")
 
 
 # -- the garbage collector ----------------------------------------------------------------------
