@@ -90,15 +90,10 @@ def _tiny():
 ENGINE_FIXTURES = frozenset({"runtime", "docker_client", "swe_images", "terminal_images", "make_env"})
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's hook reads the groups
 def pytest_collection_modifyitems(items):
     for item in items:
         if ENGINE_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.docker)
-        if item.get_closest_marker("docker"):
-            # On two workers (`-n 2 --dist loadgroup`) the engine tests stay together on one, in order: they
-            # count the containers, networks and volumes left behind, which another worker's would change.
-            item.add_marker(pytest.mark.xdist_group("engine"))
 
 
 # -- the garbage collector ----------------------------------------------------------------------
