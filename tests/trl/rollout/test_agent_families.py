@@ -1,7 +1,9 @@
-"""Agent CLIs trained through every model family's template: `make_rollout_func` on SWEAgent-v0, the policy's side
+"""Agent CLIs trained through the model families' templates: `make_rollout_func` on SWEAgent-v0, the policy's side
 rendered and read with the family's real template (tiny tokenizers built offline, wrappers/trl/extras/tiny_families.py),
-real containers, the tiny model on CPU. Each family meets one of the four CLIs, so each CLI's wire format carries
-several families.
+real containers, the tiny model on CPU. Each CLI meets two families of different dialects: one whose template writes
+the model's thought and one whose does not, and between them the two that write one call per turn (gpt-oss, Llama 3),
+so each CLI's wire format carries a thought, parallel calls and a single call. Every family, over every wire format,
+runs in the quick lane with the wire test agent on the host (test_host_agent_families.py).
 
 The model's turns are written in the family's dialect: two parallel calls of the agent's own shell tool (one, for
 the families whose template writes one call per turn) after a thought (for those whose template writes one), then
@@ -9,8 +11,7 @@ a plain reply, which ends the CLI's run. Each must reach
 the agent as what it is (both commands run: their markers come back in the tool results; the thought is read as
 reasoning, not text), and the episode must be token-exact: logprobs equal to one forward pass over the sequence,
 `env_mask` 1 exactly on the sampled tokens, and the tool results the agent inserted rendered as the family's
-template renders them (tests/trl/rollout/agent_families_support.py; its quick-lane twin, with the wire test agent on
-the host: test_host_agent_families.py).
+template renders them (tests/trl/rollout/agent_families_support.py).
 """
 
 from __future__ import annotations
@@ -20,14 +21,19 @@ import concurrent.futures
 import pytest
 from container.agent.cli_support import CLIS, FIXTURES
 
-from tests.trl.families_support import PARSED_FAMILIES
 from tests.trl.rollout.agent_families_support import Played, check_the_calls_reached_the_agent, check_token_exact, play, scripted
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-AGENTS = ("claude-code", "codex", "opencode", "pi")
-CASES = {family: AGENTS[i % len(AGENTS)] for i, family in enumerate(PARSED_FAMILIES)}
-IDS = [f"{family} through {CASES[family]}" for family in PARSED_FAMILIES]
+#: Eight dialects, two to a CLI: (with a thought, without one).
+CASES = {
+    "gptoss": "claude-code", "qwen2_5": "claude-code",
+    "glm4moe": "codex", "llama3_1": "codex",
+    "lfm2_2_5": "opencode", "deepseekv3": "opencode",
+    "nemotron_3_nano": "pi", "gemma4_v2": "pi",
+}
+FAMILIES = list(CASES)
+IDS = [f"{family} through {agent}" for family, agent in CASES.items()]
 
 
 def played_through_its_cli(family: str, case: Played) -> Played:
@@ -37,17 +43,17 @@ def played_through_its_cli(family: str, case: Played) -> Played:
 
 @pytest.fixture(scope="module")
 def played(swe_images) -> dict[str, Played]:
-    """Every family's episode, four at a time (most of an episode is waiting on its container)."""
-    cases = [scripted(family, CLIS[CASES[family]].shell) for family in PARSED_FAMILIES]
+    """Each family's episode, four at a time (most of an episode is waiting on its container)."""
+    cases = [scripted(family, CLIS[agent].shell) for family, agent in CASES.items()]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        return dict(zip(PARSED_FAMILIES, pool.map(played_through_its_cli, PARSED_FAMILIES, cases)))
+        return dict(zip(FAMILIES, pool.map(played_through_its_cli, FAMILIES, cases)))
 
 
-@pytest.mark.parametrize("family", PARSED_FAMILIES, ids=IDS)
+@pytest.mark.parametrize("family", FAMILIES, ids=IDS)
 def test_the_calls_reach_the_agent_and_its_results_come_back(played, family):
     check_the_calls_reached_the_agent(played[family])
 
 
-@pytest.mark.parametrize("family", PARSED_FAMILIES, ids=IDS)
+@pytest.mark.parametrize("family", FAMILIES, ids=IDS)
 def test_the_episode_is_token_exact_in_the_familys_template(played, family):
     check_token_exact(played[family])
