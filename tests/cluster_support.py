@@ -76,6 +76,21 @@ def local_registry() -> Iterator[str]:
             _stop(process)
 
 
+@dataclass
+class PushedRegistry:
+    """A registry the SWE images were pushed to, and what the push command said."""
+
+    address: str
+    push: subprocess.CompletedProcess
+
+
+def push_swe_images(registry: str) -> PushedRegistry:
+    """Run `swe build-images --push REGISTRY`, as a user would, pushing the base and fixture images there."""
+    command = [sys.executable, "-c", "import sys; from gymenvs.cli import main; sys.exit(main())",
+               "swe", "build-images", "--quiet", "--push", registry]
+    return PushedRegistry(registry, subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=300))
+
+
 def _answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=1):
