@@ -13,8 +13,9 @@ CLI = [sys.executable, "-c", "import sys; from gymenvs.cli import main; sys.exit
 
 
 def test_push_refuses_what_is_no_registry_before_reaching_an_engine():
-    refused = subprocess.run([*CLI, "swe", "build-images", "--push", "http://127.0.0.1:5000"], cwd=REPOSITORY,
-                             capture_output=True, text=True)
+    refused = subprocess.run(
+        [*CLI, "swe", "build-images", "--push", "http://127.0.0.1:5000"], cwd=REPOSITORY, capture_output=True, text=True
+    )
     assert refused.returncode == 2
     assert "'http://127.0.0.1:5000' is no registry: give host:port or host:port/prefix" in refused.stderr
 

@@ -34,9 +34,21 @@ def test_a_lost_node_s_episodes_are_replayed_on_the_head_and_its_containers_reap
     with second_engine() as engine, ray_cluster({"docker": 8}, {"docker": 4}, engine) as cluster:
         with log.open("w") as out:
             driver = subprocess.run(
-                [sys.executable, str(DRIVER), cluster.address, registry, str(cluster.head.pid), str(cluster.node2.pid),
-                 engine, str(output)],
-                env={**os.environ, **cluster.environment}, cwd=REPOSITORY, stdout=out, stderr=subprocess.STDOUT, timeout=600,
+                [
+                    sys.executable,
+                    str(DRIVER),
+                    cluster.address,
+                    registry,
+                    str(cluster.head.pid),
+                    str(cluster.node2.pid),
+                    engine,
+                    str(output),
+                ],
+                env={**os.environ, **cluster.environment},
+                cwd=REPOSITORY,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=600,
             )
         assert driver.returncode == 0, log.read_text()[-4000:]
         report = json.loads(output.read_text())
@@ -60,5 +72,7 @@ def test_a_lost_node_s_episodes_are_replayed_on_the_head_and_its_containers_reap
         client = docker.DockerClient(base_url=engine)
         assert client.containers.list(all=True) == []
         client.close()
-    print(f"\nepisodes at the loss: head {len(on_head)}, node 2 {lost}; replayed {report['counts']['retries']}; "
-          f"rollout {report['seconds']} s, node 2 lost at {report['lost_after']} s; reaped on node 2: {len(reaped)}")
+    print(
+        f"\nepisodes at the loss: head {len(on_head)}, node 2 {lost}; replayed {report['counts']['retries']}; "
+        f"rollout {report['seconds']} s, node 2 lost at {report['lost_after']} s; reaped on node 2: {len(reaped)}"
+    )
