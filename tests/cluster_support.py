@@ -64,8 +64,10 @@ def local_registry() -> Iterator[str]:
     with tempfile.TemporaryDirectory(prefix="gymenvs-registry-") as folder:
         address = f"127.0.0.1:{free_port()}"
         config = Path(folder) / "config.yml"
-        config.write_text(f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {folder}/data\n"
-                          f"  delete:\n    enabled: true\nhttp:\n  addr: {address}\n")
+        config.write_text(
+            f"version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {folder}/data\n"
+            f"  delete:\n    enabled: true\nhttp:\n  addr: {address}\n"
+        )
         log = Path(folder) / "log"
         with log.open("w") as out:
             process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=out, stderr=subprocess.STDOUT)
@@ -74,6 +76,29 @@ def local_registry() -> Iterator[str]:
             yield address
         finally:
             _stop(process)
+
+
+@dataclass
+class PushedRegistry:
+    """A registry the SWE images were pushed to, and what the push command said."""
+
+    address: str
+    push: subprocess.CompletedProcess
+
+
+def push_swe_images(registry: str) -> PushedRegistry:
+    """Run `swe build-images --push REGISTRY`, as a user would, pushing the base and fixture images there."""
+    command = [
+        sys.executable,
+        "-c",
+        "import sys; from gymenvs.cli import main; sys.exit(main())",
+        "swe",
+        "build-images",
+        "--quiet",
+        "--push",
+        registry,
+    ]
+    return PushedRegistry(registry, subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=300))
 
 
 def _answers(url: str) -> bool:
@@ -101,9 +126,19 @@ def second_engine() -> Iterator[str]:
         log = data / "dockerd.log"
         with log.open("w") as out:
             process = subprocess.Popen(
-                ["dockerd", f"--bridge={NODE2_BRIDGE}", "--iptables=false", "--ip6tables=false",
-                 f"--data-root={data / 'root'}", f"--exec-root={run / 'exec'}", f"--pidfile={run / 'docker.pid'}",
-                 f"-H={NODE2_ENGINE}"], stdout=out, stderr=subprocess.STDOUT)
+                [
+                    "dockerd",
+                    f"--bridge={NODE2_BRIDGE}",
+                    "--iptables=false",
+                    "--ip6tables=false",
+                    f"--data-root={data / 'root'}",
+                    f"--exec-root={run / 'exec'}",
+                    f"--pidfile={run / 'docker.pid'}",
+                    f"-H={NODE2_ENGINE}",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         try:
             _wait_until(lambda: _engine_answers(docker), "the second dockerd", 60, log, process)
             yield NODE2_ENGINE
@@ -153,7 +188,6 @@ class RayCluster:
     node2: subprocess.Popen
 
 
-
 @contextmanager
 def ray_cluster(head_resources: Mapping[str, int], node2_resources: Mapping[str, int], node2_engine: str) -> Iterator[RayCluster]:
     """A two-node Ray cluster on this machine, with token authentication: the token in a file every process names
@@ -166,16 +200,35 @@ def ray_cluster(head_resources: Mapping[str, int], node2_resources: Mapping[str,
         token = Path(folder) / "token"
         token.write_text(secrets.token_hex(32))
         token.chmod(0o600)
-        environment = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token),
-                       "PYTHONPATH": os.pathsep.join([str(TESTS), str(REPOSITORY)])}
+        environment = {
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(token),
+            "PYTHONPATH": os.pathsep.join([str(TESTS), str(REPOSITORY)]),
+        }
         base = {**os.environ, **environment}
         base.pop("DOCKER_HOST", None)
         port = free_port()
-        common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=2", "--object-store-memory=100000000",
-                  "--disable-usage-stats"]
-        head = _ray_start([ray, "start", "--head", f"--port={port}", f"--temp-dir={folder}/tmp", "--include-dashboard=false",
-                           f"--resources={json.dumps(dict(head_resources))}", *common],
-                          base, Path(folder) / "head.log")
+        common = [
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            "--num-cpus=2",
+            "--object-store-memory=100000000",
+            "--disable-usage-stats",
+        ]
+        head = _ray_start(
+            [
+                ray,
+                "start",
+                "--head",
+                f"--port={port}",
+                f"--temp-dir={folder}/tmp",
+                "--include-dashboard=false",
+                f"--resources={json.dumps(dict(head_resources))}",
+                *common,
+            ],
+            base,
+            Path(folder) / "head.log",
+        )
         node2 = None
         try:
             address = f"127.0.0.1:{port}"

@@ -66,6 +66,22 @@ def ray_session():
 
 
 @pytest.fixture(scope="session")
+def pushed_registry(swe_images, docker_client):
+    """A local registry holding the SWE base and fixture images, pushed by `swe build-images --push` once for the
+    session: the registry test and the Ray cluster test share it (each push of the base image takes about 20 s).
+    At the end the push's names (`registry/...`) are removed from the first engine; the images stay."""
+    from cluster_support import local_registry, push_swe_images
+
+    with local_registry() as registry:
+        try:
+            yield push_swe_images(registry)
+        finally:
+            for name in (tag for image in docker_client.images.list() for tag in image.tags):
+                if name.startswith(f"{registry}/"):
+                    docker_client.images.remove(name)
+
+
+@pytest.fixture(scope="session")
 def terminal_images(runtime, swe_images):
     """The images of the Harbor fixture tasks (gymenvs/terminal/fixtures), built on the base image; their names."""
     from gymenvs.terminal.images import ensure_task_image

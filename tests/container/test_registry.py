@@ -1,39 +1,38 @@
 """Images through a registry: `--push REGISTRY` of the image commands pushes them; an env with `registry=` on an engine
 that lacks an image pulls it from there and tags it under its own name. The engine is a second dockerd that starts
-with no image (tests/cluster_support.py), the registry Debian's `docker-registry`."""
+with no image (tests/cluster_support.py), the registry Debian's `docker-registry`; the push (the `pushed_registry`
+fixture) is shared with the Ray cluster test."""
 
 import subprocess
 import sys
-from contextlib import contextmanager
 
 import pytest
-from cluster_support import REPOSITORY, local_registry, second_engine
+from cluster_support import REPOSITORY, second_engine
 
 CLI = [sys.executable, "-c", "import sys; from gymenvs.cli import main; sys.exit(main())"]
 
 
 def test_push_refuses_what_is_no_registry_before_reaching_an_engine():
-    refused = subprocess.run([*CLI, "swe", "build-images", "--push", "http://127.0.0.1:5000"], cwd=REPOSITORY,
-                             capture_output=True, text=True)
+    refused = subprocess.run(
+        [*CLI, "swe", "build-images", "--push", "http://127.0.0.1:5000"], cwd=REPOSITORY, capture_output=True, text=True
+    )
     assert refused.returncode == 2
     assert "'http://127.0.0.1:5000' is no registry: give host:port or host:port/prefix" in refused.stderr
 
 
 @pytest.mark.docker
 @pytest.mark.slow
-def test_an_engine_without_the_image_pulls_it_from_the_registry_the_build_command_pushed_to(swe_images, docker_client):
+def test_an_engine_without_the_image_pulls_it_from_the_registry_the_build_command_pushed_to(pushed_registry):
     import docker
     import gymnasium as gym
 
     from gymenvs.container.images import ensure_image
     from gymenvs.container.runtime import ImageMissing, runtime_class
 
-    with local_registry() as registry, second_engine() as engine, _untagged_after(docker_client, registry):
-        pushed = subprocess.run([*CLI, "swe", "build-images", "--quiet", "--push", registry], cwd=REPOSITORY,
-                                capture_output=True, text=True, timeout=300)
-        assert pushed.returncode == 0, pushed.stderr
-        assert f"pushed {registry}/gymenvs/swe-base:bookworm" in pushed.stdout
-
+    registry = pushed_registry.address
+    assert pushed_registry.push.returncode == 0, pushed_registry.push.stderr
+    assert f"pushed {registry}/gymenvs/swe-base:bookworm" in pushed_registry.push.stdout
+    with second_engine() as engine:
         without = gym.make("gymenvs/SWE-v0", engine=engine)
         with pytest.raises(ImageMissing, match="is not present locally; build the fixture images"):
             without.reset(seed=0)
@@ -57,14 +56,3 @@ def test_an_engine_without_the_image_pulls_it_from_the_registry_the_build_comman
             assert client.containers.list(all=True) == []
         finally:
             client.close()
-
-
-@contextmanager
-def _untagged_after(docker_client, registry):
-    """Remove the push's names (`registry/...`) from the first engine at the end; the images stay."""
-    try:
-        yield
-    finally:
-        for name in (tag for image in docker_client.images.list() for tag in image.tags):
-            if name.startswith(f"{registry}/"):
-                docker_client.images.remove(name)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cluster_support import REPOSITORY, local_registry, ray_cluster, second_engine
+from cluster_support import REPOSITORY, ray_cluster, second_engine
 
 pytestmark = [pytest.mark.slow, pytest.mark.docker]
 
@@ -18,19 +18,10 @@ DRIVER = Path(__file__).with_name("cluster_driver.py")
 
 
 @pytest.fixture
-def registry(swe_images, runtime):
-    """A local registry holding the fixture task images, pushed from the first engine."""
-    from gymenvs.container.images import in_registry, push_image
-    from gymenvs.swe.images import image_for
-    from gymenvs.swe.tasks.tasks import load_tasks
-
-    images = [image_for(task) for task in load_tasks()]
-    with local_registry() as address:
-        for image in images:
-            push_image(runtime, image, address)
-        yield address
-        for image in images:  # the registry's names on the first engine: untagged, the images stay
-            runtime.remove_image(in_registry(image, address))
+def registry(pushed_registry):
+    """The local registry holding the fixture task images, pushed from the first engine (shared with the registry test)."""
+    assert pushed_registry.push.returncode == 0, pushed_registry.push.stderr
+    return pushed_registry.address
 
 
 def test_a_lost_node_s_episodes_are_replayed_on_the_head_and_its_containers_reaped(registry, tmp_path):
@@ -43,9 +34,21 @@ def test_a_lost_node_s_episodes_are_replayed_on_the_head_and_its_containers_reap
     with second_engine() as engine, ray_cluster({"docker": 8}, {"docker": 4}, engine) as cluster:
         with log.open("w") as out:
             driver = subprocess.run(
-                [sys.executable, str(DRIVER), cluster.address, registry, str(cluster.head.pid), str(cluster.node2.pid),
-                 engine, str(output)],
-                env={**os.environ, **cluster.environment}, cwd=REPOSITORY, stdout=out, stderr=subprocess.STDOUT, timeout=600,
+                [
+                    sys.executable,
+                    str(DRIVER),
+                    cluster.address,
+                    registry,
+                    str(cluster.head.pid),
+                    str(cluster.node2.pid),
+                    engine,
+                    str(output),
+                ],
+                env={**os.environ, **cluster.environment},
+                cwd=REPOSITORY,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=600,
             )
         assert driver.returncode == 0, log.read_text()[-4000:]
         report = json.loads(output.read_text())
@@ -69,5 +72,7 @@ def test_a_lost_node_s_episodes_are_replayed_on_the_head_and_its_containers_reap
         client = docker.DockerClient(base_url=engine)
         assert client.containers.list(all=True) == []
         client.close()
-    print(f"\nepisodes at the loss: head {len(on_head)}, node 2 {lost}; replayed {report['counts']['retries']}; "
-          f"rollout {report['seconds']} s, node 2 lost at {report['lost_after']} s; reaped on node 2: {len(reaped)}")
+    print(
+        f"\nepisodes at the loss: head {len(on_head)}, node 2 {lost}; replayed {report['counts']['retries']}; "
+        f"rollout {report['seconds']} s, node 2 lost at {report['lost_after']} s; reaped on node 2: {len(reaped)}"
+    )
