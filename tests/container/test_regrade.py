@@ -34,8 +34,14 @@ WORKERS = 3
 #: serve-status's tests need the web server its oracle left running: the re-grading starts it again, as grading did.
 TERMINAL = ["gymenvs/edit-config", "gymenvs/csv-report", "gymenvs/serve-status"]
 #: Every fixture of one step whose oracle always scores 1.
-ONE_STEP = ["gymenvs/configure-service", "gymenvs/csv-report", "gymenvs/edit-config", "gymenvs/fix-build",
-            "gymenvs/record-in-sidecar", "gymenvs/serve-status"]
+ONE_STEP = [
+    "gymenvs/configure-service",
+    "gymenvs/csv-report",
+    "gymenvs/edit-config",
+    "gymenvs/fix-build",
+    "gymenvs/record-in-sidecar",
+    "gymenvs/serve-status",
+]
 #: A task whose agent deletes a file and a folder of its image, and whose tests check they are gone.
 TIDY_UP = {
     "task.toml": """\
@@ -75,8 +81,7 @@ def oracle_episodes(tasks: Path, names: list[str], folder: Path, **options) -> l
     its oracle through bash, then submit, recorded under `folder`; their grading reports, in the order of `names`."""
 
     def episode(name: str) -> dict:
-        env = RecordTrajectories(gym.make("gymenvs/Terminal-v0", dataset=str(tasks), command_timeout_s=60.0, **options),
-                                 folder)
+        env = RecordTrajectories(gym.make("gymenvs/Terminal-v0", dataset=str(tasks), command_timeout_s=60.0, **options), folder)
         try:
             env.reset(options={"task": name})
             env.step(bash((tasks / name.split("/")[1] / "solution" / "solve.sh").read_text()))
@@ -91,8 +96,24 @@ def oracle_episodes(tasks: Path, names: list[str], folder: Path, **options) -> l
 
 def regrade(trajectories: Path, dataset: str | Path) -> tuple[int, dict[str, str]]:
     """`gymenvs tasks regrade`: its exit code and, per task, its line's "then -> now" and "same"/"changed"."""
-    result = subprocess.run([sys.executable, "-m", "gymenvs.cli", "tasks", "regrade", str(trajectories), "--dataset",
-                             str(dataset), "--workers", str(WORKERS)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gymenvs.cli",
+            "tasks",
+            "regrade",
+            str(trajectories),
+            "--dataset",
+            str(dataset),
+            "--workers",
+            str(WORKERS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr
     lines = [line.split("\t") for line in result.stdout.splitlines() if line.count("\t") >= 4]
     return len(lines), {task: f"{rewards} {status}" for _, task, rewards, status, _ in lines}
@@ -138,8 +159,11 @@ def test_terminal_episodes_are_graded_again_from_the_snapshot_they_kept(terminal
         assert count == 3 and set(lines.values()) == {"1 -> 1 same"}
         (tasks / "edit-config" / "tests" / "test.sh").write_text("#!/bin/bash\necho 0 > /logs/verifier/reward.txt\n")
         _, lines = regrade(folder, tasks)
-        assert lines == {"gymenvs/edit-config": "1 -> 0 changed", "gymenvs/csv-report": "1 -> 1 same",
-                         "gymenvs/serve-status": "1 -> 1 same"}
+        assert lines == {
+            "gymenvs/edit-config": "1 -> 0 changed",
+            "gymenvs/csv-report": "1 -> 1 same",
+            "gymenvs/serve-status": "1 -> 1 same",
+        }
     finally:
         for snapshot in snapshots:
             docker_client.images.remove(snapshot, force=True)
@@ -159,8 +183,10 @@ def test_terminal_episodes_are_graded_again_from_the_changed_files_they_kept(ter
     assert all(report["changes"]["archive"] and not report["changes"]["not_kept"] for report in reports)
     assert reports[-1]["changes"]["deleted"] == ["/app/cache", "/app/old.txt"]
     count, lines = regrade(folder, tasks)
-    assert count == 7 and lines == {**{name: "1 -> 1 same" for name in [*ONE_STEP, "gymenvs/tidy-up"]},
-                                    "gymenvs/record-in-sidecar": "1 -> 0 changed"}
+    assert count == 7 and lines == {
+        **{name: "1 -> 1 same" for name in [*ONE_STEP, "gymenvs/tidy-up"]},
+        "gymenvs/record-in-sidecar": "1 -> 0 changed",
+    }
     (tasks / "edit-config" / "tests" / "test.sh").write_text("#!/bin/bash\necho 0 > /logs/verifier/reward.txt\n")
     edit_config = next(path for path in folder.rglob("*.json") if StoredEpisode.read(path).instance_id == "gymenvs/edit-config")
     assert regrade(edit_config, tasks) == (1, {"gymenvs/edit-config": "1 -> 0 changed"})
@@ -189,7 +215,14 @@ def test_an_episode_that_kept_no_snapshot_says_so(terminal_images, tmp_path):
     env.reset(seed=0)
     env.step(SUBMIT)
     env.close()
-    result = subprocess.run([sys.executable, "-m", "gymenvs.cli", "tasks", "regrade", str(folder)], capture_output=True,
-                            text=True, timeout=300, cwd=ROOT)
-    assert "error\tchanged\tgymenvs/edit-config: the episode kept no snapshot and no changed files to grade again " \
-           "(run it with keep_snapshots=True or keep_changes=True)" in result.stdout
+    result = subprocess.run(
+        [sys.executable, "-m", "gymenvs.cli", "tasks", "regrade", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert (
+        "error\tchanged\tgymenvs/edit-config: the episode kept no snapshot and no changed files to grade again "
+        "(run it with keep_snapshots=True or keep_changes=True)" in result.stdout
+    )
