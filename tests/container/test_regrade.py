@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import gymnasium as gym
@@ -27,11 +28,20 @@ from .tools_support import SUBMIT, TASKS, bash, write_and_apply
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]
+#: Episodes played, and episodes graded again (`gymenvs tasks regrade --workers`), at a time: most of an episode or a
+#: grading waits on the engine, so a few overlap well on two cores.
+WORKERS = 3
 #: serve-status's tests need the web server its oracle left running: the re-grading starts it again, as grading did.
 TERMINAL = ["gymenvs/edit-config", "gymenvs/csv-report", "gymenvs/serve-status"]
 #: Every fixture of one step whose oracle always scores 1.
-ONE_STEP = ["gymenvs/configure-service", "gymenvs/csv-report", "gymenvs/edit-config", "gymenvs/fix-build",
-            "gymenvs/record-in-sidecar", "gymenvs/serve-status"]
+ONE_STEP = [
+    "gymenvs/configure-service",
+    "gymenvs/csv-report",
+    "gymenvs/edit-config",
+    "gymenvs/fix-build",
+    "gymenvs/record-in-sidecar",
+    "gymenvs/serve-status",
+]
 #: A task whose agent deletes a file and a folder of its image, and whose tests check they are gone.
 TIDY_UP = {
     "task.toml": """\
@@ -67,25 +77,43 @@ def write_task(folder: Path, files: dict[str, str]) -> None:
 
 
 def oracle_episodes(tasks: Path, names: list[str], folder: Path, **options) -> list[dict]:
-    """One Terminal-v0 episode per task of `tasks` named in `names`: its oracle through bash, then submit, recorded
-    under `folder`; their grading reports."""
-    env = RecordTrajectories(gym.make("gymenvs/Terminal-v0", dataset=str(tasks), command_timeout_s=60.0, **options), folder)
-    reports = []
-    try:
-        for name in names:
+    """One Terminal-v0 episode per task of `tasks` named in `names`, `WORKERS` at a time, each in an env of its own:
+    its oracle through bash, then submit, recorded under `folder`; their grading reports, in the order of `names`."""
+
+    def episode(name: str) -> dict:
+        env = RecordTrajectories(gym.make("gymenvs/Terminal-v0", dataset=str(tasks), command_timeout_s=60.0, **options), folder)
+        try:
             env.reset(options={"task": name})
             env.step(bash((tasks / name.split("/")[1] / "solution" / "solve.sh").read_text()))
             *_, info = env.step(SUBMIT)
-            reports.append(info["report"])
-    finally:
-        env.close()
-    return reports
+        finally:
+            env.close()
+        return info["report"]
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        return list(pool.map(episode, names))
 
 
 def regrade(trajectories: Path, dataset: str | Path) -> tuple[int, dict[str, str]]:
     """`gymenvs tasks regrade`: its exit code and, per task, its line's "then -> now" and "same"/"changed"."""
-    result = subprocess.run([sys.executable, "-m", "gymenvs.cli", "tasks", "regrade", str(trajectories), "--dataset",
-                             str(dataset)], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gymenvs.cli",
+            "tasks",
+            "regrade",
+            str(trajectories),
+            "--dataset",
+            str(dataset),
+            "--workers",
+            str(WORKERS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr
     lines = [line.split("\t") for line in result.stdout.splitlines() if line.count("\t") >= 4]
     return len(lines), {task: f"{rewards} {status}" for _, task, rewards, status, _ in lines}
@@ -93,14 +121,18 @@ def regrade(trajectories: Path, dataset: str | Path) -> tuple[int, dict[str, str
 
 def test_swe_episodes_are_graded_again_from_their_diff(swe_images, tmp_path):
     folder = tmp_path / "swe"
-    env = RecordTrajectories(gym.make("gymenvs/SWE-v0", command_timeout_s=60.0), folder)
-    try:
-        for instance_id in FIXTURE_IDS:  # the gold patch applied through bash, then submitted
+
+    def gold_episode(instance_id: str) -> float:  # the gold patch applied through bash, then submitted
+        env = RecordTrajectories(gym.make("gymenvs/SWE-v0", command_timeout_s=60.0), folder)
+        try:
             env.reset(options={"instance_id": instance_id})
             env.step(write_and_apply(TASKS[instance_id].patch, "gold.patch"))
-            assert env.step(SUBMIT)[1] == 1.0
-    finally:
-        env.close()
+            return env.step(SUBMIT)[1]
+        finally:
+            env.close()
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        assert list(pool.map(gold_episode, FIXTURE_IDS)) == [1.0] * 4
     count, lines = regrade(folder, FIXTURES)
     assert count == 4 and set(lines.values()) == {"1 -> 1 same"}
 
@@ -127,8 +159,11 @@ def test_terminal_episodes_are_graded_again_from_the_snapshot_they_kept(terminal
         assert count == 3 and set(lines.values()) == {"1 -> 1 same"}
         (tasks / "edit-config" / "tests" / "test.sh").write_text("#!/bin/bash\necho 0 > /logs/verifier/reward.txt\n")
         _, lines = regrade(folder, tasks)
-        assert lines == {"gymenvs/edit-config": "1 -> 0 changed", "gymenvs/csv-report": "1 -> 1 same",
-                         "gymenvs/serve-status": "1 -> 1 same"}
+        assert lines == {
+            "gymenvs/edit-config": "1 -> 0 changed",
+            "gymenvs/csv-report": "1 -> 1 same",
+            "gymenvs/serve-status": "1 -> 1 same",
+        }
     finally:
         for snapshot in snapshots:
             docker_client.images.remove(snapshot, force=True)
@@ -148,8 +183,10 @@ def test_terminal_episodes_are_graded_again_from_the_changed_files_they_kept(ter
     assert all(report["changes"]["archive"] and not report["changes"]["not_kept"] for report in reports)
     assert reports[-1]["changes"]["deleted"] == ["/app/cache", "/app/old.txt"]
     count, lines = regrade(folder, tasks)
-    assert count == 7 and lines == {**{name: "1 -> 1 same" for name in [*ONE_STEP, "gymenvs/tidy-up"]},
-                                    "gymenvs/record-in-sidecar": "1 -> 0 changed"}
+    assert count == 7 and lines == {
+        **{name: "1 -> 1 same" for name in [*ONE_STEP, "gymenvs/tidy-up"]},
+        "gymenvs/record-in-sidecar": "1 -> 0 changed",
+    }
     (tasks / "edit-config" / "tests" / "test.sh").write_text("#!/bin/bash\necho 0 > /logs/verifier/reward.txt\n")
     edit_config = next(path for path in folder.rglob("*.json") if StoredEpisode.read(path).instance_id == "gymenvs/edit-config")
     assert regrade(edit_config, tasks) == (1, {"gymenvs/edit-config": "1 -> 0 changed"})
@@ -178,7 +215,14 @@ def test_an_episode_that_kept_no_snapshot_says_so(terminal_images, tmp_path):
     env.reset(seed=0)
     env.step(SUBMIT)
     env.close()
-    result = subprocess.run([sys.executable, "-m", "gymenvs.cli", "tasks", "regrade", str(folder)], capture_output=True,
-                            text=True, timeout=300, cwd=ROOT)
-    assert "error\tchanged\tgymenvs/edit-config: the episode kept no snapshot and no changed files to grade again " \
-           "(run it with keep_snapshots=True or keep_changes=True)" in result.stdout
+    result = subprocess.run(
+        [sys.executable, "-m", "gymenvs.cli", "tasks", "regrade", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert (
+        "error\tchanged\tgymenvs/edit-config: the episode kept no snapshot and no changed files to grade again "
+        "(run it with keep_snapshots=True or keep_changes=True)" in result.stdout
+    )
