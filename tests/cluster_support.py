@@ -78,6 +78,10 @@ def local_registry() -> Iterator[str]:
             _stop(process)
 
 
+#: The `gymenvs` command, as a user runs it.
+CLI = [sys.executable, "-c", "import sys; from gymenvs.cli import main; sys.exit(main())"]
+
+
 @dataclass
 class PushedRegistry:
     """A registry the SWE images were pushed to, and what the push command said."""
@@ -88,16 +92,7 @@ class PushedRegistry:
 
 def push_swe_images(registry: str) -> PushedRegistry:
     """Run `swe build-images --push REGISTRY`, as a user would, pushing the base and fixture images there."""
-    command = [
-        sys.executable,
-        "-c",
-        "import sys; from gymenvs.cli import main; sys.exit(main())",
-        "swe",
-        "build-images",
-        "--quiet",
-        "--push",
-        registry,
-    ]
+    command = [*CLI, "swe", "build-images", "--quiet", "--push", registry]
     return PushedRegistry(registry, subprocess.run(command, cwd=REPOSITORY, capture_output=True, text=True, timeout=300))
 
 

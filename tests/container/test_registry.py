@@ -4,12 +4,9 @@ with no image (tests/cluster_support.py), the registry Debian's `docker-registry
 fixture) is shared with the Ray cluster test."""
 
 import subprocess
-import sys
 
 import pytest
-from cluster_support import REPOSITORY, second_engine
-
-CLI = [sys.executable, "-c", "import sys; from gymenvs.cli import main; sys.exit(main())"]
+from cluster_support import CLI, REPOSITORY, second_engine
 
 
 def test_push_refuses_what_is_no_registry_before_reaching_an_engine():

@@ -1,9 +1,9 @@
 """Agent CLIs trained through the model families' templates: `make_rollout_func` on SWEAgent-v0, the policy's side
 rendered and read with the family's real template (tiny tokenizers built offline, wrappers/trl/extras/tiny_families.py),
 real containers, the tiny model on CPU. Each CLI meets two families of different dialects: one whose template writes
-the model's thought and one whose does not, and between them the two that write one call per turn (gpt-oss, Llama 3),
-so each CLI's wire format carries a thought, parallel calls and a single call. Every family, over every wire format,
-runs in the quick lane with the wire test agent on the host (test_host_agent_families.py).
+the model's thought and one whose does not, so each CLI's wire format carries a thought and parallel calls; Claude
+Code's and Codex's a single call too, as they meet the two families that write one call per turn (gpt-oss, Llama 3).
+Every family, over every wire format, runs in the quick lane with the wire test agent on the host (test_host_agent_families.py).
 
 The model's turns are written in the family's dialect: two parallel calls of the agent's own shell tool (one, for
 the families whose template writes one call per turn) after a thought (for those whose template writes one), then
