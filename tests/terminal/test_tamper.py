@@ -61,6 +61,10 @@ ATTACKS: dict[str, tuple[str, str | None]] = {
     "fake grep shadowing /usr/bin/grep on PATH": (
         f"printf '{FAKE_TOOL}' > /usr/local/bin/grep && chmod +x /usr/local/bin/grep", None),
     "/usr/bin/grep overwritten": (f"printf '{FAKE_TOOL}' > /usr/bin/grep", None),
+    # Docker's own list of changes compares size, mode and time, and misses this one; the layer shows it.
+    "/usr/bin/grep overwritten, its size and time kept": (
+        f"cp -p /usr/bin/grep /tmp/grep && printf '{FAKE_TOOL}' > /usr/bin/grep && "
+        "truncate -s $(stat -c %s /tmp/grep) /usr/bin/grep && touch -r /tmp/grep /usr/bin/grep", None),
     "/usr/local/bin a symlink to a folder of fakes": (
         f"mkdir -p /tmp/bin && printf '{FAKE_TOOL}' > /tmp/bin/grep && chmod +x /tmp/bin/grep && rm -rf /usr/local/bin "
         "&& ln -s /tmp/bin /usr/local/bin", None),
@@ -235,6 +239,8 @@ def test_the_agents_processes_are_stopped_and_its_tools_put_back(outcomes):
     overwritten, _ = outcomes["/usr/bin/grep overwritten"]
     assert shadowed.restored == ["/usr/local/bin/grep: added in front of the image's /usr/bin/grep, now a link to it"]
     assert overwritten.restored == ["/usr/bin/grep: changed by the agent, restored"]
+    kept, _ = outcomes["/usr/bin/grep overwritten, its size and time kept"]
+    assert kept.restored == ["/usr/bin/grep: changed by the agent, restored"]
 
 
 def documented_rows() -> dict[str, tuple[str, str, str]]:

@@ -12,6 +12,7 @@ removes every container still labelled with this process as its owner (`_sweep_a
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import threading
@@ -84,6 +85,13 @@ class DockerRuntime:
             _sweep_registered_in.add(self._pid)
         _runtimes.add(self)
 
+    @functools.cached_property
+    def overlay_layers(self) -> bool:
+        """Whether the engine keeps containers' writable layers as plain overlay directories: `overlay2` with its
+        native diff (no redirected or metadata-only copies), which `DockerSandbox.changed_paths` can read."""
+        info = self.client.info()
+        return info.get("Driver") == "overlay2" and dict(info.get("DriverStatus") or []).get("Native Overlay Diff") == "true"
+
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "engine": self._client_options.get("base_url", _DEFAULT_ENGINE),
                 "unenforced": dict(self.unenforced), "can_freeze": self.can_freeze}
@@ -112,7 +120,8 @@ class DockerRuntime:
             options["extra_hosts"] = egress.pinned
         with self._starting_one():
             sandbox = DockerSandbox(self, self.client, image, options, limits=limits, workdir=workdir,
-                                    freezes=self.can_freeze, disk_watch=self.disk_watch)
+                                    freezes=self.can_freeze, disk_watch=self.disk_watch,
+                                    overlay_layers=self.overlay_layers)
         if egress is not None:
             try:
                 egress.apply(self.client.api.inspect_container(sandbox.id)["State"]["Pid"])
@@ -133,7 +142,7 @@ class DockerRuntime:
         options = {"command": ["true"], "labels": labels_for(role)}
         with self._starting_one():
             return DockerSandbox(self, self.client, image, options, limits=Limits(disk_limit=None), workdir="/", start=False,
-                                 freezes=self.can_freeze, disk_watch=self.disk_watch)
+                                 freezes=self.can_freeze, disk_watch=self.disk_watch, overlay_layers=self.overlay_layers)
 
     @contextmanager
     def _starting_one(self) -> Iterator[None]:

@@ -33,6 +33,7 @@ from gymenvs.container.runtime.base import (
 )
 from gymenvs.container.runtime.docker.disk import DiskWatch
 from gymenvs.container.runtime.docker.exec import ExecStream
+from gymenvs.container.runtime.docker.layer import layer_changes, readable_layers
 from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
 
 if TYPE_CHECKING:
@@ -99,9 +100,11 @@ class DockerSandbox:
     `DockerRuntime.start` and `DockerRuntime.create`."""
 
     def __init__(self, runtime: Runtime, client: docker.DockerClient, image: str, options: dict[str, Any], *,
-                 limits: Limits, workdir: str, disk_watch: DiskWatch, start: bool = True, freezes: bool = True):
+                 limits: Limits, workdir: str, disk_watch: DiskWatch, start: bool = True, freezes: bool = True,
+                 overlay_layers: bool = False):
         """`client`: the runtime's docker SDK client; `disk_watch`: its `DiskWatch`; `freezes`: whether its engine can
-        freeze a container."""
+        freeze a container; `overlay_layers`: whether its engine keeps writable layers as plain overlay directories
+        (`changed_paths` reads them on this host where it can)."""
         self.runtime = runtime
         self._freezes = freezes
         self._client = client
@@ -110,6 +113,8 @@ class DockerSandbox:
         self.limits = limits
         self.disk_capped = False
         self._mount_points = mount_points(options)
+        self._overlay_layers = overlay_layers
+        self._layers: tuple[str, list[str]] | None = None
         container = self._create_explained(image, options)
         self.id: str = container.id
         self.name: str = container.name
@@ -226,14 +231,24 @@ class DockerSandbox:
     def changed_paths(self, under: str) -> dict[str, ChangeKind]:
         """What the container changed under `under`, as the engine sees its writable layer (no process in
         the container is asked): {absolute path: "changed" | "added" | "deleted"}. The entries the engine made for
-        what it mounts (its init program, volumes) are not the container's changes, and are left out."""
+        what it mounts (its init program, volumes) are not the container's changes, and are left out. Where this
+        process can read the container's overlay layer it reads that (`docker.layer`), else it asks the engine."""
         try:
-            changes = self._api.diff(self.id) or []
+            layers = self._readable_layers()
+            changes = (layer_changes(*layers) if layers is not None else
+                       {c["Path"]: _CHANGE_KINDS[c["Kind"]] for c in self._api.diff(self.id) or []})
         except Exception as exc:
             raise self._failure("could not list the changed files", exc) from None
         prefix = under.rstrip("/") + "/"
-        return {c["Path"]: _CHANGE_KINDS[c["Kind"]] for c in changes
-                if c["Path"].startswith(prefix) and c["Path"] not in self._mount_points}
+        return {path: kind for path, kind in changes.items()
+                if path.startswith(prefix) and path not in self._mount_points}
+
+    def _readable_layers(self) -> tuple[str, list[str]] | None:
+        """The container's overlay directories if this process can read them (asked of the engine once)."""
+        if self._overlay_layers and self._layers is None:
+            self._layers = readable_layers(self._api.inspect_container(self.id)["GraphDriver"])
+            self._overlay_layers = self._layers is not None
+        return self._layers
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -1,0 +1,153 @@
+"""What a container changed, read from its overlay writable layer on this host instead of asked of the engine.
+
+Docker answers `GET /containers/{id}/changes` by mounting the container's files and its image's and comparing the
+two trees whole: on a task image of 17,000 files that costs the engine about 0.3 s of CPU per call, whatever the
+agent changed (`examples/benchmarks/layer_changes.py`), and grading asks it two or three times per episode. The
+writable layer of an `overlay2` container is a directory on the engine's host holding exactly what the container
+wrote, so when this process runs on that host and may read it, walking it costs only what the agent changed.
+
+Read as overlayfs writes it (the engine's own "native" diff reads it the same way): an entry of the upper
+directory is added, or changed where the image below has the path too; a character device 0:0 is a deletion (a
+whiteout); a directory marked opaque replaced the one below, whose entries it does not hold again are deleted.
+Beside what the engine's comparison of the trees lists, this also lists a file the container copied up without
+changing its size or modification time (opened for writing, linked, or written and its time set back): the
+engine's comparison misses those, and a grader should see them.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gymenvs.container.runtime.base import ChangeKind
+
+_OPAQUE = "trusted.overlay.opaque"
+
+
+def readable_layers(graph_driver: Mapping[str, Any]) -> tuple[str, list[str]] | None:
+    """The container's (upper, lower directories) from its inspection's `GraphDriver`, if they are an overlay's
+    directories this process can read; None otherwise (another storage driver, a remote engine, no permission)."""
+    data = graph_driver.get("Data") or {}
+    if graph_driver.get("Name") != "overlay2" or not data.get("UpperDir"):
+        return None
+    upper, lowers = data["UpperDir"], [d for d in (data.get("LowerDir") or "").split(":") if d]
+    if not all(os.path.isdir(d) and os.access(d, os.R_OK | os.X_OK) for d in (upper, *lowers)):
+        return None
+    return upper, lowers
+
+
+def layer_changes(upper: str, lowers: Sequence[str]) -> dict[str, ChangeKind]:
+    """{absolute path: kind} of what the overlay upper directory `upper` holds over `lowers` (top first)."""
+    changes: dict[str, ChangeKind] = {}
+    _walk(upper, "", lowers, changes, below_exists=True)
+    return changes
+
+
+def _walk(upper: str, directory: str, lowers: Sequence[str], changes: dict[str, ChangeKind], *, below_exists: bool) -> None:
+    """Record the changes under `directory` (a path inside the container, "" for the root). Under an opaque
+    directory a path the image had is changed, not added: the path existed before."""
+    with os.scandir(upper + directory if directory else upper) as entries:
+        listed = sorted(entries, key=lambda entry: entry.name)
+    for entry in listed:
+        path = f"{directory}/{entry.name}"
+        status = entry.stat(follow_symlinks=False)
+        below = _stat_below(lowers, path) if below_exists else None
+        if _is_whiteout(status):
+            if below is not None:
+                changes[path] = "deleted"
+        elif not stat.S_ISDIR(status.st_mode):
+            changes[path] = "changed" if below is not None else "added"
+        elif below is None:
+            changes[path] = "added"
+            _walk(upper, path, lowers, changes, below_exists=False)
+        else:
+            position = len(changes)
+            _walk(upper, path, lowers, changes, below_exists=True)
+            if _is_opaque(entry.path):
+                for name in sorted(_names_below(lowers, path) - set(os.listdir(entry.path))):
+                    changes[f"{path}/{name}"] = "deleted"
+            if len(changes) > position or _owner_or_mode_differ(status, below):
+                _insert_before(changes, position, path)
+
+
+def _insert_before(changes: dict[str, ChangeKind], position: int, path: str) -> None:
+    """Mark directory `path` changed, listed before the entries found inside it (a parent comes first)."""
+    items = list(changes.items())
+    changes.clear()
+    changes.update(items[:position])
+    changes[path] = "changed"
+    changes.update(items[position:])
+
+
+def _owner_or_mode_differ(status: os.stat_result, below: os.stat_result) -> bool:
+    return (status.st_mode, status.st_uid, status.st_gid) != (below.st_mode, below.st_uid, below.st_gid)
+
+
+def _stat_below(lowers: Sequence[str], path: str) -> os.stat_result | None:
+    """The status of `path` in the image below (the lower directories merged), or None where it has no such path."""
+    parts = path.strip("/").split("/")
+    for lower in lowers:
+        status = _lstat(lower + path)
+        if status is not None:
+            return None if _is_whiteout(status) else status
+        if _hides_below(lower, parts):
+            return None
+    return None
+
+
+def _hides_below(lower: str, parts: list[str]) -> bool:
+    """Whether an ancestor of the path `parts` in layer `lower` hides the layers under it (deleted, replaced by a
+    file, or an opaque directory)."""
+    for depth in range(1, len(parts)):
+        ancestor = lower + "/" + "/".join(parts[:depth])
+        status = _lstat(ancestor)
+        if status is None:
+            continue
+        if _is_whiteout(status) or not stat.S_ISDIR(status.st_mode) or _is_opaque(ancestor):
+            return True
+    return False
+
+
+def _names_below(lowers: Sequence[str], directory: str) -> set[str]:
+    """The entries of `directory` in the image below (the lower directories merged)."""
+    names: set[str] = set()
+    hidden: set[str] = set()
+    parts = directory.strip("/").split("/")
+    for lower in lowers:
+        try:
+            with os.scandir(lower + directory) as entries:
+                for entry in entries:
+                    if entry.name in hidden or entry.name in names:
+                        continue
+                    if _is_whiteout(entry.stat(follow_symlinks=False)):
+                        hidden.add(entry.name)
+                    else:
+                        names.add(entry.name)
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        else:
+            if _is_opaque(lower + directory):
+                break
+        if _hides_below(lower, parts):
+            break
+    return names
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _is_whiteout(status: os.stat_result) -> bool:
+    return stat.S_ISCHR(status.st_mode) and status.st_rdev == 0
+
+
+def _is_opaque(path: str) -> bool:
+    try:
+        return os.getxattr(path, _OPAQUE, follow_symlinks=False) == b"y"
+    except OSError:
+        return False
