@@ -4,6 +4,7 @@ under them hold, plus the files the engine's comparison misses."""
 
 from __future__ import annotations
 
+import os
 import uuid
 
 import pytest
@@ -117,3 +118,17 @@ def test_an_added_directory_lists_everything_under_it_as_added(tmp_path):
     (upper / "new" / "deeper" / "file").write_text("x")
     (lower / "old").mkdir(parents=True)
     assert layer_changes(str(upper), [str(lower)]) == {"/new": "added", "/new/deeper": "added", "/new/deeper/file": "added"}
+
+
+def test_a_layer_nested_deeper_than_pythons_recursion_limit_is_read(tmp_path):
+    """An agent cannot make grading fail by nesting directories: the walk keeps its own stack."""
+    upper, lower = tmp_path / "upper", tmp_path / "lower"
+    lower.mkdir()
+    deepest = str(upper)
+    for _ in range(1100):  # deeper than sys.getrecursionlimit() (1000)
+        deepest += "/d"
+        os.makedirs(deepest)
+    with open(deepest + "/file", "w") as file:
+        file.write("x")
+    changes = layer_changes(str(upper), [str(lower)])
+    assert len(changes) == 1101 and changes["/d" * 1100 + "/file"] == "added"

@@ -39,16 +39,32 @@ def readable_layers(graph_driver: Mapping[str, Any]) -> tuple[str, list[str]] | 
 
 
 def layer_changes(upper: str, lowers: Sequence[str]) -> dict[str, ChangeKind]:
-    """{absolute path: kind} of what the overlay upper directory `upper` holds over `lowers` (top first)."""
-    changes: dict[str, ChangeKind] = {}
-    _walk(upper, "", lowers, changes, below_exists=True)
-    return changes
+    """{absolute path: kind} of what the overlay upper directory `upper` holds over `lowers` (top first), a parent
+    before what is under it. A directory the image has too is listed, as changed, when something under it is or its
+    owner or mode changed. The walk keeps its own stack: a layer nested thousands deep is read like any other."""
+    found: dict[str, ChangeKind | None] = {}  # None: a directory the image has, changed only if the above says so
+    changed_directories: set[str] = set()
+    pending = [("", True)]
+    while pending:
+        directory, below_exists = pending.pop()
+        for path, kind, status, below in _entries(upper, directory, lowers, below_exists):
+            found[path] = kind
+            if kind is None:
+                pending.append((path, True))
+                if _owner_or_mode_differ(status, below):
+                    changed_directories.add(path)
+            elif kind == "added" and stat.S_ISDIR(status.st_mode):
+                pending.append((path, False))
+    holding_changes = _ancestors([path for path, kind in found.items() if kind is not None] + list(changed_directories))
+    return {path: kind or "changed" for path, kind in sorted(found.items())
+            if kind is not None or path in changed_directories or path in holding_changes}
 
 
-def _walk(upper: str, directory: str, lowers: Sequence[str], changes: dict[str, ChangeKind], *, below_exists: bool) -> None:
-    """Record the changes under `directory` (a path inside the container, "" for the root). Under an opaque
+def _entries(upper: str, directory: str, lowers: Sequence[str], below_exists: bool):
+    """(path, kind, status, status below) of each entry of `directory` in the layer, and the image's entries an
+    opaque directory hides (deleted). The kind is None for a directory the image has too. Under an opaque
     directory a path the image had is changed, not added: the path existed before."""
-    with os.scandir(upper + directory if directory else upper) as entries:
+    with os.scandir(upper + directory) as entries:
         listed = sorted(entries, key=lambda entry: entry.name)
     for entry in listed:
         path = f"{directory}/{entry.name}"
@@ -56,29 +72,27 @@ def _walk(upper: str, directory: str, lowers: Sequence[str], changes: dict[str, 
         below = _stat_below(lowers, path) if below_exists else None
         if _is_whiteout(status):
             if below is not None:
-                changes[path] = "deleted"
-        elif not stat.S_ISDIR(status.st_mode):
-            changes[path] = "changed" if below is not None else "added"
+                yield path, "deleted", status, below
         elif below is None:
-            changes[path] = "added"
-            _walk(upper, path, lowers, changes, below_exists=False)
+            yield path, "added", status, below
+        elif not stat.S_ISDIR(status.st_mode):
+            yield path, "changed", status, below
         else:
-            position = len(changes)
-            _walk(upper, path, lowers, changes, below_exists=True)
+            yield path, None, status, below
             if _is_opaque(entry.path):
                 for name in sorted(_names_below(lowers, path) - set(os.listdir(entry.path))):
-                    changes[f"{path}/{name}"] = "deleted"
-            if len(changes) > position or _owner_or_mode_differ(status, below):
-                _insert_before(changes, position, path)
+                    yield f"{path}/{name}", "deleted", status, below
 
 
-def _insert_before(changes: dict[str, ChangeKind], position: int, path: str) -> None:
-    """Mark directory `path` changed, listed before the entries found inside it (a parent comes first)."""
-    items = list(changes.items())
-    changes.clear()
-    changes.update(items[:position])
-    changes[path] = "changed"
-    changes.update(items[position:])
+def _ancestors(paths: list[str]) -> set[str]:
+    """Every directory above one of `paths` (absolute, inside the container)."""
+    above: set[str] = set()
+    for path in paths:
+        parent = path.rsplit("/", 1)[0]
+        while parent and parent not in above:
+            above.add(parent)
+            parent = parent.rsplit("/", 1)[0]
+    return above
 
 
 def _owner_or_mode_differ(status: os.stat_result, below: os.stat_result) -> bool:
