@@ -56,8 +56,11 @@ def layer_changes(upper: str, lowers: Sequence[str]) -> dict[str, ChangeKind]:
             elif kind == "added" and stat.S_ISDIR(status.st_mode):
                 pending.append((path, False))
     holding_changes = _ancestors([path for path, kind in found.items() if kind is not None] + list(changed_directories))
-    return {path: kind or "changed" for path, kind in sorted(found.items())
-            if kind is not None or path in changed_directories or path in holding_changes}
+    return {
+        path: kind or "changed"
+        for path, kind in sorted(found.items())
+        if kind is not None or path in changed_directories or path in holding_changes
+    }
 
 
 def _entries(upper: str, directory: str, lowers: Sequence[str], below_exists: bool):
