@@ -124,11 +124,16 @@ def test_a_layer_nested_deeper_than_pythons_recursion_limit_is_read(tmp_path):
     """An agent cannot make grading fail by nesting directories: the walk keeps its own stack."""
     upper, lower = tmp_path / "upper", tmp_path / "lower"
     lower.mkdir()
-    deepest = str(upper)
+    nested = [str(upper)]
     for _ in range(1100):  # deeper than sys.getrecursionlimit() (1000)
-        deepest += "/d"
-        os.makedirs(deepest)
-    with open(deepest + "/file", "w") as file:
+        nested.append(nested[-1] + "/d")
+        os.makedirs(nested[-1])
+    with open(nested[-1] + "/file", "w") as file:
         file.write("x")
-    changes = layer_changes(str(upper), [str(lower)])
+    try:
+        changes = layer_changes(str(upper), [str(lower)])
+    finally:  # from the bottom up: Python 3.11's shutil.rmtree, which cleans tmp_path, recurses
+        os.remove(nested[-1] + "/file")
+        for directory in reversed(nested):
+            os.rmdir(directory)
     assert len(changes) == 1101 and changes["/d" * 1100 + "/file"] == "added"
