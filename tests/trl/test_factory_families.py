@@ -9,6 +9,7 @@ in a fraction of a second; two families also run with turns the model samples, o
 
 from __future__ import annotations
 
+import datetime
 import functools
 
 import pytest
@@ -63,10 +64,15 @@ def test_trls_tool_loop_reads_each_familys_calls_and_gymenvs_plays_them(family, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["llama3_1", "gptoss"])
-def test_trls_tool_loop_runs_the_calls_a_taught_model_samples(tmp_path, family):
+def test_trls_tool_loop_runs_the_calls_a_taught_model_samples(tmp_path, family, monkeypatch):
+    import transformers.utils.chat_template_utils as chat_templates
+
     from wrappers.trl.extras.tiny_families import family_model, family_tokenizer, tool_call_turns
     from wrappers.trl.extras.tiny_model import imitate
 
+    # gpt-oss's template writes today's date into every prompt (TRL's training template too): one day for this test,
+    # so that what the model taught in 100 steps samples does not change with the day (on 2026-11-29 it sampled no call)
+    monkeypatch.setattr(chat_templates, "datetime", _OneDay)
     tokenizer = family_tokenizer(family)
     Wordle = environment_factory("gymenvs/Wordle-v0", words=["crane", "slate"])
     probe = Wordle()
@@ -87,3 +93,11 @@ def test_trls_tool_loop_runs_the_calls_a_taught_model_samples(tmp_path, family):
     assert logs and logs[-1]["tools/call_frequency"] > 0
     # each call TRL read was run by gymenvs' tool (a step of the env: the tiny model's word may still be garbled)
     assert any(environment.env.unwrapped.state()["step_count"] > 0 for environment in trainer.environments)
+
+
+class _OneDay(datetime.datetime):
+    """`datetime` whose `now()` is always 2026-11-28, noon."""
+
+    @classmethod
+    def now(cls, tz=None):
+        return cls(2026, 11, 28, 12, tzinfo=tz)
