@@ -84,7 +84,7 @@ def _entries(upper: str, directory: str, lowers: Sequence[str], below_exists: bo
             yield path, None, status, below
             if _is_opaque(entry.path):
                 for name in sorted(_names_below(lowers, path) - set(os.listdir(entry.path))):
-                    yield f"{path}/{name}", "deleted", status, below
+                    yield f"{path}/{name}", "deleted", None, None
 
 
 def _ancestors(paths: list[str]) -> set[str]:

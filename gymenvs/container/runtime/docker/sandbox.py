@@ -229,7 +229,7 @@ class DockerSandbox:
         return PathStat(kind, int(stat.get("size", 0)), stat.get("linkTarget", ""))
 
     def changed_paths(self, under: str) -> dict[str, ChangeKind]:
-        """What the container changed under `under`, as the engine sees its writable layer (no process in
+        """What the container changed under `under`, in its writable layer as the engine keeps it (no process in
         the container is asked): {absolute path: "changed" | "added" | "deleted"}. The entries the engine made for
         what it mounts (its init program, volumes) are not the container's changes, and are left out. Where this
         process can read the container's overlay layer it reads that (`docker.layer`), else it asks the engine."""
