@@ -112,6 +112,27 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.docker)
 
 
+# -- the engine's tests on two workers ------------------------------------------------------------
+# `pytest -m docker -n 2 --dist loadfile` keeps each file on one worker (its module fixtures, its images), and the tests
+# look only at what their own process made: another worker shares the engine. The files below share what is not
+# anyone's own (the second engine's socket and bridge, by fixed name), so they run on one worker, one after the other.
+
+SHARED_WORKER = frozenset({"tests/container/test_registry.py", "tests/vector/test_ray_cluster.py"})
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LoadFileSharing(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "the second engine" if scope in SHARED_WORKER else scope
+
+    return LoadFileSharing(config, log)
+
+
 # -- the garbage collector ----------------------------------------------------------------------
 # Collection imports torch, transformers, TRL and the SDKs: millions of objects, all alive to the end, no garbage.
 # Full collections while they are made are pure cost, and every later one walks them again: accelerate calls

@@ -224,7 +224,8 @@ def test_a_build_past_build_timeout_sec_is_cancelled_with_an_error_naming_the_ta
         ensure_task_image(runtime, task)
     assert not runtime.image_exists(image_name(task))
     for _ in range(30):  # the engine cancels the build's RUN step once it sees the connection gone
-        running = [c for c in docker_client.containers.list() if "sleep 120" in " ".join(c.attrs["Config"]["Cmd"] or [])]
+        listed = docker_client.containers.list(ignore_removed=True)  # another test process may remove one meanwhile
+        running = [c for c in listed if "sleep 120" in " ".join(c.attrs["Config"]["Cmd"] or [])]
         if not running:
             break
         time.sleep(0.5)

@@ -3,6 +3,7 @@ own tests, the next step going on from the files the agent left, and the task's 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import gymnasium as gym
 import pytest
 
 import gymenvs  # noqa: F401  (registers the envs)
+from gymenvs.container.runtime.owners import LABEL_PID
 from gymenvs.core.outcomes import EndedBy
 from gymenvs.terminal.grading import VerifierResult
 from gymenvs.terminal.task import TerminalTask
@@ -154,7 +156,8 @@ def make_env(terminal_images):
 
 
 def step_images(docker_client) -> list:
-    return docker_client.images.list(name="gymenvs-step")
+    """The step snapshots this process made (the validator's, in another test process, have the same name)."""
+    return docker_client.images.list(name="gymenvs-step", filters={"label": f"{LABEL_PID}={os.getpid()}"})
 
 
 def test_each_step_is_given_in_turn_graded_by_its_tests_and_goes_on_from_the_files_left(make_env, docker_client):

@@ -113,7 +113,8 @@ def test_make_rollout_func_plays_swe_slots_on_ray_and_leaves_no_container(ray_se
 
     def containers() -> list:
         pids = [str(ray.get(handle.pid.remote())) for handle in actor_handles(rollout)]
-        return [c for pid in pids for c in client.containers.list(all=True, filters={"label": f"{LABEL_PID}={pid}"})]
+        listed = [client.containers.list(all=True, filters={"label": f"{LABEL_PID}={pid}"}, ignore_removed=True) for pid in pids]
+        return [container for containers in listed for container in containers]  # (one may go while it is listed)
 
     try:
         episodes = rollout.run([[{"role": "user", "content": "Fix it."}]] * 4, generator, tokenizer, max_completion_length=32)

@@ -231,9 +231,9 @@ def test_a_sigkilled_owner_of_every_cli_leaves_nothing_that_reap_does_not_remove
     result = subprocess.run([sys.executable, "-c", KILLED, *argv], capture_output=True, text=True, timeout=600, env=env)
     left = json.loads(result.stdout)
     containers, directories = left[0::2], left[1::2]
-    assert len(containers) == len(CLIS) and all(Path(directory).exists() for directory in directories)
-    assert all(docker_client.containers.list(all=True, filters={"name": container}) for container in containers)
-    reaped = reap(runtime)
-    assert set(left) <= set(reaped)
+    assert len(containers) == len(CLIS) == len(directories)
+    reap(runtime)
+    # Another test process's first reset may reap them first (the engine's tests run on two workers): what counts is
+    # that once this process has reaped, nothing the killed one left is there.
     assert not any(docker_client.containers.list(all=True, filters={"name": container}) for container in containers)
     assert not any(Path(directory).exists() for directory in directories)

@@ -397,11 +397,10 @@ def test_a_sigkilled_process_leaves_nothing_the_next_process_does_not_reap(swe_i
               "os.kill(os.getpid(), signal.SIGKILL)\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     container, directory = json.loads(result.stdout)
-    assert docker_client.containers.list(all=True, filters={"name": container}) and Path(directory).exists()
     result = subprocess.run([sys.executable, "-c", NEXT_PROCESS], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    reaped = json.loads(result.stdout.strip().splitlines()[-1])
-    assert container in reaped and directory in reaped
+    # Another test process's first reset may reap them first (the engine's tests run on two workers): what counts is
+    # that once the next process has reset, nothing the killed one left is there.
     assert not docker_client.containers.list(all=True, filters={"name": container}) and not Path(directory).exists()
 
 

@@ -107,10 +107,10 @@ POOLED_THEN_KILLED = ("import gymnasium as gym, gymenvs, json, os, signal, time\
 def test_a_sigkilled_owner_leaves_nothing_the_next_process_does_not_reap(swe_images, docker_client):
     result = subprocess.run([sys.executable, "-c", POOLED_THEN_KILLED], capture_output=True, text=True, timeout=300)
     containers, directories = json.loads(result.stdout)
-    assert len(containers) == 3 and len(directories) == 1 and Path(directories[0]).is_dir()
+    assert len(containers) == 3 and len(directories) == 1
     result = subprocess.run([sys.executable, "-c", NEXT_PROCESS], capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
-    reaped = json.loads(result.stdout.strip().splitlines()[-1])
-    assert set(containers) <= set(reaped) and set(directories) <= set(reaped)
+    # Another test process's first reset may reap them first (the engine's tests run on two workers): what counts is
+    # that once the next process has reset, nothing the killed one left is there.
     assert not any(docker_client.containers.list(all=True, filters={"name": c}) for c in containers)
     assert not any(Path(d).exists() for d in directories)

@@ -250,6 +250,30 @@ def test_an_engine_error_on_a_container_the_sandbox_stopped_itself_keeps_the_eng
         box.remove()
 
 
+def test_a_container_runc_cannot_freeze_is_stopped_instead(runtime, docker_client, swe_images, monkeypatch):
+    """Under heavy load runc may give up freezing a container's cgroup (`unable to freeze`, seen on this machine with
+    the engine's tests on two workers). Nothing of it may go on running while it is graded: it is stopped instead.
+    (The engine's refusal is injected: runc's failure cannot be caused at will.)"""
+    import docker
+
+    box = runtime.start(swe_images, role="test", episode_id="freeze-test", workdir=WORKDIR)
+    try:
+        box.run("(while :; do date +%N >> /tmp/ticks; sleep 0.01; done) >/dev/null 2>&1 &", timeout=TIMEOUT)
+
+        def refuse(container: str) -> None:
+            raise docker.errors.APIError("500 Server Error", explanation=f"Cannot pause container {container}: OCI "
+                                         "runtime pause failed: unable to freeze: unknown")
+
+        monkeypatch.setattr(box._api, "pause", refuse)
+        box.pause()
+        assert docker_client.api.inspect_container(box.id)["State"]["Status"] == "exited"
+        ticks = box.read_file("/tmp/ticks", 1 << 20)[0]
+        time.sleep(0.3)
+        assert ticks and box.read_file("/tmp/ticks", 1 << 20)[0] == ticks  # readable, and no longer written
+    finally:
+        box.remove()
+
+
 #: A process that starts a sandbox, prints its id and returns with the sandbox still referenced, never removed.
 OWNER = textwrap.dedent("""
     import sys

@@ -254,14 +254,17 @@ class DockerSandbox:
 
     def pause(self) -> None:
         """Freeze every process of the container (nothing left running changes its files now). Where the engine cannot
-        freeze one (`DockerRuntime.can_freeze`), kill them all instead (`stop`): nothing runs, the files stay readable."""
+        freeze one (`DockerRuntime.can_freeze`), or runc gives up freezing it, kill them all instead (`stop`): nothing
+        runs, the files stay readable."""
         if not self._freezes:
             self.stop()
             return
         try:
             self._api.pause(self.id)
         except Exception as exc:
-            raise self._failure("could not pause the container", exc) from None
+            if "unable to freeze" not in str(exc):  # runc's words when the cgroup did not settle frozen (heavy load)
+                raise self._failure("could not pause the container", exc) from None
+            self.stop()
 
     def stop(self) -> None:
         """SIGKILL the container's init: the kernel then kills every process of its pid namespace, double-forked
