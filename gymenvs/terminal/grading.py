@@ -8,8 +8,9 @@ agent's container, in a fresh container, and the reward is read by the engine.
 1. stops the agent's container (SIGKILL to its init: the kernel kills every process in it, daemons
    included; no program of the container takes part);
 2. with the container stopped, lists what the agent changed in its files (`Sandbox.changed_paths`), replaces
-   whatever the agent left at /logs, /logs/verifier and /tests (a symbolic link, a file) by plain directories,
-   and puts back the image's tools on PATH (`toolguard`), all through the runtime's file operations;
+   whatever the agent left at /logs, /logs/verifier and /tests (a symbolic link, a file) by plain directories
+   if it changed anything there, and puts back the image's tools on PATH (`toolguard`), all through the
+   runtime's file operations;
 3. commits the container (`Sandbox.commit`) and starts a fresh container from that snapshot, with the
    task's cpus, memory and storage, no network unless the task allows it, and two fresh empty
    volumes mounted over /logs/verifier and /tests (not copied from the snapshot);
@@ -201,7 +202,9 @@ class _GradingRun:
         put back the image's tools, and commit it."""
         self.sandbox.stop()
         self.changed = self.sandbox.changed_paths("/")  # the agent's: grading's own below change no tool
-        self.sandbox.put_archive("/", entries_archive([(LOGS_DIR, "dir", ""), (VERIFIER_DIR, "dir", ""), (TESTS_DIR, "dir", "")]))
+        if any(_under(path, (LOGS_DIR, TESTS_DIR)) for path in self.changed):  # as the image has them, else
+            self.sandbox.put_archive("/", entries_archive([(LOGS_DIR, "dir", ""), (VERIFIER_DIR, "dir", ""),
+                                                           (TESTS_DIR, "dir", "")]))
         restored = restore_tools(self.sandbox, self.changed) if restore else []
         if self.keep_snapshot:  # an image that outlives this process: its user removes it
             self.snapshot = self.sandbox.commit(KEPT_REPOSITORY, self.nonce, role=KEPT_ROLE)
@@ -272,7 +275,12 @@ class _GradingRun:
 
 def _left_out(path: str) -> bool:
     """Whether kept changes leave `path` out (`_NOT_KEPT`)."""
-    return any(path == left or path.startswith(left + "/") for left in _NOT_KEPT)
+    return _under(path, _NOT_KEPT)
+
+
+def _under(path: str, folders: tuple[str, ...]) -> bool:
+    """Whether `path` is one of `folders` or inside one."""
+    return any(path == folder or path.startswith(folder + "/") for folder in folders)
 
 
 def network_limits(mode: str, hosts: tuple[str, ...] = ()) -> dict[str, Any]:
