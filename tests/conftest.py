@@ -156,21 +156,25 @@ _LINTERS = pytest.StashKey[dict]()
 
 
 def pytest_collection_finish(session):
-    """Start ruff and mypy as soon as the tests are collected, if tests/test_lint.py is among them."""
-    if any(item.path.name == "test_lint.py" for item in session.items):
+    """Start ruff and mypy as soon as the tests are collected, if tests/test_lint.py is among them. Under xdist every
+    worker collects every test: only the first starts them (two mypy runs would share one cache), and the lint tests
+    read their results from files, on whichever worker they run (`lint_support`)."""
+    first_worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0"
+    if first_worker and any(item.path.name == "test_lint.py" for item in session.items):
         from lint_support import start_linters
 
         session.config.stash[_LINTERS] = start_linters()
 
 
-@pytest.fixture
-def linters(request):
-    return request.config.stash[_LINTERS]
-
-
 def pytest_unconfigure(config):
+    """Under xdist, let the linters finish: another worker's lint tests may still wait for them. Else stop them."""
     for process in config.stash.get(_LINTERS, {}).values():
-        process.kill()
+        if "PYTEST_XDIST_WORKER" in os.environ:
+            process.wait()
+        else:
+            from lint_support import stop
+
+            stop(process)
 
 
 # -- in CI, a skip is a failure ---------------------------------------------------------------

@@ -119,6 +119,7 @@ def bench_table(result):
     return dict(re.split(r"\s{2,}", line, maxsplit=1) for line in result.stdout.splitlines())
 
 
+@pytest.mark.slow  # three `gymenvs bench` processes: about 2 s
 def test_bench_times_a_built_in_env_with_its_scripted_player_in_one_env_and_in_a_vector_env():
     one = bench_table(gymenvs_cli("bench", "gymenvs/Wordle-v0", "-n", "5"))
     assert one["env"] == "gymenvs/Wordle-v0 (one env)" and one["policy"] == "scripted" and one["episodes"] == "5"
@@ -133,6 +134,7 @@ def test_bench_times_a_built_in_env_with_its_scripted_player_in_one_env_and_in_a
     assert random["policy"] == "random" and random["steps"] == "20"
 
 
+@pytest.mark.slow  # two `gymenvs bench` processes, one with a process vector env: about 2 s
 def test_bench_runs_a_users_env_by_import_and_by_module_id_with_the_users_policy(tmp_path):
     shutil.copytree(EXAMPLE, tmp_path / "guess_number")
     policy = ("--policy", "guess_number.policy:bisect")

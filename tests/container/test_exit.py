@@ -221,6 +221,7 @@ HANDLER_SWAP = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # two Python processes, one stopped by SIGTERM: about 2 s
 def test_exit_on_sigterm_restores_the_previous_handler_and_leaves_a_programs_own_alone():
     result = subprocess.run([sys.executable, "-c", HANDLER_SWAP], capture_output=True, text=True, timeout=120, cwd=ROOT,
                             env=ENVIRONMENT)

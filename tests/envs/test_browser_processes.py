@@ -27,6 +27,7 @@ def start_under_pid(pid: int, argv: list[str], env: dict[str, str]) -> subproces
     pytest.fail(f"could not start a process as pid {pid}")
 
 
+@pytest.mark.slow  # processes started under chosen pids and every process scanned five times: about 2 s
 @pytest.mark.skipif(not os.access(NEXT_PID, os.W_OK), reason="needs root to choose the next pid")
 def test_a_browser_under_a_reused_pid_is_found_with_its_children_and_killed(tmp_path):
     marker = str(tmp_path / "browser")

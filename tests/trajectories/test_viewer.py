@@ -111,6 +111,7 @@ def test_one_episode_as_a_single_html_file_holds_its_data_inert(run_folder, tmp_
     assert json.loads(embedded)["episodes"]["0"]["trajectory"]["steps"][0]["message"] == data["steps"][0]["message"]
 
 
+@pytest.mark.slow  # the `gymenvs` command in three processes: about 2 s
 def test_the_command_writes_one_episode_as_html_and_refuses_what_it_cannot_open(run_folder, tmp_path):
     command = [sys.executable, "-m", "gymenvs.cli", "view"]
     out = tmp_path / "episode.html"

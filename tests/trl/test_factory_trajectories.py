@@ -60,6 +60,7 @@ def test_an_episode_trl_stops_playing_is_written_cut_short_at_the_next_reset_and
         assert (extra["turns"], extra["end"], extra["end_reason"], extra["reward"]) == (1, "truncated", "cut_short", 0.0)
 
 
+@pytest.mark.slow  # a Python process that exits with instances alive: about 2 s
 def test_episodes_of_instances_alive_at_exit_are_written(tmp_path):
     script = textwrap.dedent(
         f"""
