@@ -202,7 +202,7 @@ class _GradingRun:
         put back the image's tools, and commit it."""
         self.sandbox.stop()
         self.changed = self.sandbox.changed_paths("/")  # the agent's: grading's own below change no tool
-        if any(_under(path, (LOGS_DIR, TESTS_DIR)) for path in self.changed):  # as the image has them, else
+        if any(_under(path, (LOGS_DIR, TESTS_DIR)) for path in self.changed):  # untouched, they are the image's
             self.sandbox.put_archive("/", entries_archive([(LOGS_DIR, "dir", ""), (VERIFIER_DIR, "dir", ""),
                                                            (TESTS_DIR, "dir", "")]))
         restored = restore_tools(self.sandbox, self.changed) if restore else []

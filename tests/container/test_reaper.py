@@ -12,6 +12,8 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
+import uuid
 from pathlib import Path
 
 import docker
@@ -171,3 +173,29 @@ def test_a_directory_of_this_process_or_not_named_by_the_reaper_is_kept():
     finally:
         shutil.rmtree(mine, ignore_errors=True)
         shutil.rmtree(other, ignore_errors=True)
+
+
+def test_reaping_while_another_process_removes_its_snapshots_does_not_fail(runtime, swe_images):
+    """A process's first reset reaps while other processes commit and remove their grading snapshots (seen with the
+    engine's tests on two workers: the SDK's image listing inspected each image and failed on one removed meanwhile,
+    and the reset with it). Here one thread commits and removes snapshots as fast as it can while this one reaps."""
+    from gymenvs.container.reaper import reap
+
+    box = runtime.start(swe_images, role="test", episode_id="reap-race")
+    stop, churned = threading.Event(), []
+
+    def churn() -> None:
+        while not stop.is_set():
+            runtime.remove_image(box.commit("gymenvs-terminal-snapshot", uuid.uuid4().hex[:12]))
+            churned.append(1)
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        for _ in range(60):
+            reap(runtime)
+    finally:
+        stop.set()
+        thread.join()
+        box.remove()
+    assert churned

@@ -284,11 +284,13 @@ class DockerRuntime:
             if orphaned(container.attrs.get("Labels") or {}):
                 self._remove_container(container.id)
                 removed.append(container.attrs.get("Names", [container.id])[0].lstrip("/"))
-        # by one label: Podman 4.3 lists no image for several (`orphaned` judges the host, gymenvs' mark is checked)
-        for image in self.client.images.list(filters={"label": f"{LABEL_ROLE}=snapshot"}):
-            if LABEL in (image.labels or {}) and orphaned(image.labels or {}):
-                self.remove_image(image.id)
-                removed += image.tags or [image.id]
+        # by one label: Podman 4.3 lists no image for several (`orphaned` judges the host, gymenvs' mark is checked);
+        # the plain listing, as the SDK's inspects each image and fails on one another process removes meanwhile
+        for image in self.client.api.images(filters={"label": f"{LABEL_ROLE}=snapshot"}):
+            labels = image.get("Labels") or {}
+            if LABEL in labels and orphaned(labels):
+                self.remove_image(image["Id"])
+                removed += [tag for tag in image.get("RepoTags") or [] if tag != "<none>:<none>"] or [image["Id"]]
         for volume in self.client.volumes.list(filters=mine):
             if orphaned(volume.attrs.get("Labels") or {}):
                 self.remove_volume(volume.name)
