@@ -1,6 +1,7 @@
 """What grading costs beyond the tests' own time, for Terminal (Harbor) tasks and SWE tasks.
 
     python examples/benchmarks/grading_overhead.py [--runs 5] [--kinds terminal swe] [--timeline] [--pause 0]
+        [--tasks NAME ...]
 
 - terminal: each fixture task with an oracle that always passes (not `broken-oracle` or `flaky-test`), run
   `--runs` times as `gymenvs tasks validate` runs them (`gymenvs.terminal.validate.run_episode`: the oracle in the
@@ -81,10 +82,11 @@ def line(label: str, grading: list[float], tests: list[float], rewards: list[flo
             f"{statistics.median(overheads):.3f}{extra}")
 
 
-def terminal(runs: int) -> list[float]:
+def terminal(runs: int, names: list[str] | None = None) -> list[float]:
     runtime = shared_runtime()
     overheads = []
-    for folder in sorted(path for path in fixtures_path().iterdir() if path.name not in UNRELIABLE_ORACLES):
+    folders = sorted(path for path in fixtures_path().iterdir() if path.name not in UNRELIABLE_ORACLES)
+    for folder in [path for path in folders if names is None or path.name in names]:
         task = TerminalTask.from_dir(folder)
         run_episode(runtime, task, oracle=True)  # the task image built, and the engine warm
         results = []
@@ -130,13 +132,14 @@ def main() -> None:
     parser.add_argument("--kinds", nargs="+", choices=["terminal", "swe"], default=["terminal", "swe"])
     parser.add_argument("--timeline", action="store_true", help="print the last run's engine calls, per kind")
     parser.add_argument("--pause", type=float, default=0.0, help="swe: seconds between the agent's last step and submit")
+    parser.add_argument("--tasks", nargs="+", metavar="NAME", help="terminal: only these fixture tasks (folder names)")
     args = parser.parse_args()
     if args.timeline:
         record_engine_calls()
     print("gymenvs from", os.path.dirname(gymenvs.__file__), "; load average:",
           " ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     for kind in args.kinds:
-        overheads = terminal(args.runs) if kind == "terminal" else swe(args.runs, args.pause)
+        overheads = terminal(args.runs, args.tasks) if kind == "terminal" else swe(args.runs, args.pause)
         print(f"{kind}: median grading overhead {statistics.median(overheads):.3f} s over {len(overheads)} runs "
               f"(max {max(overheads):.3f})", flush=True)
         if args.timeline and calls:

@@ -18,16 +18,17 @@ from typing import Any
 from pydantic import PositiveFloat
 
 from gymenvs.container.config import Size
-from gymenvs.container.family import FamilyOptions, Grade, GradingRun, TaskFamily, TaskImage
+from gymenvs.container.family import FamilyOptions, Grade, GradingAhead, GradingRun, TaskFamily, TaskImage
 from gymenvs.container.runtime import Limits, Runtime, Sandbox, Sidecars, parse_size
 from gymenvs.container.validation import TaskValidation
 from gymenvs.core.outcomes import EndedBy
 from gymenvs.terminal import steps
 from gymenvs.terminal.compose import start_sidecars, unsupported
-from gymenvs.terminal.grading import VerifierResult, grade_task, network_limits
+from gymenvs.terminal.grading import VerifierResult, grade_task
 from gymenvs.terminal.images import ensure_task_image, sidecar_images
 from gymenvs.terminal.task import TerminalTask
 from gymenvs.terminal.tasks import load_terminal_tasks
+from gymenvs.terminal.verifier import VerifierAhead, network_limits
 
 
 class HarborOptions(FamilyOptions):
@@ -111,12 +112,24 @@ class HarborFamily(TaskFamily[TerminalTask, HarborOptions]):
     def agent_timeout_s(self, task: TerminalTask) -> float | None:
         return task.config.agent.timeout_sec
 
+    def grade_ahead(self, task: TerminalTask, runtime: Runtime, *, image: TaskImage, limits: Limits,
+                    episode_id: str) -> GradingAhead | None:
+        """The verifier, a container of the task's image with the tests in place, started while the agent works
+        (`gymenvs.terminal.verifier.VerifierAhead`): grading copies the agent's changes into it. None for the steps
+        after a task's first, whose containers start from the step before's files, not from the task's image."""
+        if task.step is not None and task.steps.index(task.step) > 0:
+            return None
+        return VerifierAhead.start(runtime, image.name, task, limits=limits, workdir=image.workdir)
+
     def grade(self, run: GradingRun[TerminalTask]) -> Grade:
-        """The task's tests on a snapshot of the episode's container (which this stops), in a fresh container."""
+        """The task's tests on the agent's files (its container, which this stops): in the verifier started ahead,
+        the agent's changes copied in, or in a fresh container of a snapshot of its container."""
         options = self.options
         changes_limit = parse_size(options.changes_limit) if options.keep_changes else None
+        ahead = run.ahead.verifier if isinstance(run.ahead, VerifierAhead) else None
         return as_grade(run.task, grade_task(run.sandbox, run.task, timeout_s=options.verifier_timeout_s,
-                                             keep_snapshot=options.keep_snapshots, changes_limit=changes_limit))
+                                             keep_snapshot=options.keep_snapshots, changes_limit=changes_limit,
+                                             ahead=ahead))
 
     # -- tasks of several steps ([[steps]]: gymenvs.terminal.steps) ----------------------------
 

@@ -1,48 +1,55 @@
-"""Grading a Harbor task where the agent cannot reach: its `tests/test.sh` runs on a snapshot of the
-agent's container, in a fresh container, and the reward is read by the engine.
+"""Grading a Harbor task where the agent cannot reach: its `tests/test.sh` runs on the agent's files in another
+container (the verifier, `gymenvs.terminal.verifier`), and the reward is read by the runtime, not by the tests.
 
 `grade_task(sandbox, task)`, when the episode ends, through the sandbox's runtime only:
 
 0. records the services the agent left running (the processes that listen on a TCP port:
-   `gymenvs.terminal.services`);
+   `gymenvs.terminal.services`; where the runtime reads from outside that nothing listens, nothing runs);
 1. stops the agent's container (SIGKILL to its init: the kernel kills every process in it, daemons
-   included; no program of the container takes part);
-2. with the container stopped, lists what the agent changed in its files (`Sandbox.changed_paths`), replaces
-   whatever the agent left at /logs, /logs/verifier and /tests (a symbolic link, a file) by plain directories
-   if it changed anything there, and puts back the image's tools on PATH (`toolguard`), all through the
-   runtime's file operations;
-3. commits the container (`Sandbox.commit`) and starts a fresh container from that snapshot, with the
-   task's cpus, memory and storage, no network unless the task allows it, and two fresh empty
-   volumes mounted over /logs/verifier and /tests (not copied from the snapshot);
-4. copies the task's `tests/` from the host into /tests; if the agent's changed files are kept
-   (`gymenvs.terminal.changes`), reads them from that container before anything runs in it; starts the recorded
-   services again from the snapshot in a second container that shares only the grading container's network
-   namespace, and runs `bash /tests/test.sh` with the verifier's time limit ([verifier] timeout_sec, or
-   `timeout_s`) and environment;
-5. kills every other process of that container the moment test.sh exits, then stops the
-   container (nothing the tests started can write afterwards), and reads
-   `/logs/verifier/reward.txt` (one float) or `reward.json` (named scores) through the engine,
-   size-capped, never following a symbolic link.
+   included; no program of the container takes part), and lists what the agent changed in its files
+   (`Sandbox.changed_paths`);
+2. puts those files in the verifier, one of two ways:
+   - **copied** into a verifier of the task's image started while the agent worked (`ahead`, the family's
+     `grade_ahead`), where the runtime hands the changes over from the agent's layer (`Sandbox.changes_archive`):
+     what the agent deleted is deleted there, what it added or changed is written there, but for /logs,
+     /logs/verifier and /tests, which the verifier has afresh;
+   - else (services to start again, a snapshot to keep, a runtime that cannot, a later step of a task) from a
+     **snapshot**: whatever the agent left at /logs, /logs/verifier and /tests (a symbolic link, a file) is made a
+     plain directory in its stopped container if it changed anything there, the container is committed
+     (`Sandbox.commit`), and a fresh verifier starts from that snapshot;
+   either way the verifier has the task's cpus, memory and storage, no network unless the task allows it, two
+   fresh volumes over /logs/verifier and /tests with the task's `tests/` in /tests, and the image's tools on
+   PATH put back (`toolguard`), all through the runtime's file operations;
+3. if the agent's changed files are kept (`gymenvs.terminal.changes`), reads them from the verifier before anything
+   runs in it; starts the recorded services again from the snapshot in a second container that shares only the
+   verifier's network namespace, and runs `bash /tests/test.sh` with the verifier's time limit ([verifier]
+   timeout_sec, or `timeout_s`) and environment;
+4. kills every other process of the verifier the moment test.sh exits, then stops it (nothing the tests
+   started can write afterwards), and reads `/logs/verifier/reward.txt` (one float) or `reward.json` (named
+   scores), size-capped, never following a symbolic link: from the volume's directory on this host where the
+   runtime gives one (`Runtime.volume_directory`), else through the engine.
 
-What this guarantees, and what grading a container's state cannot, is in docs/terminal-security.md.
-"""
+What this guarantees, and what grading a container's state cannot, is in docs/terminal-security.md."""
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import io
 import json
 import math
+import os
 import shlex
+import stat
 import tarfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from gymenvs.container.agent.specs import AGENTS_ROOT, MOUNT
 from gymenvs.container.output import decode_output
-from gymenvs.container.runtime import Sandbox, SandboxError
+from gymenvs.container.runtime import PathStat, Sandbox, SandboxError
 from gymenvs.container.runtime.base import ChangeKind
 from gymenvs.container.runtime.commands import entries_archive, kill_all_script
 from gymenvs.core.outcomes import EndedBy, ending
@@ -50,10 +57,9 @@ from gymenvs.terminal.changes import KeptChanges, keep_changes
 from gymenvs.terminal.services import Recording, ServiceReplay, record_services
 from gymenvs.terminal.task import TerminalTask
 from gymenvs.terminal.toolguard import restore_tools
+from gymenvs.terminal.verifier import ROLE, TESTS_DIR, VERIFIER_DIR, Verifier
 
 LOGS_DIR = "/logs"
-VERIFIER_DIR = "/logs/verifier"
-TESTS_DIR = "/tests"
 REWARD_TXT = "reward.txt"
 REWARD_JSON = "reward.json"
 #: Bytes a reward file may hold: more is not a reward test.sh wrote (`bad_reward`, 0).
@@ -65,7 +71,6 @@ _SNAPSHOT_REPOSITORY = "gymenvs-terminal-snapshot"
 #: label=gymenvs.container.role=episode` does).
 KEPT_REPOSITORY = "gymenvs-terminal-episode"
 KEPT_ROLE = "episode"
-_ROLE = "verifier"
 _TEST_STATUS = '"$code"'  # the shell variable `_command` saves test.sh's exit status in
 #: The line grading prints after test.sh's output, with its exit status.
 _EXIT_LINE = "tests/test.sh exited {}"
@@ -74,6 +79,13 @@ _GYMENVS_PATHS = (MOUNT, AGENTS_ROOT)
 #: What kept changes leave out: not the agent's work (the kernel's and the engine's file systems, gymenvs' own files)
 #: or what grading mounts afresh.
 _NOT_KEPT = ("/proc", "/sys", "/dev", *_GYMENVS_PATHS, VERIFIER_DIR, TESTS_DIR)
+#: What grading mounts afresh in the verifier, and what holds a mount: the agent's entries there are not copied
+#: into it (`_copy_into_ahead`; /logs itself only, not what else the agent put under it).
+_GRADING_OWN = (VERIFIER_DIR, TESTS_DIR)
+#: Bytes of the agent's changed files copied into a verifier started ahead; past it, the snapshot carries them.
+COPY_LIMIT = 256 << 20
+#: Bytes of the deleted paths' list, given on the command line that deletes them; past it, the snapshot instead.
+_DELETE_LIMIT = 64 << 10
 
 
 @dataclass
@@ -133,19 +145,23 @@ class VerifierResult:
 
 def grade_task(sandbox: Sandbox, task: TerminalTask, *, timeout_s: float | None = None, restore: bool = True,
                keep_snapshot: bool = False, changes_limit: int | None = None,
-               services: Recording | None = None) -> VerifierResult:
+               services: Recording | None = None, ahead: Verifier | None = None) -> VerifierResult:
     """Grade what the agent left in `sandbox` (the episode's container, which this stops) by the task's
     tests. `timeout_s` overrides [verifier] timeout_sec; `restore=False` skips putting back the image's
     tools (for a task whose goal is to change them); for `gymenvs tasks regrade`, `keep_snapshot` keeps the graded
     snapshot as the image `VerifierResult.snapshot` names, and `changes_limit` keeps the agent's changed files in
     `VerifierResult.changes` if compressed they take at most that many bytes; `services`, the services to start again
     for the tests instead of those listening in `sandbox` (a re-grading's, recorded by the episode's grading in
-    `VerifierResult.recorded`). Engine failures come back as an infra result."""
+    `VerifierResult.recorded`). `ahead`, a verifier of the task's image started while the agent worked
+    (`verifier.VerifierAhead`): the agent's changes are copied into it instead of a snapshot started afresh, where
+    the runtime hands them over; grading owns it (and removes it) from then on. Engine failures come back as an
+    infra result."""
     started = time.monotonic()
     if not task.test_script.is_file():
         return VerifierResult(None, outcome=EndedBy.INVALID, reason="broken_task", detail=f"{task.test_script} is missing")
     timeout = timeout_s if timeout_s is not None else task.config.verifier.timeout_sec
-    run = _GradingRun(sandbox, task, uuid.uuid4().hex[:12], keep_snapshot=keep_snapshot, changes_limit=changes_limit)
+    run = _GradingRun(sandbox, task, uuid.uuid4().hex[:12], keep_snapshot=keep_snapshot, changes_limit=changes_limit,
+                      ahead=ahead)
     try:
         result = run.grade(timeout, restore, services)
     except SandboxError as exc:
@@ -157,26 +173,33 @@ def grade_task(sandbox: Sandbox, task: TerminalTask, *, timeout_s: float | None 
 
 
 class _GradingRun:
-    """One grading: the snapshot image, the volumes and the container it made, removed by `clean_up`."""
+    """One grading: the snapshot image and the verifier it made (or took ready: `ahead`), removed by `clean_up`."""
 
     def __init__(self, sandbox: Sandbox, task: TerminalTask, nonce: str, *, keep_snapshot: bool = False,
-                 changes_limit: int | None = None):
+                 changes_limit: int | None = None, ahead: Verifier | None = None):
         self.sandbox, self.task, self.nonce = sandbox, task, nonce
         self.runtime = sandbox.runtime
         self.keep_snapshot = keep_snapshot
         self.changes_limit = changes_limit
         self.changed: dict[str, ChangeKind] = {}
         self.snapshot: str | None = None
-        self.volumes: list[str] = []
-        self.grader: Sandbox | None = None
+        self.ahead = ahead
+        self.verifier: Verifier | None = None
         self.replay: ServiceReplay | None = None
 
     def grade(self, timeout: float, restore: bool, services: Recording | None = None) -> VerifierResult:
         if services is None:
             services = record_services(self.sandbox, ignore=_GYMENVS_PATHS)
-        restored = self._freeze(restore)
-        self.grader = grader = self._start_grader()
-        grader.put_archive(TESTS_DIR, tests_archive(self.task))
+        self.sandbox.stop()
+        self.changed = self.sandbox.changed_paths("/")  # the agent's: grading's own below change no tool
+        restored = self._copy_into_ahead(restore, services) if self.ahead is not None else None
+        if restored is None:
+            restored = self._freeze(restore)
+            assert self.snapshot is not None
+            self.verifier = Verifier.start(self.runtime, self.snapshot, self.task, limits=self.sandbox.limits,
+                                           workdir=self.sandbox.workdir, nonce=self.nonce)
+        assert self.verifier is not None and self.verifier.sandbox is not None
+        grader = self.verifier.sandbox
         changes = self._keep_changes(grader)
         self._replay(services)
         tests_started = time.monotonic()
@@ -189,7 +212,7 @@ class _GradingRun:
             verdict = VerifierResult(None, outcome=EndedBy.INFRA, reason="grading_timeout",
                                      detail=f"tests/test.sh did not finish in {timeout:g} s")
         else:
-            verdict = read_reward(grader)
+            verdict = read_reward(grader, on_host=self.verifier.logs_directory)
         verdict.restored, verdict.services, verdict.recorded = restored, replayed, services.to_list()
         verdict.snapshot = f"{KEPT_REPOSITORY}:{self.nonce}" if self.keep_snapshot else ""
         verdict.changes = changes.to_dict() if changes is not None else {}
@@ -197,11 +220,39 @@ class _GradingRun:
         verdict.log, verdict.log_tail = log, log[-4000:]
         return verdict
 
+    def _copy_into_ahead(self, restore: bool, services: Recording) -> list[str] | None:
+        """Make the verifier started ahead (from the task's image) hold the agent's files: what the agent deleted
+        deleted, what it added or changed copied from its layer (`Sandbox.changes_archive`), less grading's own
+        folders; then put back the image's tools there. None, and the verifier discarded, where a snapshot is needed
+        instead: services to start again from it, a snapshot to keep, changes the runtime cannot hand over, or more
+        than `COPY_LIMIT` bytes of them."""
+        ahead, self.ahead = self.ahead, None
+        assert ahead is not None and ahead.sandbox is not None
+        if ahead.sandbox.image != self.sandbox.image or not _running(ahead.sandbox):  # a later step's image, say
+            ahead.remove()
+            return None
+        copied = {path: kind for path, kind in self.changed.items() if path != LOGS_DIR and not _under(path, _GRADING_OWN)}
+        written = [path for path, kind in copied.items() if kind != "deleted"]
+        archive = None if services.services or self.keep_snapshot else self.sandbox.changes_archive(written, COPY_LIMIT)
+        deleted = "\0".join(path for path, kind in copied.items() if kind == "deleted").encode("utf-8", "surrogateescape")
+        if archive is None or len(deleted) > _DELETE_LIMIT:
+            ahead.remove()
+            return None
+        self.verifier = ahead
+        grader = ahead.sandbox
+        assert grader is not None
+        if deleted:
+            encoded = base64.b64encode(deleted + b"\0").decode()
+            result = grader.run(f"echo {encoded} | base64 -d | xargs -0 rm -rf --", timeout=120)
+            if result.exit_code != 0:
+                raise SandboxError(f"grading could not delete what the agent deleted: {result.output.text()[-500:]}")
+        if written:
+            grader.put_archive("/", archive)
+        return restore_tools(grader, self.changed) if restore else []
+
     def _freeze(self, restore: bool) -> list[str]:
-        """Stop the agent's container, list what it changed, make its /logs/verifier and /tests plain directories,
-        put back the image's tools, and commit it."""
-        self.sandbox.stop()
-        self.changed = self.sandbox.changed_paths("/")  # the agent's: grading's own below change no tool
+        """In the agent's stopped container: make its /logs/verifier and /tests plain directories, put back the
+        image's tools, and commit it (`self.snapshot`)."""
         if any(_under(path, (LOGS_DIR, TESTS_DIR)) for path in self.changed):  # untouched, they are the image's
             self.sandbox.put_archive("/", entries_archive([(LOGS_DIR, "dir", ""), (VERIFIER_DIR, "dir", ""),
                                                            (TESTS_DIR, "dir", "")]))
@@ -213,7 +264,7 @@ class _GradingRun:
         return restored
 
     def _keep_changes(self, grader: Sandbox) -> KeptChanges | None:
-        """The agent's changes listed by `_freeze`, less `_NOT_KEPT`, read from the grading container before the tests
+        """The agent's changes listed by `grade`, less `_NOT_KEPT`, read from the grading container before the tests
         run, if they are kept."""
         if self.changes_limit is None:
             return None
@@ -223,8 +274,9 @@ class _GradingRun:
     def _replay(self, services: Recording) -> None:
         """The agent's listening services started again beside the grader, in its network namespace only."""
         if services.services:
-            assert self.snapshot is not None and self.grader is not None
-            self.replay = ServiceReplay.start(self.snapshot, self.grader, services, role=_ROLE, episode_id=self.task.name)
+            assert self.snapshot is not None and self.verifier is not None and self.verifier.sandbox is not None
+            grader = self.verifier.sandbox
+            self.replay = ServiceReplay.start(self.snapshot, grader, services, role=ROLE, episode_id=self.task.name)
 
     def _end_replay(self) -> str:
         """Remove the services' container, if any; what it ran (`ServiceReplay.note`), or ""."""
@@ -234,21 +286,6 @@ class _GradingRun:
         self.replay.remove()
         self.replay = None
         return note
-
-    def _start_grader(self) -> Sandbox:
-        volumes = {self._volume(name): target for name, target in (("logs", VERIFIER_DIR), ("tests", TESTS_DIR))}
-        environment = self.task.config.environment
-        limits = dataclasses.replace(self.sandbox.limits, cpus=environment.cpus, mem_limit=f"{environment.memory_mb}m",
-                                     disk_limit=environment.storage_mb << 20,
-                                     **network_limits(*self.task.config.verifier_network))
-        assert self.snapshot is not None
-        return self.runtime.start(self.snapshot, role=_ROLE, episode_id=self.task.name, limits=limits,
-                                  workdir=self.sandbox.workdir, volumes=volumes)
-
-    def _volume(self, name: str) -> str:
-        volume = self.runtime.create_volume(f"gymenvs-terminal-{self.nonce}-{name}", role=_ROLE)
-        self.volumes.append(volume)
-        return volume
 
     def _command(self) -> str:
         """test.sh with the verifier's environment, as [verifier] user if the task names one; the moment it
@@ -265,12 +302,19 @@ class _GradingRun:
 
     def clean_up(self) -> None:
         self._end_replay()  # before the grader: it lives in the grader's network namespace
-        if self.grader is not None:
-            self.grader.remove()
-        for name in self.volumes:
-            self.runtime.remove_volume(name)
+        for verifier in (self.verifier, self.ahead):
+            if verifier is not None:
+                verifier.remove()
         if self.snapshot is not None and not self.keep_snapshot:
             self.runtime.remove_image(self.snapshot)
+
+
+def _running(sandbox: Sandbox) -> bool:
+    try:
+        sandbox.ensure_running()
+    except SandboxError:
+        return False
+    return True
 
 
 def _left_out(path: str) -> bool:
@@ -283,43 +327,22 @@ def _under(path: str, folders: tuple[str, ...]) -> bool:
     return any(path == folder or path.startswith(folder + "/") for folder in folders)
 
 
-def network_limits(mode: str, hosts: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The `Limits` fields of a Harbor network mode: "public" the network, "allowlist" only `hosts`, else none."""
-    return {"network": mode in ("public", "allowlist"), "allowed_hosts": hosts if mode == "allowlist" else None}
-
-
-def tests_archive(task: TerminalTask) -> bytes:
-    """The task's tests/ folder (a step's view: the step's tests/ over it), read on the host, as a tar owned by
-    root (test.sh executable)."""
-    archive = io.BytesIO()
-
-    def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
-        return info
-
-    with tarfile.open(fileobj=archive, mode="w") as tar:
-        for folder in task.test_folders:
-            for path in sorted(folder.iterdir()):
-                tar.add(path, arcname=path.name, filter=owned_by_root)
-    return archive.getvalue()
-
-
-def read_reward(grader: Sandbox) -> VerifierResult:
+def read_reward(grader: Sandbox, *, on_host: str | None = None) -> VerifierResult:
     """The reward test.sh left in /logs/verifier of the stopped container: reward.txt (one float) for
     the reward, reward.json ({name: number}) for the scores (and the reward, from its "reward" key or
-    the mean of its scores, when there is no reward.txt)."""
+    the mean of its scores, when there is no reward.txt). Read through the engine, or from `on_host`, the
+    /logs/verifier volume's directory on this host, where the runtime gives one (`Runtime.volume_directory`)."""
     texts: dict[str, str] = {}
     for name, limit in ((REWARD_TXT, REWARD_TXT_LIMIT), (REWARD_JSON, REWARD_JSON_LIMIT)):
         path = f"{VERIFIER_DIR}/{name}"
-        stat = grader.stat(path)
-        if stat is None:
+        found = _host_stat(f"{on_host}/{name}") if on_host is not None else grader.stat(path)
+        if found is None:
             continue
-        if stat.kind != "file":
-            return _bad(f"{path} is a {stat.kind}, not a regular file")
-        if stat.size > limit:
-            return _bad(f"{path} holds {stat.size} bytes, more than the {limit} a reward file may")
-        texts[name] = _file_text(grader.read_archive(path))
+        if found.kind != "file":
+            return _bad(f"{path} is a {found.kind}, not a regular file")
+        if found.size > limit:
+            return _bad(f"{path} holds {found.size} bytes, more than the {limit} a reward file may")
+        texts[name] = _host_text(f"{on_host}/{name}") if on_host is not None else _file_text(grader.read_archive(path))
     if not texts:
         return VerifierResult(0.0, reason="no_reward", detail=f"tests/test.sh wrote neither {REWARD_TXT} nor {REWARD_JSON}")
     try:
@@ -360,6 +383,25 @@ def parse_scores(text: str) -> dict[str, float]:
 def reward_of(scores: dict[str, float]) -> float:
     """The reward of named scores: their "reward" entry, else their mean."""
     return scores["reward"] if "reward" in scores else sum(scores.values()) / len(scores)
+
+
+def _host_stat(path: str) -> PathStat | None:
+    """The kind and size of `path` on this host, not following a symbolic link, as `Sandbox.stat` gives them."""
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    mode = status.st_mode
+    kind: Literal["dir", "symlink", "file", "other"] = (
+        "dir" if stat.S_ISDIR(mode) else "symlink" if stat.S_ISLNK(mode) else "file" if stat.S_ISREG(mode) else "other")
+    return PathStat(kind, status.st_size)
+
+
+def _host_text(path: str) -> str:
+    """The regular file at `path` (checked by `_host_stat`; the container that wrote it is stopped), not following a link."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with open(descriptor, "rb") as file:
+        return file.read().decode("utf-8", "replace")
 
 
 def _file_text(archive: bytes) -> str:

@@ -108,7 +108,10 @@ def record_services(sandbox: Sandbox, *, ignore: tuple[str, ...] = ()) -> Record
     """The listening services of the agent's (still running) container, but those whose command line names a
     path under one of `ignore` (gymenvs' own processes, such as an agent's channel); an empty recording when
     there are none or when they cannot be read (a container without bash, base64 or awk: grading goes on
-    without them)."""
+    without them). Where the runtime reads from outside that nothing listens (`Sandbox.listens_on_tcp`), nothing
+    runs in the container."""
+    if sandbox.listens_on_tcp() is False:
+        return Recording()
     try:
         result = sandbox.run(_RECORD, timeout=10, output_limit=_RECORD_LIMIT)
     except SandboxError:

@@ -24,16 +24,19 @@ import tarfile
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 
+from gymenvs.container.background import in_thread
 from gymenvs.container.runtime import Limits, Runtime, Sandbox, SandboxError
 from gymenvs.container.validation import ERROR, INVALID, VALID, BrokenRule, RunEvidence, TaskValidation
 from gymenvs.core.outcomes import EndedBy
 from gymenvs.terminal import steps
 from gymenvs.terminal.compose import start_sidecars
-from gymenvs.terminal.grading import VerifierResult, grade_task, network_limits
+from gymenvs.terminal.grading import VerifierResult, grade_task
 from gymenvs.terminal.images import ensure_task_image, environment_digest, sidecar_images
 from gymenvs.terminal.task import STEPS, TerminalTask
+from gymenvs.terminal.verifier import Verifier, VerifierAhead, network_limits
 
 RULES = ("flaky", "oracle_fails", "empty_run_passes")
 SOLUTION_DIR = "/solution"
@@ -169,6 +172,7 @@ def _run_steps(runtime: Runtime, task: TerminalTask, image: str, network_name: s
             more = index + 1 < len(views)
             limits = dataclasses.replace(task_limits(view), network_name=network_name)
             sandbox = runtime.start(image, role="validate", episode_id=task.name, limits=limits, workdir=workdir)
+            ahead, handed = _verifier_ahead(runtime, image, view, limits, workdir), False
             try:
                 steps.prepare_step(sandbox, view)
                 if oracle:
@@ -176,9 +180,16 @@ def _run_steps(runtime: Runtime, task: TerminalTask, image: str, network_name: s
                 if more:  # the next step goes on from these files, as the agent left them (before grading)
                     image = sandbox.commit("gymenvs-step", f"validate-{uuid.uuid4().hex[:12]}")
                     checkpoints.append(image)
-                results.append(grade_task(sandbox, view, timeout_s=timeout_s))
+                waited = time.monotonic()
+                verifier, handed = _taken(ahead), True
+                waited = time.monotonic() - waited
+                result = grade_task(sandbox, view, timeout_s=timeout_s, ahead=verifier)
+                result.seconds += waited  # the oracle's run is shorter than an agent's: grading waited for its verifier
+                results.append(result)
             finally:
                 sandbox.remove()
+                if not handed:
+                    _discard(ahead)
             if more and not steps.goes_on(view, results[-1]):
                 break
     finally:
@@ -186,6 +197,23 @@ def _run_steps(runtime: Runtime, task: TerminalTask, image: str, network_name: s
             runtime.remove_image(checkpoint)
     graded = results[-1].outcome == EndedBy.MODEL
     return steps.combine(task, results) if task.steps and graded else results[-1]
+
+
+def _verifier_ahead(runtime: Runtime, image: str, task: TerminalTask, limits: Limits, workdir: str) -> Future[VerifierAhead]:
+    """The step's verifier, started in the background while its oracle runs, as an episode's is while its agent works."""
+    return in_thread(lambda: VerifierAhead.start(runtime, image, task, limits=limits, workdir=workdir),
+                     "gymenvs-grading-ahead")
+
+
+def _taken(ahead: Future[VerifierAhead]) -> Verifier | None:
+    """The verifier started ahead, once it is; None if it could not start (grading then starts its own)."""
+    return ahead.result().verifier if ahead.exception() is None else None
+
+
+def _discard(ahead: Future[VerifierAhead]) -> None:
+    """Remove the verifier started ahead that grading did not take (the oracle failed, say)."""
+    if (verifier := _taken(ahead)) is not None:
+        verifier.remove()
 
 
 def _run_oracle(sandbox: Sandbox, task: TerminalTask) -> None:

@@ -49,6 +49,21 @@ def test_the_oracle_run_through_bash_scores_one(make_env):
 
 
 @pytest.mark.docker
+def test_grading_copies_the_agents_changes_into_the_verifier_started_during_the_episode(make_env):
+    """The family's `grade_ahead` starts the verifier from the episode's first step; grading then takes no snapshot of
+    the agent's container."""
+    env = make_env()
+    task = TASKS["gymenvs/edit-config"]
+    env.reset(options={"instance_id": task.name})
+    env.step(bash(task.solve_script.read_text()))
+    sandbox = env.unwrapped.episode_sandbox
+    commits = []
+    sandbox.commit = lambda *args, **kwargs: commits.append(args)
+    _, reward, terminated, _, info = env.step(SUBMIT)
+    assert (reward, terminated, commits) == (1.0, True, []), info
+
+
+@pytest.mark.docker
 def test_partial_scores_from_reward_json_and_an_empty_run(make_env):
     env = make_env()
     env.reset(options={"task": "gymenvs/csv-report"})  # Harbor's word for it; "instance_id" works too

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shlex
 import textwrap
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 from gymenvs.container.runtime import Limits
 from gymenvs.terminal.grading import VerifierResult, grade_task
 from gymenvs.terminal.task import TerminalTask
+from gymenvs.terminal.verifier import Verifier
 
 BASE = "gymenvs/swe-base:bookworm"
 CHECK = 'if grep -qx hello /app/out.txt; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi'
@@ -151,28 +153,34 @@ def make_task(root: Path, name: str, test_sh: str | None) -> TerminalTask:
     return TerminalTask.from_dir(folder)
 
 
-def attack(runtime, client, root: Path, name: str, agent: str, test_sh: str | None) -> tuple[VerifierResult, str]:
+def attack(runtime, client, root: Path, name: str, agent: str, test_sh: str | None, *,
+           ahead: bool) -> tuple[VerifierResult, str]:
     """Run `agent` in a fresh agent container of the task, grade it; the result and the container's state after
-    (seen from outside, by the plain docker `client`)."""
+    (seen from outside, by the plain docker `client`). With `ahead`, grading takes a verifier started before the
+    agent ran, as an episode's grading does, and copies the agent's changes into it."""
     task = make_task(root, name, test_sh)
-    sandbox = runtime.start(BASE, role="verifier-attack", episode_id=task.name, workdir="/app",
-                            limits=Limits(mem_limit="512m", network=False, disk_limit=None))
+    limits = Limits(mem_limit="512m", network=False, disk_limit=None)
+    sandbox = runtime.start(BASE, role="verifier-attack", episode_id=task.name, workdir="/app", limits=limits)
+    verifier = Verifier.start(runtime, BASE, task, limits=limits, workdir="/app", nonce=uuid.uuid4().hex[:12]) if ahead else None
     try:
         done = sandbox.run(agent, timeout=30)
         assert done.exit_code == 0, done.output.text()
-        result = grade_task(sandbox, task, timeout_s=HANG_TIMEOUT_S if test_sh == "sleep 600" else None)
+        result = grade_task(sandbox, task, timeout_s=HANG_TIMEOUT_S if test_sh == "sleep 600" else None, ahead=verifier)
         return result, client.api.inspect_container(sandbox.id)["State"]["Status"]
     finally:
         sandbox.remove()
 
 
-@pytest.fixture(scope="module")
-def outcomes(runtime, docker_client, swe_images, tmp_path_factory):
-    """Every attack and control, graded once for the module (two at a time)."""
+@pytest.fixture(scope="module", params=["ahead", "snapshot"])
+def outcomes(request, runtime, docker_client, swe_images, tmp_path_factory):
+    """Every attack and control, graded once for the module (four at a time): in a verifier started ahead, the
+    agent's changes copied in (what an episode does where the runtime hands them over), and in a snapshot of the
+    agent's container (where it does not, or services are started again from it)."""
     root = tmp_path_factory.mktemp("harbor-attacks")
     rows = {**ATTACKS, **CONTROLS, **INHERENT}
+    ahead = request.param == "ahead"
     with ThreadPoolExecutor(4) as pool:
-        futures = {name: pool.submit(attack, runtime, docker_client, root, name, *rows[name]) for name in rows}
+        futures = {name: pool.submit(attack, runtime, docker_client, root, name, *rows[name], ahead=ahead) for name in rows}
         return {name: future.result() for name, future in futures.items()}
 
 

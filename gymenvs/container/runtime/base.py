@@ -6,7 +6,7 @@ every engine operation the container envs need, and nothing else in gymenvs touc
 
 - **sandboxes**: `start` one (or `create` one that is not started, to read an image's files);
 - **images**: `image_exists`, `pull`, `image_config`, `build`, `import_image`, `remove_image`, `prune_images`;
-- **volumes**: `create_volume`, `remove_volume`;
+- **volumes**: `create_volume`, `remove_volume`, `volume_directory` (where this process can reach one directly);
 - **sidecars**: `start_sidecars` (a compose project's services other than the agent's, on a private network the
   agent's sandbox then joins through `Limits.network_name`);
 - **ownership**: everything it creates carries gymenvs' labels and its owner's (`owners.owner_labels`);
@@ -17,7 +17,8 @@ A **sandbox** is one isolated machine that an episode (or one grading run) owns 
 - **exec**: `run` (one command to completion, with a timeout) and `open_exec` (a long-lived process
   whose stdin and output the caller drives: the persistent shell, the agent);
 - **files**: `put_files` / `put_archive` in, `read_file` / `fetch` / `read_archive` out, `stat` one
-  path, `changed_paths` (what the sandbox changed, as the runtime, not a process inside, sees it);
+  path, `changed_paths` (what the sandbox changed, as the runtime, not a process inside, sees it) and `changes_archive`,
+  `listens_on_tcp`;
 - **lifecycle**: `pause` (freeze every process), `stop` (kill every process), `commit` (the file system
   as an image a later sandbox starts from), `remove` (idempotent); `ensure_running`, `check_disk` and
   `kill_all` police it meanwhile.
@@ -230,6 +231,17 @@ class Sandbox(Protocol):
 
     def changed_paths(self, under: str) -> dict[str, ChangeKind]: ...
 
+    def changes_archive(self, paths: Sequence[str], limit: int) -> bytes | None:
+        """A tar of `paths` (what `changed_paths` listed as added or changed) as the sandbox's writable layer holds them,
+        each entry alone, owners by number, for another sandbox's `put_archive`; None where the runtime cannot read its
+        layer so, or past `limit` bytes of files (a snapshot, `commit`, carries them instead)."""
+        ...
+
+    def listens_on_tcp(self) -> bool | None:
+        """Whether a process of the running sandbox listens on a TCP port, read without running anything in it; None
+        where the runtime cannot read that so (its engine on another host, say): ask a process inside instead."""
+        ...
+
     def pause(self) -> None: ...
 
     def stop(self) -> None: ...
@@ -328,6 +340,12 @@ class Runtime(Protocol):
         ...
 
     def create_volume(self, name: str, *, role: str) -> str: ...
+
+    def volume_directory(self, name: str) -> str | None:
+        """The volume's directory on this host, if this process may read and write it there as the owner its
+        sandboxes' root is (a local engine, no user namespace between them); None otherwise: a sandbox's file
+        operations (`put_archive`, `read_file`) reach it instead, at an engine call each."""
+        ...
 
     def remove_volume(self, name: str) -> None:
         """Remove the volume if it can be (best effort, as `remove_image`)."""

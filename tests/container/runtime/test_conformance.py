@@ -177,6 +177,47 @@ def test_a_harbor_tamper_row_scores_zero(target, tmp_path, name):
     assert result.reward == 0.0, result
 
 
+def test_a_volume_reached_on_this_host_holds_root_s_files_in_a_sandbox_where_the_runtime_gives_one(target):
+    """Harbor grading writes the tests into, and reads the reward from, a volume's directory on this host where the
+    runtime gives one: only where a file written there is root's in the sandbox (rootless Podman's volumes belong to
+    its user, whose root in the sandbox this process is not: none)."""
+    runtime = target.runtime
+    volume = runtime.create_volume(f"gymenvs-test-{os.getpid()}-{target.id}", role="verifier")
+    try:
+        directory = runtime.volume_directory(volume)
+        assert (directory is None) == (target.id == "podman-rootless"), directory
+        if directory is None:
+            return
+        Path(directory, "test.sh").write_text("echo hi\n")
+        sandbox = runtime.start(BASE_IMAGE, role="volume-test", episode_id="volume", volumes={volume: "/tests"},
+                                limits=target.limits(network=False, disk_limit=None))
+        try:
+            seen = sandbox.run("stat -c '%u:%g' /tests/test.sh && bash /tests/test.sh > /tests/out", timeout=10)
+            assert seen.output.text().split() == ["0:0"]
+        finally:
+            sandbox.remove()
+        assert Path(directory, "out").read_text() == "hi\n"
+    finally:
+        runtime.remove_volume(volume)
+
+
+@pytest.mark.parametrize("listening", [True, False], ids=["listening", "quiet"])
+def test_whether_a_sandbox_listens_on_tcp_is_read_from_outside_or_not_at_all(target, listening):
+    """Read on this host from its init's /proc (Harbor grading then runs nothing in the agent's container when nothing
+    listens); None where the runtime cannot (rootless Podman without its own cgroup), never a wrong answer."""
+    sandbox = target.runtime.start(BASE_IMAGE, role="listen-test", episode_id="listen",
+                                   limits=target.limits(network=False, disk_limit=None))
+    try:
+        if listening:
+            serve = "(setsid nohup python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 < /dev/null &)"
+            wait = "for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/8080) 2>/dev/null && break; sleep 0.1; done"
+            assert sandbox.run(f"{serve} && {wait}", timeout=30).exit_code == 0
+        answer = sandbox.listens_on_tcp()
+        assert answer is listening or (answer is None and target.id == "podman-rootless"), answer
+    finally:
+        sandbox.remove()
+
+
 def test_an_engine_error_at_grading_ends_the_episode_as_infra(target):
     """The engine refuses to create the grading container (an error of its own shape, injected by a proxy in front of
     its socket): the episode ends as infra, ungraded, and nothing is left."""

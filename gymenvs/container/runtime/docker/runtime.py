@@ -268,6 +268,18 @@ class DockerRuntime:
         except Exception as exc:
             raise SandboxError(f"could not create the volume {name}: {exc}") from None
 
+    def volume_directory(self, name: str) -> str | None:
+        """The local volume's mount point, when it is a directory of this host owned by this process's user: then the
+        engine runs here and its containers' root is this user (not rootless, no user namespace remapping)."""
+        try:
+            mountpoint = self.client.api.inspect_volume(name).get("Mountpoint") or ""
+            owner = os.stat(mountpoint).st_uid if mountpoint.startswith("/") else None
+        except Exception:  # gone, or not a path of this host
+            return None
+        if owner != os.geteuid() or not os.access(mountpoint, os.R_OK | os.W_OK | os.X_OK):
+            return None
+        return mountpoint
+
     def remove_volume(self, name: str) -> None:
         try:
             self.client.api.remove_volume(name, force=True)

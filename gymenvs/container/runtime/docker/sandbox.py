@@ -14,7 +14,7 @@ import tarfile
 import time
 import uuid
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import gymenvs.container.runtime.commands as commands
@@ -31,9 +31,10 @@ from gymenvs.container.runtime.base import (
     Runtime,
     SandboxError,
 )
+from gymenvs.container.runtime.docker import procfs
 from gymenvs.container.runtime.docker.disk import DiskWatch
 from gymenvs.container.runtime.docker.exec import ExecStream
-from gymenvs.container.runtime.docker.layer import layer_changes, readable_layers
+from gymenvs.container.runtime.docker.layer import layer_archive, layer_changes, readable_layers
 from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
 
 if TYPE_CHECKING:
@@ -243,12 +244,32 @@ class DockerSandbox:
         return {path: kind for path, kind in changes.items()
                 if path.startswith(prefix) and path not in self._mount_points}
 
+    def changes_archive(self, paths: Sequence[str], limit: int) -> bytes | None:
+        """A tar of `paths`, what `changed_paths` listed as added or changed, as the container's overlay layer holds
+        them, read on this host (`docker.layer.layer_archive`: each entry alone, owners by number); None where this
+        process cannot read the layer, or past `limit` bytes of files."""
+        layers = self._readable_layers()
+        if layers is None:
+            return None
+        try:
+            return layer_archive(layers[0], paths, limit)
+        except OSError:  # not readable after all: the engine's snapshot instead
+            return None
+
     def _readable_layers(self) -> tuple[str, list[str]] | None:
         """The container's overlay directories if this process can read them (asked of the engine once)."""
         if self._overlay_layers and self._layers is None:
             self._layers = readable_layers(self._api.inspect_container(self.id)["GraphDriver"])
             self._overlay_layers = self._layers is not None
         return self._layers
+
+    def listens_on_tcp(self) -> bool | None:
+        """Whether a process of the running container listens on a TCP port, read on this host (`docker.procfs`:
+        nothing runs in the container); None where this process cannot read it (another host's engine, another pid
+        namespace, no permission) or the container is not running."""
+        state = self._state()
+        pid = state.get("Pid") or 0
+        return procfs.listens_on_tcp(pid, self.id) if state.get("Running") and pid else None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
