@@ -12,7 +12,7 @@ from __future__ import annotations
 _LISTEN = "0A"  # the TCP state LISTEN, as /proc/net/tcp writes it
 
 
-def listens_on_tcp(pid: int, container_id: str) -> bool | None:
+def tcp_listening(pid: int, container_id: str) -> bool | None:
     """Whether a socket of the network namespace of host process `pid`, the init of container `container_id`,
     listens on TCP (IPv4 or IPv6); None if this process cannot tell (not that container's process here, no
     permission)."""

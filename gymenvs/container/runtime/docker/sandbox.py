@@ -31,10 +31,10 @@ from gymenvs.container.runtime.base import (
     Runtime,
     SandboxError,
 )
-from gymenvs.container.runtime.docker import procfs
 from gymenvs.container.runtime.docker.disk import DiskWatch
 from gymenvs.container.runtime.docker.exec import ExecStream
 from gymenvs.container.runtime.docker.layer import layer_archive, layer_changes, readable_layers
+from gymenvs.container.runtime.docker.procfs import tcp_listening
 from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
 
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ class DockerSandbox:
         namespace, no permission) or the container is not running."""
         state = self._state()
         pid = state.get("Pid") or 0
-        return procfs.listens_on_tcp(pid, self.id) if state.get("Running") and pid else None
+        return tcp_listening(pid, self.id) if state.get("Running") and pid else None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
