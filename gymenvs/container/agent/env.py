@@ -223,8 +223,9 @@ class AgentEnv(ContainerEnv):
         else:
             assert self._upstream is not None  # black-box mode always has one
             status, payload, answered = self._upstream.answer(pending, self._respond)
+        replied = time.monotonic()  # the agent's turn begins as the reply leaves, not after (it may be done before)
         pending.answer(status, payload)
-        self._record(pending, status, payload, started)
+        self._record(pending, status, payload, started, replied)
         if status != 200:
             error = f"the upstream failed: HTTP {status}: {payload.get('error', payload)}"
             return self._finish(error=error, ended_as=ending(EndedBy.INFRA, "upstream_error", error))
@@ -240,13 +241,14 @@ class AgentEnv(ContainerEnv):
         """`reply` in the format `call` came in, and as an assistant message of the internal form."""
         return respond(call.wire, call.body, call.raw or {}, reply, self.config.model_name, self._episode_channel.conversations)
 
-    def _record(self, call: Call, status: int, payload: dict[str, Any], started: float) -> None:
+    def _record(self, call: Call, status: int, payload: dict[str, Any], started: float, replied: float) -> None:
         """Keep the call and its answer, with how long the agent took to send it (since its previous reply, or its
-        start) and how long the answer took to begin (the policy's, or the upstream's, time)."""
+        start) and how long the answer took to begin (the policy's, or the upstream's, time); the agent's next turn
+        is timed from `replied`."""
         self.trajectory.append({"request": call.body, "response": payload, "status": status, "wire": call.wire.NAME,
                                 "side": call.side, "agent_seconds": call.received_at - self._agent_turn_began,
                                 "policy_seconds": started - call.received_at})
-        self._agent_turn_began = time.monotonic()
+        self._agent_turn_began = replied
 
     def _end_at_turn_limit(self) -> Outcome:
         error = f"the step limit ({self.max_turns} replies) was reached"
@@ -290,8 +292,9 @@ class AgentEnv(ContainerEnv):
             status, payload, _ = self._upstream.answer(call, self._respond)
         else:
             status, (payload, _) = 200, self._respond(call, Reply(content=SIDE_REPLY_TEXT))
+        replied = time.monotonic()
         call.answer(status, payload)
-        self._record(call, status, payload, started)
+        self._record(call, status, payload, started, replied)
 
     def _accept(self, call: Call, previous: tuple[list[Message], Message | None] | None) -> Outcome:
         """The agent's request `call` as the observation: its new messages, and `info["request"]`."""
