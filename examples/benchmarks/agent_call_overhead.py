@@ -4,7 +4,8 @@ handed over, the agent receives it and sends its next request, the env has it.
     python examples/benchmarks/agent_call_overhead.py [--calls 2000]
 
 1. gymenvs/SWEAgent-v0: the agent ("pinger", it only calls) runs in the task container, with no
-   network; its calls cross the in-container forwarder, its exec stream and the episode's unix socket.
+   network; its calls reach a listener of this process on the container's loopback, or where the runtime
+   cannot make one, cross the in-container forwarder and its exec stream (the row says which).
 2. OpenEnv's design: an aiohttp interception server on TCP loopback, the same agent on the host,
    replies handed over from a driver thread (as a trainer would).
 
@@ -27,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 PINGER = Path(__file__).parent / "agents" / "pinger.py"
 PONG = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
@@ -40,8 +42,15 @@ def summary(name: str, seconds: list[float], cpu_seconds: float | None = None) -
     return f"{name:<58} median {statistics.median(ms):6.3f} ms   p99 {p99:6.3f} ms   ({len(ms)} calls){cpu}"
 
 
-def gymenvs_in_container(calls: int) -> tuple[list[float], float]:
-    """Each call's round trip, and the CPU time this process (env and channel threads) spent on all of them."""
+def route(env: Any) -> str:
+    """How the agent in `env`'s container reaches its channel (for the rows' labels)."""
+    endpoint = getattr(env, "_endpoint", None)
+    return "on its loopback" if endpoint is not None and endpoint.listener is not None else "forwarder over its exec stream"
+
+
+def gymenvs_in_container(calls: int) -> tuple[list[float], float, str]:
+    """Each call's round trip, the CPU time this process (env and channel threads) spent on all of them, and the
+    calls' `route`."""
     from gymenvs.container.agent.env import AgentEnv
     from gymenvs.container.agent.specs import AgentSpec
     from gymenvs.swe.family import SWEFamily
@@ -58,9 +67,10 @@ def gymenvs_in_container(calls: int) -> tuple[list[float], float]:
             env.step("pong")
             times.append(time.perf_counter() - started)
         cpu = time.process_time() - cpu_started
+        way = route(env)
     finally:
         env.close()
-    return times, cpu
+    return times, cpu, way
 
 
 def pong(raw: dict) -> tuple[bytes, str]:
@@ -120,7 +130,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=2000)
     args = parser.parse_args()
-    print(summary("gymenvs SWEAgent-v0 (container, forwarder over its exec stream)", *gymenvs_in_container(args.calls)))
+    times, cpu, way = gymenvs_in_container(args.calls)
+    print(summary(f"gymenvs SWEAgent-v0 (container, {way})", times, cpu))
     print(summary("aiohttp interception server on TCP loopback (host)", aiohttp_on_loopback(args.calls)))
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))
 

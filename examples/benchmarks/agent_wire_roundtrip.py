@@ -8,8 +8,9 @@ channel translates back into the internal form, and the env has it.
 Three rows per format, each the same agent (examples/benchmarks/agents/wire_pinger.py, one keep-alive
 connection, stdlib only):
 
-1. gymenvs/SWEAgent-v0 with the agent in the task container, with no network: its calls cross the
-   in-container forwarder, its exec stream and the channel's bridge, and each is an `env.step`. The episode's
+1. gymenvs/SWEAgent-v0 with the agent in the task container, with no network: its calls reach a listener of
+   this process on the container's loopback (or, where the runtime cannot make one, cross the in-container
+   forwarder, its exec stream and the channel's bridge; the row says which), and each is an `env.step`. The episode's
    first step starts its grading container in the background (`TaskFamily.grade_ahead`), which loads the
    engine for about a second: the calls made while that runs are reported on a line of their own, and the
    row's figures are the `--calls` calls after it.
@@ -39,15 +40,15 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from agent_call_overhead import aiohttp_on_loopback, summary  # noqa: E402
+from agent_call_overhead import aiohttp_on_loopback, route, summary  # noqa: E402
 
 PINGER = Path(__file__).parent / "agents" / "wire_pinger.py"
 REPLY = {"name": "bash", "arguments": {"command": "ls"}}
 
 
-def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float, list[float]]:
+def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float, list[float], str]:
     """Each of `calls` round trips once the grading container has started, the CPU time this process spent on them,
-    and the round trips made while it started (from the first step)."""
+    the round trips made while it started (from the first step), and the calls' `route`."""
     from gymenvs.container.agent.env import AgentEnv
     from gymenvs.container.agent.specs import AgentSpec
     from gymenvs.swe.family import SWEFamily
@@ -68,9 +69,10 @@ def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float
         cpu_started = time.process_time()
         times = [_timed_step(env) for _ in range(calls)]
         cpu = time.process_time() - cpu_started
+        way = route(env)
     finally:
         env.close()
-    return times, cpu, starting
+    return times, cpu, starting, way
 
 
 _ENOUGH = 1_000_000  # the agent's calls and the env's turns: the env is closed after the calls measured
@@ -146,8 +148,8 @@ def main() -> None:
     for wire in ("chat", "responses", "anthropic"):
         for stream in (False, True):
             kind = f"{wire:<10} {'streamed' if stream else 'whole':<9}"
-            times, cpu, starting = round_trips(wire, stream, args.calls)
-            print(summary(f"{kind} gymenvs (container, forwarder over its exec stream)", times, cpu), flush=True)
+            times, cpu, starting, way = round_trips(wire, stream, args.calls)
+            print(summary(f"{kind} gymenvs (container, {way})", times, cpu), flush=True)
             print(summary(f"{kind}   (the same, while its grading container started)", starting), flush=True)
             print(summary(f"{kind} gymenvs channel on its unix socket (host)", *channel_on_host(wire, stream, args.calls)),
                   flush=True)

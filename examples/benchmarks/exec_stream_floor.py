@@ -2,19 +2,22 @@
 
     python examples/benchmarks/exec_stream_floor.py [--round-trips 2000] [--bytes 600]
 
-Three rows, in one Docker task container (the first fixture task's image), each twice:
+Four rows, in one Docker task container (the first fixture task's image), each twice:
 
 1. the engine's exec stream alone: this process writes `--bytes` bytes (about one of the benchmark agent's requests)
    to `cat`'s stdin over `Sandbox.open_exec` and reads them back from its stdout (timed here);
 2. the transport an agent's call crosses, without HTTP: a python3 client in the container sends the bytes over TCP
    loopback to the in-container forwarder (gymenvs/container/agent/forwarder.py), which frames them onto its exec
    stream; one thread of this process reads the frames and sends each DATA frame's bytes back, as the bridge sends a
-   reply (timed by the client, in the container);
-3. the agent's HTTP client alone: the client of examples/benchmarks/agents/wire_pinger.py (Chat Completions, whole
+   reply (timed by the client, in the container): the transport where the runtime cannot listen in the container;
+3. the transport an agent's call crosses on an engine of this host: the same client sends the bytes to a socket of
+   this process listening on the container's loopback (`Sandbox.loopback_listener`), whose thread sends them back;
+4. the agent's HTTP client alone: the client of examples/benchmarks/agents/wire_pinger.py (Chat Completions, whole
    replies) calling a server in its own container that answers each request with the bytes gymenvs sends for it
    (timed by the client).
 
-The round trip of examples/benchmarks/agent_wire_roundtrip.py is about rows 2 and 3 plus the host's work: the
+The round trip of examples/benchmarks/agent_wire_roundtrip.py is about rows 3 (2 where the forwarder relays) and 4
+plus the host's work: the
 request's parsing and translation, the env's step, the reply's translation. Needs a Docker engine and the fixture
 images. Prints median and p99 in ms with the load average; nothing is asserted.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import statistics
 import threading
 import time
@@ -135,6 +139,28 @@ def through_forwarder(sandbox: Sandbox, round_trips: int, size: int) -> list[flo
         stream.close()
 
 
+def through_loopback_listener(sandbox: Sandbox, round_trips: int, size: int) -> list[float]:
+    """Each echo of `size` bytes from a client in the container to a socket of this process on the container's loopback,
+    timed by the client."""
+    listener = sandbox.loopback_listener()
+    assert listener is not None, "this engine's containers cannot be listened in from here (another host's engine?)"
+    sandbox.put_files("/tmp", {"floor_client.py": CLIENT.encode()})
+
+    def echo() -> None:
+        connection, _ = listener.accept()
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with connection:
+            while data := connection.recv(65536):
+                connection.sendall(data)
+
+    with listener:
+        threading.Thread(target=echo, daemon=True).start()
+        result = sandbox.run(f"python3 /tmp/floor_client.py {listener.getsockname()[1]} {_WARM_UP + round_trips} {size}",
+                             timeout=600)
+    assert result.exit_code == 0, result.output.text()
+    return [float(t) for t in result.output.text().split()][_WARM_UP:]
+
+
 def chat_reply() -> bytes:
     """The body gymenvs answers the benchmark agent's Chat Completions request with (one tool call)."""
     from gymenvs.container.agent.wire import chat
@@ -212,6 +238,9 @@ def main() -> None:
         rows = {
             "exec stream alone (cat echo, timed on the host)": lambda: bare_exec_stream(sandbox, args.round_trips, args.bytes),
             "forwarder + exec stream + host thread (client in the container)": lambda: through_forwarder(
+                sandbox, args.round_trips, args.bytes
+            ),
+            "a listener of this process on its loopback (client in the container)": lambda: through_loopback_listener(
                 sandbox, args.round_trips, args.bytes
             ),
             "the agent's HTTP client alone (its server in the container)": lambda: agent_client_alone(sandbox, args.round_trips),

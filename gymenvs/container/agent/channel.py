@@ -1,10 +1,12 @@
 """The host end of one episode's LLM channel: the agent's HTTP endpoint, speaking the three LLM wire formats.
 
 Each episode gets its own directory on this host holding its unix socket, and its own token. An agent on this
-host reaches the socket; an agent in its container reaches the channel through the forwarder's exec stream
-(`gymenvs.container.agent.bridge`), never through the container's files, so the engine need not share this host.
-Either way each of its connections is an `AgentConnection` (`gymenvs.container.agent.connection`: the requests,
-their wire formats, the token). The channel removes its directory at `close()`, or when it is forgotten (at
+host reaches the socket. An agent in its container reaches the channel on its own loopback, where this process
+listens in the container's network namespace (`Sandbox.loopback_listener`, the channel's `listener`); where the
+runtime cannot make that listener (its engine on another host), through the forwarder's exec stream
+(`gymenvs.container.agent.bridge`). Never through the container's files, so the engine need not share this host.
+Each of its connections, whichever way it came, is an `AgentConnection` (`gymenvs.container.agent.connection`:
+the requests, their wire formats, the token). The channel removes its directory at `close()`, or when it is forgotten (at
 interpreter exit too); a killed process's directory goes to the reaper (`gymenvs.container.reaper`). Its thread
 is a daemon thread, so a program that never closes its env still exits. The agent's container has no network,
 so this channel is the only host service it can reach, and it reaches only its own episode.
@@ -68,11 +70,13 @@ def new_token() -> str:
 
 
 class LLMChannel:
-    """An episode's endpoint. `close()` answers a waiting call, ends every connection, joins its thread and removes
-    the directory."""
+    """An episode's endpoint: its unix socket, and `listener` (a listening TCP socket: the agent's container's
+    loopback), whose connections the channel's thread accepts from now on. `close()` answers a waiting call, ends
+    every connection, joins its thread, closes both sockets and removes the directory."""
 
     def __init__(self, *, model_name: str, max_request_bytes: int = 16 << 20, max_connections: int = 8,
-                 read_timeout: float = 30.0, side_model: str = SIDE_MODEL, token: str | None = None):
+                 read_timeout: float = 30.0, side_model: str = SIDE_MODEL, token: str | None = None,
+                 listener: socket.socket | None = None):
         self.token = token or new_token()
         self.model_name = model_name
         self.side_model = side_model
@@ -88,7 +92,7 @@ class LLMChannel:
         self._pending: Call | None = None
         self._connections: set[AgentConnection] = set()
         self._closed = False
-        self._listener = _SocketListener(str(self.socket_path), self)
+        self._listener = _SocketListener(str(self.socket_path), self, listener)
         self._forget = weakref.finalize(self, shutil.rmtree, self.directory, ignore_errors=True)
 
     @property
@@ -179,15 +183,17 @@ class _SocketTransport:
 
 
 class _SocketListener:
-    """The channel's unix socket, for an agent on this host: one thread accepts its connections and reads them all."""
+    """The channel's unix socket, for an agent on this host, and `also` (a TCP listener: the agent's in its container):
+    one thread accepts their connections and reads them all."""
 
-    def __init__(self, path: str, channel: LLMChannel):
+    def __init__(self, path: str, channel: LLMChannel, also: socket.socket | None):
         self._channel = channel
-        self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._socket.bind(path)
-        self._socket.listen(16)
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        unix.bind(path)
+        unix.listen(16)
         self._selector = selectors.DefaultSelector()
-        self._selector.register(self._socket, selectors.EVENT_READ)
+        for listener in (unix, also) if also is not None else (unix,):
+            self._selector.register(listener, selectors.EVENT_READ)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="gymenvs-llm-channel", daemon=True)
         self._thread.start()
@@ -202,7 +208,7 @@ class _SocketListener:
             while not self._stopped.is_set():
                 for key, _ in self._selector.select(_POLL_S):
                     if key.data is None:
-                        self._accept()
+                        self._accept(key.fileobj)  # type: ignore[arg-type]
                     else:
                         self._read(key.fileobj, key.data)  # type: ignore[arg-type]
                 now = time.monotonic()
@@ -214,8 +220,10 @@ class _SocketListener:
                 key.fileobj.close()  # type: ignore[union-attr]
             self._selector.close()
 
-    def _accept(self) -> None:
-        sock, _ = self._socket.accept()
+    def _accept(self, listener: socket.socket) -> None:
+        sock, _ = listener.accept()
+        if sock.family == socket.AF_INET:  # a request's last piece, or a reply, leaves at once
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.settimeout(self._channel.read_timeout)
         connection = self._channel.connect(_SocketTransport(sock))
         if connection is None:

@@ -21,13 +21,11 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from importlib import resources
 from typing import Any
 
 from pydantic import PositiveInt
 
-from gymenvs.container.agent.ahead import FORWARDER, StartAhead, StartedAhead, endpoint_environment, put_files
-from gymenvs.container.agent.bridge import ExecBridge
+from gymenvs.container.agent.ahead import Endpoint, StartAhead, StartedAhead, put_files
 from gymenvs.container.agent.channel import AgentExited, AgentRequest, ChannelError, LLMChannel
 from gymenvs.container.agent.connection import Call
 from gymenvs.container.agent.messages import render
@@ -88,7 +86,7 @@ class AgentEnv(ContainerEnv):
         self.trajectory: list[dict[str, Any]] = []
         self.side_calls = 0
         self._channel: LLMChannel | None = None
-        self._bridge: ExecBridge | None = None
+        self._endpoint: Endpoint | None = None
         self._agent: AgentProcess | None = None
         self._call: Call | None = None
         self._request_info: dict[str, Any] = {}
@@ -144,14 +142,15 @@ class AgentEnv(ContainerEnv):
             assert isinstance(warm.agent, StartedAhead)  # the pool of `_start_ahead` starts one in each container
             return self._continue_ahead(warm.agent)
         sandbox = self._sandbox = self._pooled_sandbox(image) if self._pooled else self._new_sandbox(image)
-        channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name)
         self.family.prepare_step(self.episode_task, sandbox)
-        put_files(sandbox, {**self._agent_files(), "task.md": self._task_bytes()})
-        bridge = self._bridge = ExecBridge(sandbox, f"{MOUNT}/{FORWARDER}", channel,
-                                           setup=self.episode_image.setup)
+        endpoint = self._endpoint = Endpoint(sandbox, {**self.agent.file_contents(), "task.md": self._task_bytes()},
+                                             setup=self.episode_image.setup)
+        channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name,
+                                             listener=endpoint.listener)
+        endpoint.bind(channel)
         script = f"{self.episode_image.setup}\nexec bash -c {shlex.quote(self.agent.command)}"
         self._agent_turn_began = time.monotonic()
-        environment = {**self._agent_environment(), **endpoint_environment(channel.token, bridge)}
+        environment = {**self._agent_environment(), **endpoint.environment(channel.token)}
         stream = sandbox.open_exec(["bash", "-c", script], environment=environment)
         agent = self._agent = AgentProcess(stream, channel)
         return channel, agent
@@ -166,25 +165,21 @@ class AgentEnv(ContainerEnv):
 
     def _start_ahead(self) -> StartAhead:
         return StartAhead(command=str(self.agent.ahead_command), setup=self.episode_image.setup,
-                          files=tuple(self._agent_files().items()), environment=tuple(sorted(self._agent_environment().items())))
+                          files=tuple(self.agent.file_contents().items()),
+                          environment=tuple(sorted(self._agent_environment().items())))
 
     def _continue_ahead(self, started: StartedAhead) -> tuple[LLMChannel, AgentProcess]:
-        """Open the episode's channel with the token of the container's agent, bind its bridge to it, give it its
+        """Open the episode's channel with the token of the container's agent, bind its endpoint to it, give it its
         task: the agent, started ahead, goes on from reading its standard input."""
+        endpoint = self._endpoint = started.endpoint
         channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name,
-                                             token=started.token)
-        self._bridge = started.bridge
+                                             token=started.token, listener=endpoint.listener)
         put_files(self.episode_sandbox, {"task.md": self._task_bytes()})
-        started.bridge.bind(channel)
+        endpoint.bind(channel)
         agent = self._agent = AgentProcess(started.stream, channel)  # released with the episode from here on
         self._agent_turn_began = time.monotonic()
         started.give_task(self.agent.task_input(self.family.instruction(self.episode_task)))
         return channel, agent
-
-    def _agent_files(self) -> dict[str, bytes]:
-        """The forwarder and the agent's files (MOUNT)."""
-        return {FORWARDER: resources.files("gymenvs.container.agent").joinpath(FORWARDER).read_bytes(),
-                **self.agent.file_contents()}
 
     def _task_bytes(self) -> bytes:
         return self.family.instruction(self.episode_task).encode("utf-8", "surrogateescape")
@@ -341,18 +336,18 @@ class AgentEnv(ContainerEnv):
 
     def _release(self, wait: bool = True) -> None:
         """Close the channel (removing its directory), stop the agent and remove its container (`wait=False`:
-        the container's removal and the joins of the bridge's and the agent's threads, which poll their streams
+        the container's removal and the joins of the forwarder's bridge's and the agent's threads, which poll their streams
         every 0.2 s, in the background, as a reset does, so that it need not wait for them; `close` does)."""
         if self._channel is not None:
             self._channel.close()
-        bridge, agent = self._bridge, self._agent
+        endpoint, agent = self._endpoint, self._agent
         if agent is not None:
             agent.stop()
         self._discard_sandbox(wait)
 
         def join() -> None:
-            if bridge is not None:
-                bridge.close()
+            if endpoint is not None:
+                endpoint.close()
             if agent is not None:
                 agent.join()
 
@@ -360,7 +355,7 @@ class AgentEnv(ContainerEnv):
             join()
         else:
             self._removals.append(in_thread(join, "gymenvs-release"))
-        self._channel = self._bridge = self._agent = self._call = None
+        self._channel = self._endpoint = self._agent = self._call = None
 
     def _episode_state(self) -> dict[str, Any]:
         return {

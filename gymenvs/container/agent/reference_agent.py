@@ -3,7 +3,7 @@
 It runs inside the task container and talks to an OpenAI-compatible chat-completions endpoint.
 Environment variables it reads:
 
-    OPENAI_BASE_URL          the endpoint, e.g. http://127.0.0.1:PORT/v1 (the forwarder's port)
+    OPENAI_BASE_URL          the endpoint, e.g. http://127.0.0.1:PORT/v1 (on the container's loopback)
     OPENAI_API_KEY           sent as "Authorization: Bearer ..." (the episode's token)
     OPENAI_MODEL             the model name it asks for (default "gymenvs-policy")
     GYMENVS_TASK_FILE        the file holding the problem statement

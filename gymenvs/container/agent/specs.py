@@ -2,7 +2,7 @@
 
 Every agent gets these environment variables (plus its spec's own `environment`):
 
-    OPENAI_BASE_URL, OPENAI_API_BASE   http://127.0.0.1:<port>/v1, the episode's endpoint (the forwarder's port;
+    OPENAI_BASE_URL, OPENAI_API_BASE   http://127.0.0.1:<port>/v1, the episode's endpoint (on the container's loopback;
     GYMENVS_BASE_URL                    it serves Chat Completions, Responses and Anthropic Messages)
     ANTHROPIC_BASE_URL, GYMENVS_ORIGIN  http://127.0.0.1:<port>, the same endpoint as Anthropic clients take it
     OPENAI_API_KEY, GYMENVS_API_KEY,    the episode's token (sent as a Bearer or an x-api-key header); any other

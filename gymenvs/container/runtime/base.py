@@ -19,6 +19,8 @@ A **sandbox** is one isolated machine that an episode (or one grading run) owns 
 - **files**: `put_files` / `put_archive` in, `read_file` / `fetch` / `read_archive` out, `stat` one
   path, `changed_paths` (what the sandbox changed, as the runtime, not a process inside, sees it) and `changes_archive`,
   `listens_on_tcp`;
+- **network**: `loopback_listener` (a socket of this process on the sandbox's loopback, where the runtime can make
+  one);
 - **lifecycle**: `pause` (freeze every process), `stop` (kill every process), `commit` (the file system
   as an image a later sandbox starts from), `remove` (idempotent); `ensure_running`, `check_disk` and
   `kill_all` police it meanwhile.
@@ -30,6 +32,7 @@ the same errors. Nothing here imports an engine's SDK.
 from __future__ import annotations
 
 import re
+import socket
 import tarfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -240,6 +243,13 @@ class Sandbox(Protocol):
     def listens_on_tcp(self) -> bool | None:
         """Whether a process of the running sandbox listens on a TCP port, read without running anything in it; None
         where the runtime cannot read that so (its engine on another host, say): ask a process inside instead."""
+        ...
+
+    def loopback_listener(self) -> socket.socket | None:
+        """A TCP socket of this process listening on the running sandbox's own loopback (127.0.0.1, a free port): a
+        program in the sandbox connects to it as to a server of its own, with no relay between them. None where the
+        runtime cannot make one so (its engine on another host, no permission): relay through a process inside
+        instead (`open_exec`). The caller closes it."""
         ...
 
     def pause(self) -> None: ...

@@ -18,6 +18,7 @@ from env_support import envs_made
 from episode_support import play_all
 from swe.swe_support import FIXTURE_IDS
 
+from gymenvs.container.agent.specs import MOUNT
 from gymenvs.trajectories import RecordTrajectories, read_trajectories
 
 from .agent_support import NEXT_PROCESS, SUBMIT, TASKS, agent_threads, apply_patch, bash, forgetful_agent, own_containers
@@ -278,16 +279,19 @@ def test_the_agent_cannot_read_the_grading_data(make_agent_env):
     assert observation.startswith("[tool] (bash)\nsearched\n"), observation
 
 
-def test_killing_its_forwarder_ends_only_that_episode(make_agent_env):
-    killer, _, _ = start(make_agent_env, FIXTURE_IDS[0])
-    other, _, _ = start(make_agent_env, FIXTURE_IDS[1])
-    observation, reward, terminated, truncated, info = killer.step(bash("kill -9 $GYMENVS_FORWARDER_PID; echo killed"))
-    assert truncated and "exited with code 3" in info["error"] and "cannot reach the model endpoint" in info["agent_log"]
-    assert (info["outcome"], info["outcome_reason"]) == ("model", "agent_exited")  # the agent's own command did it
-    observation, reward, terminated, truncated, info = other.step(apply_patch(TASKS[FIXTURE_IDS[1]].patch))
-    assert not (terminated or truncated)
-    *_, info = other.step(SUBMIT)
-    assert info["report"]["status"] == "resolved"
+def test_the_agent_reaches_its_channel_on_its_own_loopback_with_nothing_relaying_in_its_container(make_agent_env):
+    """On an engine of this host the channel listens in the container's network namespace: no forwarder runs, and the
+    agent's connection is to a socket of the env's process (tests/container/runtime/test_remote_engine.py has the
+    forwarder, where that cannot be)."""
+    env, _, _ = start(make_agent_env, FIXTURE_IDS[0])
+    processes = "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"
+    endpoint = "echo port=${GYMENVS_ORIGIN##*:} pid=$GYMENVS_FORWARDER_PID"
+    observation, *_ = env.step(bash(f"{processes}; ls -A {MOUNT}; echo; {endpoint}"))
+    assert "reference_agent.py" in observation and "forwarder" not in observation, observation
+    assert " pid=\n" in observation, observation  # no forwarder pid
+    port = int(observation.rsplit("port=", 1)[1].split()[0])
+    listener = env.unwrapped._endpoint.listener
+    assert listener is not None and listener.getsockname() == ("127.0.0.1", port)
 
 
 MALFORMED = {

@@ -73,7 +73,7 @@ def test_consecutive_pooled_episodes_never_see_each_others_files(make_agent_env,
     assert second != first and not first.exists()  # the first episode's channel went with it
     # Inside, the second episode sees exactly the files written for it, and no socket of the host.
     seen = env.step(bash(f"ls -A {MOUNT}"))[0]
-    assert seen == "[tool] (bash)\nforwarder.py\nreference_agent.py\ntask.md\n[exit code: 0]"
+    assert seen == "[tool] (bash)\nreference_agent.py\ntask.md\n[exit code: 0]"
     # The waiting containers hold nothing of an episode yet (the step started the episode's grading container too).
     def pooled():
         return [c for c in own_containers(docker_client) if c.labels.get(LABEL_ROLE) != "grading"]

@@ -27,10 +27,13 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -216,6 +219,42 @@ def test_whether_a_sandbox_listens_on_tcp_is_read_from_outside_or_not_at_all(tar
         assert answer is listening or (answer is None and target.id == "podman-rootless"), answer
     finally:
         sandbox.remove()
+
+
+def test_a_program_in_the_sandbox_reaches_a_listener_of_this_process_on_its_own_loopback(target):
+    """Where the runtime can make it (the agent envs' channel listens there, with nothing relaying in the container):
+    a socket of this process in the sandbox's network namespace, on its loopback and not this host's, answering a
+    program of the sandbox, and not one of the sandbox's own listening services (`listens_on_tcp`). None where the
+    runtime cannot (rootless Podman without its own cgroup)."""
+    sandbox = target.runtime.start(BASE_IMAGE, role="listen-test", episode_id="listen",
+                                   limits=target.limits(network=False, disk_limit=None))
+    try:
+        namespace = os.readlink("/proc/thread-self/ns/net")
+        listener = sandbox.loopback_listener()
+        assert os.readlink("/proc/thread-self/ns/net") == os.readlink("/proc/self/ns/net") == namespace  # no thread moved
+        if listener is None:
+            assert target.id == "podman-rootless"
+            return
+        with listener:
+            port = listener.getsockname()[1]
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            assert sandbox.listens_on_tcp() is False
+            answered = threading.Thread(target=answer_once, args=(listener,), daemon=True)
+            answered.start()
+            call = (f"import socket; s = socket.create_connection(('127.0.0.1', {port})); s.sendall(b'ping'); "
+                    "print(s.recv(64).decode())")
+            result = sandbox.run(f"python3 -c {shlex.quote(call)}", timeout=30)
+            answered.join(10)
+        assert result.output.text() == "pong: ping\n", result.output.text()
+    finally:
+        sandbox.remove()
+
+
+def answer_once(listener: socket.socket) -> None:
+    connection, _ = listener.accept()
+    with connection:
+        connection.sendall(b"pong: " + connection.recv(64))
 
 
 def test_an_engine_error_at_grading_ends_the_episode_as_infra(target):

@@ -4,7 +4,8 @@ engine nested in a container of the local one, reached only over TCP (`gymenvs.c
 Nothing of this host is mounted into its containers, so what passes here went through the engine's API alone:
 images built there (the fixture images by `gymenvs swe build-images --engine`), files written and read,
 grading snapshots committed, the agent's LLM calls carried over its forwarder's exec stream (the reference
-agent's, and Claude Code's, installed there by `gymenvs swe install-agent --engine`). The base image is
+agent's, and Claude Code's, installed there by `gymenvs swe install-agent --engine`), and that forwarder's death
+ending its episode only. The base image is
 copied in from the local engine through both engines' APIs (`docker save` into `docker load`), since
 bootstrapping it again would add a minute (docs/runtimes.md has that figure). The egress allowlist needs the
 engine on this host (it is set from here, in the container's network namespace): it has no row here.
@@ -77,6 +78,24 @@ def test_the_reference_agent_reaches_its_channel_and_its_gold_patch_grades_one(e
         env.step(apply_patch(TASKS[TASK].patch))
         _, reward, terminated, truncated, info = env.step(SUBMIT)
     assert (reward, terminated, truncated) == (1.0, True, False) and ending(info) == ("model", "solved"), info.get("error")
+
+
+def test_its_calls_cross_the_forwarder_and_killing_that_ends_only_its_episode(engine):
+    """This host cannot listen in the nested engine's containers (the pid it reports is not this host's): the agent's
+    calls cross the forwarder's exec stream, and the forwarder killed ends its episode only (a local one goes on)."""
+    from ..agent.agent_support import apply_patch
+
+    with (envs_made("gymenvs/SWEAgent-v0", runtime="docker", engine=engine, call_timeout_s=60.0) as make_remote,
+          envs_made("gymenvs/SWEAgent-v0", call_timeout_s=60.0) as make_local):
+        killer, other = make_remote(), make_local()
+        killer.reset(options={"instance_id": TASK})
+        other.reset(options={"instance_id": TASK})
+        *_, truncated, info = killer.step(bash("kill -9 $GYMENVS_FORWARDER_PID; echo killed"))
+        assert truncated and "exited with code 3" in info["error"] and "cannot reach the model endpoint" in info["agent_log"]
+        assert ending(info) == ("model", "agent_exited")  # the agent's own command did it
+        other.step(apply_patch(TASKS[TASK].patch))
+        _, reward, terminated, truncated, info = other.step(SUBMIT)
+    assert (reward, terminated, truncated) == (1.0, True, False), info.get("error")
 
 
 def test_a_container_killed_from_outside_ends_the_episode_as_infra(make, engine):

@@ -10,6 +10,8 @@ reaped by a later one (`DockerRuntime.reap`).
 from __future__ import annotations
 
 import io
+import os
+import socket
 import tarfile
 import time
 import uuid
@@ -34,7 +36,7 @@ from gymenvs.container.runtime.base import (
 from gymenvs.container.runtime.docker.disk import DiskWatch
 from gymenvs.container.runtime.docker.exec import ExecStream
 from gymenvs.container.runtime.docker.layer import layer_archive, layer_changes, readable_layers
-from gymenvs.container.runtime.docker.procfs import tcp_listening
+from gymenvs.container.runtime.docker.procfs import loopback_listener, tcp_listening
 from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
 
 if TYPE_CHECKING:
@@ -116,6 +118,7 @@ class DockerSandbox:
         self._mount_points = mount_points(options)
         self._overlay_layers = overlay_layers
         self._layers: tuple[str, list[str]] | None = None
+        self._listeners: weakref.WeakSet[socket.socket] = weakref.WeakSet()  # made by `loopback_listener`
         container = self._create_explained(image, options)
         self.id: str = container.id
         self.name: str = container.name
@@ -269,7 +272,22 @@ class DockerSandbox:
         namespace, no permission) or the container is not running."""
         state = self._state()
         pid = state.get("Pid") or 0
-        return tcp_listening(pid, self.id) if state.get("Running") and pid else None
+        return tcp_listening(pid, self.id, besides=self._own_listeners()) if state.get("Running") and pid else None
+
+    def loopback_listener(self) -> socket.socket | None:
+        """A socket of this process listening on the container's own 127.0.0.1, made in its network namespace from
+        this host (`docker.procfs`); None where this process cannot enter it (another host's engine, another pid
+        namespace, no permission) or the container is not running."""
+        state = self._state()
+        pid = state.get("Pid") or 0
+        listener = loopback_listener(pid, self.id) if state.get("Running") and pid else None
+        if listener is not None:
+            self._listeners.add(listener)
+        return listener
+
+    def _own_listeners(self) -> frozenset[int]:
+        """The inodes of the listeners of `loopback_listener` still open (not the sandbox's own: `listens_on_tcp`)."""
+        return frozenset(os.fstat(listener.fileno()).st_ino for listener in self._listeners if listener.fileno() >= 0)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
