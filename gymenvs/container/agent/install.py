@@ -10,6 +10,8 @@ packages, for Linux x86_64 with glibc, from the registry npm is configured with,
 tree (its tarballs in npm's cache beside it, so a second machine set-up or `--force` reuses them);
 the derived image is the task image plus a copy of that tree at /opt/gymenvs-agents/<agent>
 (one `COPY`, no network, no build stage). No package script runs, on the host or in the image.
+An agent whose spec names an `npm_bundle` gets that module bundled in the tree before the copy, by esbuild (pinned,
+installed by npm into the same cache): one module and its lazily loaded chunks, beside the original, which stays.
 
 The derived image's name is the task image's with "-<agent>-<version>" added to its tag
 (`specs.derived_image`), so the task image itself is never changed.
@@ -51,6 +53,12 @@ LABEL gymenvs.agent="{name}"
 """
 #: npm installs the optional platform packages of this platform, whatever the host's.
 _NPM_PLATFORM = ("--os=linux", "--cpu=x64", "--libc=glibc")
+#: The bundler of `AgentSpec.npm_bundle`, for the host's own platform (it runs here).
+_ESBUILD = "esbuild@0.25.12"
+# A module bundled as ES loses CommonJS's `require`, which the CommonJS packages in it call (Node's built-ins
+# among them): each output file makes its own from its location.
+_REQUIRE_BANNER = ('import { createRequire as __gymenvsRequire } from "node:module"; '
+                   'const require = __gymenvsRequire(import.meta.url);')
 
 
 def default_cache() -> Path:
@@ -193,6 +201,41 @@ def npm_tree(spec: AgentSpec, cache: Path) -> Path:
         raise ImageBuildError(f"npm could not install {' '.join(spec.npm_packages)}:\n{result.stderr[-2000:]}")
     for path in spec.npm_prune:
         shutil.rmtree(tree / path, ignore_errors=True)
+    if spec.npm_bundle is not None:
+        bundle_module(tree / "node_modules" / spec.npm_bundle, external=spec.npm_bundle_external, cache=cache)
     (tree / ".dockerignore").write_text(".complete\n.dockerignore\n.Dockerfile.*\npackage.json\npackage-lock.json\n")
     (tree / ".complete").touch()
     return tree
+
+
+def bundle_module(entry: Path, *, external: tuple[str, ...], cache: Path) -> Path:
+    """`entry` (an ES module) and what it imports, bundled into one module beside it, `<name>.bundle.js`; what it
+    imports lazily (`import()`) goes into chunks under `chunks/` there, still loaded only when imported. The bare
+    imports in `external` are left to Node. Returns the bundle's path."""
+    esbuild = _esbuild(cache)
+    command = [*esbuild, entry.name, "--bundle", "--splitting", "--format=esm", "--platform=node", "--outdir=.",
+               "--entry-names=[name].bundle", "--chunk-names=chunks/[name]-[hash]", "--log-level=error",
+               f"--banner:js={_REQUIRE_BANNER}", *(f"--external:{name}" for name in external)]
+    result = subprocess.run(command, cwd=entry.parent, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ImageBuildError(f"esbuild could not bundle {entry}:\n{result.stderr[-2000:]}")
+    return entry.with_name(f"{entry.stem}.bundle.js")
+
+
+def _esbuild(cache: Path) -> list[str]:
+    """The command running `_ESBUILD`, installed by npm into `cache`/tools once (its package's own launcher, which
+    finds the binary of the host's platform package: no install script needed)."""
+    tool = cache / "tools" / _ESBUILD.replace("@", "-")
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        raise ImageBuildError("bundling an agent needs Node.js and npm on the host; they are not both on the PATH")
+    if not (tool / ".complete").exists():
+        shutil.rmtree(tool, ignore_errors=True)
+        tool.mkdir(parents=True)
+        result = subprocess.run([npm, "install", "--prefix", str(tool), "--cache", str(cache / "tarballs"),
+                                 "--prefer-offline", "--no-save", "--no-audit", "--no-fund", "--ignore-scripts",
+                                 "--loglevel=error", _ESBUILD], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise ImageBuildError(f"npm could not install {_ESBUILD}:\n{result.stderr[-2000:]}")
+        (tool / ".complete").touch()
+    return [node, str(tool / "node_modules" / "esbuild" / "bin" / "esbuild")]

