@@ -8,13 +8,16 @@ at the end. Measured, in rounds that alternate so that other work on the machine
 
 1. The channel's transport alone, on the local engine: the pinger agent (it only calls) in a task container, a
    driver answering each call with a fixed reply; the time from an answer to the next request, for
-   - "exec stream": what gymenvs uses, the forwarder carrying the agent's connections over its `docker exec`
-     session's stdin and stdout (`gymenvs.container.agent.bridge`);
+   - "exec stream": what gymenvs uses where it cannot listen on the container's loopback itself (a remote engine,
+     rootless Podman), the forwarder carrying the agent's connections over its `docker exec` session's stdin and
+     stdout (`gymenvs.container.agent.bridge`);
    - "bind mount": the transport before it, rebuilt here for comparison: the channel's directory bind-mounted
      into the container and a relay from TCP to its unix socket in it (`BIND_RELAY`).
 2. For each engine (Docker local and remote, and the rootful and rootless Podman services .ci/setup starts, where
-   they answer): the intercepted-call round trip through SWEAgent-v0 (`env.step`, with the pinger), and `true`
-   through SWE-v0's `bash` (the persistent shell) and as `Sandbox.run` (one engine exec).
+   they answer): the intercepted-call round trip through SWEAgent-v0 (`env.step`, with the pinger: on the
+   container's loopback for Docker local and rootful Podman, `Sandbox.loopback_listener`; through the forwarder
+   for the others), and `true` through SWE-v0's `bash` (the persistent shell) and as `Sandbox.run` (one engine
+   exec).
 
 Needs the local engine with the base image (`gymenvs swe build-images`), root (the nested engine mounts the cgroup
 hierarchies), and the apt mirror reachable from a container (to build the nested engine's image once). Prints
