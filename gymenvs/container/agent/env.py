@@ -336,8 +336,9 @@ class AgentEnv(ContainerEnv):
 
     def _release(self, wait: bool = True) -> None:
         """Close the channel (removing its directory), stop the agent and remove its container (`wait=False`:
-        the container's removal and the joins of the forwarder's bridge's and the agent's threads, which poll their streams
-        every 0.2 s, in the background, as a reset does, so that it need not wait for them; `close` does)."""
+        the container's removal, the endpoint's close and the agent's thread's join (a forwarder's bridge and that
+        thread poll their streams every 0.2 s) in the background, as a reset does, so that it need not wait for them;
+        `close` does)."""
         if self._channel is not None:
             self._channel.close()
         endpoint, agent = self._endpoint, self._agent
