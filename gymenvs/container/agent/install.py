@@ -188,17 +188,7 @@ def npm_tree(spec: AgentSpec, cache: Path) -> Path:
     tree = cache / "trees" / (spec.image_suffix or spec.name)
     if (tree / ".complete").exists():
         return tree
-    npm = shutil.which("npm")
-    if npm is None:
-        raise ImageBuildError(f"installing {spec.name} needs npm on the host (Node.js's package manager); none is on the PATH")
-    shutil.rmtree(tree, ignore_errors=True)
-    tree.mkdir(parents=True)
-    command = [npm, "install", "--prefix", str(tree), "--cache", str(cache / "tarballs"), "--prefer-offline", "--no-save",
-               "--no-audit", "--no-fund", "--omit=dev", "--ignore-scripts", "--loglevel=error", *_NPM_PLATFORM,
-               *spec.npm_packages]
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise ImageBuildError(f"npm could not install {' '.join(spec.npm_packages)}:\n{result.stderr[-2000:]}")
+    npm_install(tree, spec.npm_packages, cache=cache, platform=_NPM_PLATFORM, why=f"installing {spec.name}")
     for path in spec.npm_prune:
         shutil.rmtree(tree / path, ignore_errors=True)
     if spec.npm_bundle is not None:
@@ -226,16 +216,27 @@ def _esbuild(cache: Path) -> list[str]:
     """The command running `_ESBUILD`, installed by npm into `cache`/tools once (its package's own launcher, which
     finds the binary of the host's platform package: no install script needed)."""
     tool = cache / "tools" / _ESBUILD.replace("@", "-")
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        raise ImageBuildError("bundling an agent needs Node.js and npm on the host; they are not both on the PATH")
+    node = shutil.which("node")
+    if node is None:
+        raise ImageBuildError("bundling an agent needs Node.js on the host; none is on the PATH")
     if not (tool / ".complete").exists():
-        shutil.rmtree(tool, ignore_errors=True)
-        tool.mkdir(parents=True)
-        result = subprocess.run([npm, "install", "--prefix", str(tool), "--cache", str(cache / "tarballs"),
-                                 "--prefer-offline", "--no-save", "--no-audit", "--no-fund", "--ignore-scripts",
-                                 "--loglevel=error", _ESBUILD], capture_output=True, text=True)
-        if result.returncode != 0:
-            raise ImageBuildError(f"npm could not install {_ESBUILD}:\n{result.stderr[-2000:]}")
+        npm_install(tool, (_ESBUILD,), cache=cache, platform=(), why="bundling an agent")
         (tool / ".complete").touch()
     return [node, str(tool / "node_modules" / "esbuild" / "bin" / "esbuild")]
+
+
+def npm_install(prefix: Path, packages: tuple[str, ...], *, cache: Path, platform: tuple[str, ...], why: str) -> None:
+    """`packages` installed by the host's npm into the empty folder `prefix` (made anew), without their dev
+    dependencies or any package script, their tarballs kept in `cache`/tarballs; `platform`: npm's platform options
+    (none: the host's)."""
+    npm = shutil.which("npm")
+    if npm is None:
+        raise ImageBuildError(f"{why} needs npm on the host (Node.js's package manager); none is on the PATH")
+    shutil.rmtree(prefix, ignore_errors=True)
+    prefix.mkdir(parents=True)
+    command = [npm, "install", "--prefix", str(prefix), "--cache", str(cache / "tarballs"), "--prefer-offline",
+               "--no-save", "--no-audit", "--no-fund", "--omit=dev", "--ignore-scripts", "--loglevel=error", *platform,
+               *packages]
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ImageBuildError(f"npm could not install {' '.join(packages)}:\n{result.stderr[-2000:]}")

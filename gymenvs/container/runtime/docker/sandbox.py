@@ -118,7 +118,7 @@ class DockerSandbox:
         self._mount_points = mount_points(options)
         self._overlay_layers = overlay_layers
         self._layers: tuple[str, list[str]] | None = None
-        self._listeners: weakref.WeakSet[socket.socket] = weakref.WeakSet()  # made by `loopback_listener`
+        self._own_sockets: set[int] = set()  # the inodes of `loopback_listener`'s sockets
         container = self._create_explained(image, options)
         self.id: str = container.id
         self.name: str = container.name
@@ -270,24 +270,23 @@ class DockerSandbox:
         """Whether a process of the running container listens on a TCP port, read on this host (`docker.procfs`:
         nothing runs in the container); None where this process cannot read it (another host's engine, another pid
         namespace, no permission) or the container is not running."""
-        state = self._state()
-        pid = state.get("Pid") or 0
-        return tcp_listening(pid, self.id, besides=self._own_listeners()) if state.get("Running") and pid else None
+        pid = self._init_pid()
+        return tcp_listening(pid, self.id, besides=frozenset(self._own_sockets)) if pid else None
 
     def loopback_listener(self) -> socket.socket | None:
         """A socket of this process listening on the container's own 127.0.0.1, made in its network namespace from
         this host (`docker.procfs`); None where this process cannot enter it (another host's engine, another pid
         namespace, no permission) or the container is not running."""
-        state = self._state()
-        pid = state.get("Pid") or 0
-        listener = loopback_listener(pid, self.id) if state.get("Running") and pid else None
-        if listener is not None:
-            self._listeners.add(listener)
+        pid = self._init_pid()
+        listener = loopback_listener(pid, self.id) if pid else None
+        if listener is not None:  # not one of the sandbox's own listening sockets (`listens_on_tcp`)
+            self._own_sockets.add(os.fstat(listener.fileno()).st_ino)
         return listener
 
-    def _own_listeners(self) -> frozenset[int]:
-        """The inodes of the listeners of `loopback_listener` still open (not the sandbox's own: `listens_on_tcp`)."""
-        return frozenset(os.fstat(listener.fileno()).st_ino for listener in self._listeners if listener.fileno() >= 0)
+    def _init_pid(self) -> int | None:
+        """The host pid of the running container's init, as the engine reports it (None if not running)."""
+        state = self._state()
+        return (state.get("Pid") or None) if state.get("Running") else None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
