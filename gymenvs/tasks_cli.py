@@ -36,7 +36,7 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     regrade = commands.add_parser("regrade", help="grade stored episodes again with the current grader and tasks, "
                                   "without the agent (SWE: their diff; Harbor: the snapshot kept with keep_snapshots=True "
                                   "while its image is there, else the changed files kept with keep_changes=True); "
-                                  "prints each episode's reward then and now")
+                                  "prints each episode's reward then and now (exit code 1 if one could not be graded)")
     regrade.add_argument("trajectories", type=Path, help="a trajectory file, or a folder of them (searched at any depth)")
     regrade.add_argument("--dataset", default="fixtures", help="where the episodes' tasks are, as for validate "
                          "(default: the fixtures)")
@@ -44,7 +44,8 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
                          help="harbor or swe; auto (default): the family of the episodes' env")
     regrade.add_argument("--split", help="dataset split (default: the only one, or test)")
     regrade.add_argument("--workers", type=int, default=2, help="episodes graded at once (default 2)")
-    regrade.add_argument("--changed-only", action="store_true", help="print only the episodes whose reward changed")
+    regrade.add_argument("--changed-only", action="store_true",
+                         help="print only the episodes whose reward changed, or that could not be graded")
     add_runtime_options(regrade)
     regrade.set_defaults(run=run_regrade)
 
@@ -168,13 +169,14 @@ def run_regrade(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     def report(result: Regraded) -> None:
-        if result.changed or not args.changed_only:
+        if result.changed or result.failed or not args.changed_only:
             print(result.line(), flush=True)
 
     results = regrade_episodes(episodes, family, runtime_of(args), workers=args.workers, on_done=report)
-    changed = sum(result.changed for result in results)
-    print(f"{len(results)} episodes graded again: {changed} changed, {len(results) - changed} the same")
-    return 0
+    changed, failed = sum(result.changed for result in results), sum(result.failed for result in results)
+    print(f"{len(results)} episodes graded again: {changed} changed, {len(results) - changed - failed} the same, "
+          f"{failed} could not be graded")
+    return 1 if failed else 0
 
 
 def _family_options(args: argparse.Namespace, family_class: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from gymenvs.container.family import Grade, Task, TaskFamily
 from gymenvs.container.runtime import Runtime, SandboxError
+from gymenvs.core.outcomes import EndedBy
 
 #: The env of a trajectory names its family, when `--format` does not.
 FAMILY_OF_ENV = {"gymenvs/SWE-v0": "swe", "gymenvs/SWEAgent-v0": "swe", "gymenvs/Terminal-v0": "harbor",
@@ -49,21 +50,26 @@ class StoredEpisode:
 
 @dataclass(frozen=True)
 class Regraded:
-    """An episode graded again: its reward then and now, and why now (the grade's summary, as the agent reads it)."""
+    """An episode graded again: its reward then and now, and why now (the grade's summary, as the agent reads it).
+    A grading that could not run (the engine failed, the tests timed out) is an error, never a changed reward."""
 
     episode: StoredEpisode
     grade: Grade | None
     error: str | None = None
 
     @property
+    def failed(self) -> bool:
+        return self.grade is None or self.grade.outcome == EndedBy.INFRA
+
+    @property
     def changed(self) -> bool:
-        return self.grade is None or self.grade.reward != self.episode.reward
+        return not self.failed and self.grade is not None and self.grade.reward != self.episode.reward
 
     def line(self) -> str:
-        now = "error" if self.grade is None else f"{self.grade.reward:g}"
+        now = "error" if self.failed or self.grade is None else f"{self.grade.reward:g}"
         why = self.error if self.grade is None else " ".join((self.grade.summary or self.grade.reason).split())
-        return (f"{self.episode.path.name}\t{self.episode.instance_id}\t{self.episode.reward:g} -> {now}\t"
-                f"{'changed' if self.changed else 'same'}\t{why}")
+        status = "error" if self.failed else "changed" if self.changed else "same"
+        return f"{self.episode.path.name}\t{self.episode.instance_id}\t{self.episode.reward:g} -> {now}\t{status}\t{why}"
 
 
 def trajectory_files(path: Path) -> list[Path]:

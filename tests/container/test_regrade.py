@@ -17,7 +17,8 @@ import gymnasium as gym
 import pytest
 from swe.swe_support import FIXTURE_IDS
 
-from gymenvs.container.regrading import StoredEpisode
+from gymenvs.container.regrading import StoredEpisode, regrade_episodes
+from gymenvs.swe.family import SWEFamily
 from gymenvs.swe.tasks import FIXTURES
 from gymenvs.swe.tasks.tasks import fixtures_path as swe_fixtures
 from gymenvs.terminal.family import HarborFamily
@@ -114,6 +115,7 @@ def regrade(trajectories: Path, dataset: str | Path) -> tuple[int, dict[str, str
         timeout=600,
         cwd=ROOT,
     )
+    print(result.stdout)  # shown when a test fails: each line's last column says why its reward is what it is
     assert result.returncode == 0, result.stderr
     lines = [line.split("\t") for line in result.stdout.splitlines() if line.count("\t") >= 4]
     return len(lines), {task: f"{rewards} {status}" for _, task, rewards, status, _ in lines}
@@ -143,6 +145,14 @@ def test_swe_episodes_are_graded_again_from_their_diff(swe_images, tmp_path):
     _, lines = regrade(folder, changed)
     assert lines[rows[0]["instance_id"]] == "1 -> 0 changed"
     assert [value for task, value in lines.items() if task != rows[0]["instance_id"]] == ["1 -> 1 same"] * 3
+
+
+def test_a_grading_that_could_not_run_is_an_error_and_never_a_changed_reward(swe_images, runtime, tmp_path):
+    task = TASKS[FIXTURE_IDS[0]]  # its gold patch, graded with too little time for its tests to finish
+    episode = StoredEpisode(tmp_path / "episode.json", "gymenvs/SWE-v0", task.instance_id, 1.0, {"patch": task.patch})
+    [result] = regrade_episodes([episode], SWEFamily(grading_timeout_s=0.01), runtime)
+    assert result.failed and not result.changed
+    assert "\t1 -> error\terror\tGrading: timeout." in result.line() and "did not finish in 0.01 s" in result.line()
 
 
 def test_terminal_episodes_are_graded_again_from_the_snapshot_they_kept(terminal_images, docker_client, tmp_path):
@@ -222,7 +232,8 @@ def test_an_episode_that_kept_no_snapshot_says_so(terminal_images, tmp_path):
         timeout=300,
         cwd=ROOT,
     )
-    assert (
-        "error\tchanged\tgymenvs/edit-config: the episode kept no snapshot and no changed files to grade again "
+    assert result.returncode == 1 and (
+        "0 -> error\terror\tgymenvs/edit-config: the episode kept no snapshot and no changed files to grade again "
         "(run it with keep_snapshots=True or keep_changes=True)" in result.stdout
     )
+    assert result.stdout.endswith("1 episodes graded again: 0 changed, 0 the same, 1 could not be graded\n")
