@@ -26,7 +26,7 @@ from gymenvs.container.runtime.base import SandboxError
 from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
 
 _PROJECT_LABEL = "com.docker.compose.project"
-_SERVICE_LABEL = "com.docker.compose.service"
+SERVICE_LABEL = "com.docker.compose.service"
 _ROLE = "sidecar"
 _POLL_S = 0.2
 #: Seconds a compose command may take (pulling nothing, building nothing).
@@ -113,7 +113,7 @@ class DockerSidecars:
 
     def _states(self) -> dict[str, dict[str, Any]]:
         """Each service's container state (the engine's inspect `State`), by service name."""
-        return {c.labels.get(_SERVICE_LABEL): c.attrs["State"] for c in self._containers()}
+        return {c.labels.get(SERVICE_LABEL): c.attrs["State"] for c in self._containers()}
 
     def _wait(self, wait_for: Mapping[str, str], deadline: float) -> None:
         """Poll until each service meets its condition, as compose's `depends_on` means it."""

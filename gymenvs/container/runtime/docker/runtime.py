@@ -118,6 +118,8 @@ class DockerRuntime:
         elif limits.network and limits.allowed_hosts is not None:
             egress = self._egress(limits)
             options["extra_hosts"] = egress.pinned
+        if network_of is None and limits.network_name is not None:
+            options["extra_hosts"] = {**options.get("extra_hosts", {}), **self._sidecar_hosts(limits.network_name)}
         with self._starting_one():
             sandbox = DockerSandbox(self, self.client, image, options, limits=limits, workdir=workdir,
                                     freezes=self.can_freeze, disk_watch=self.disk_watch,
@@ -129,6 +131,10 @@ class DockerRuntime:
                 sandbox.remove()
                 raise
         return sandbox
+
+    def _sidecar_hosts(self, network: str) -> dict[str, str]:
+        """Names of the sidecars on `network` to pin in a joining sandbox's /etc/hosts: none, the engine's DNS answers."""
+        return {}
 
     def _egress(self, limits: Limits) -> Egress:
         """The allowlist of `limits`, plus the sidecars' network the sandbox joins (they are part of its task)."""

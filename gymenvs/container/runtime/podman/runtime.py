@@ -7,6 +7,8 @@ Podman serves the Docker engine API (`podman system service`), and the docker SD
 - Docker's variables (`DOCKER_HOST`, its TLS settings) are not read: `CONTAINER_HOST` is Podman's;
 - a compose sidecar's healthcheck never runs where the engine has no systemd (Podman runs healthchecks from
   systemd timers), so gymenvs runs them itself while the project starts (`PodmanSidecars`);
+- its DNS server drops lookups while it reloads, on any container's start or stop: a sandbox that joins the
+  sidecars' network gets their names in its /etc/hosts (`_sidecar_hosts`);
 - a rootless engine sets a resource limit only through a cgroup controller delegated to its user, and on cgroup v1
   none is: Podman then drops the limit, and its Docker API still claims it (`/info`, `HostConfig`). So the engine's
   own API (libpod's info) is asked, once it answers, which limits it can set: the others are `unenforced`, and a
@@ -24,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from gymenvs.container.runtime.base import SandboxError
+from gymenvs.container.runtime.docker.compose import SERVICE_LABEL
 from gymenvs.container.runtime.docker.runtime import DockerRuntime
 from gymenvs.container.runtime.podman.sidecars import PodmanSidecars
 
@@ -97,6 +100,21 @@ class PodmanRuntime(DockerRuntime):
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "rootless": self.rootless, "cgroup_version": self.cgroup_version}
+
+    def _sidecar_hosts(self, network: str) -> dict[str, str]:
+        """Each sidecar's names on `network` (its service, container name and aliases) -> its address there.
+
+        Podman's DNS server (aardvark-dns, up to 1.8) drops its sockets while it reloads, which it does each time a
+        container of any DNS network starts or stops: a lookup then fails with no answer at all. Pinned in the
+        sandbox's /etc/hosts, the sidecars' names need no DNS, as the egress allowlist's hosts need none."""
+        hosts = {}
+        for container in self.client.containers.list(filters={"network": network}):
+            settings = (container.attrs["NetworkSettings"]["Networks"] or {}).get(network) or {}
+            address = settings.get("IPAddress")
+            if address:
+                names = [container.labels.get(SERVICE_LABEL), container.name, *(settings.get("Aliases") or [])]
+                hosts.update({name: address for name in names if name and name != container.id[:12]})
+        return hosts
 
     def import_image(self, chunks: Iterable[bytes], repository: str, tag: str, changes: list[str]) -> None:
         """As `DockerRuntime.import_image`, then named `repository:tag` (Podman names an import `repository:latest`)."""
