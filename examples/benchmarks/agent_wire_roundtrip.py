@@ -3,10 +3,11 @@ env's side: the policy's reply (one tool call) is handed over, translated into t
 (server-sent events when it streams), the agent receives it and sends its next request, which the
 channel translates back into the internal form, and the env has it.
 
-    python examples/benchmarks/agent_wire_roundtrip.py [--calls 1000]
+    python examples/benchmarks/agent_wire_roundtrip.py [--calls 1000] [--history-kb 0]
 
 Three rows per format, each the same agent (examples/benchmarks/agents/wire_pinger.py, one keep-alive
-connection, stdlib only):
+connection, stdlib only), whose every request is a first turn's, or with `--history-kb N` carries about N KB of
+earlier turns as a later turn's does:
 
 1. gymenvs/SWEAgent-v0 with the agent in the task container, with no network: its calls reach a listener of
    this process on the container's loopback (or, where the runtime cannot make one, cross the in-container
@@ -46,7 +47,12 @@ PINGER = Path(__file__).parent / "agents" / "wire_pinger.py"
 REPLY = {"name": "bash", "arguments": {"command": "ls"}}
 
 
-def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float, list[float], str]:
+def pinger_environment(wire: str, stream: bool, history_kb: int) -> dict[str, str]:
+    """The pinger's settings: its wire format, whether it streams, and the KB of history its requests carry."""
+    return {"GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0", "GYMENVS_HISTORY_KB": str(history_kb)}
+
+
+def round_trips(wire: str, stream: bool, calls: int, history_kb: int = 0) -> tuple[list[float], float, list[float], str]:
     """Each of `calls` round trips once the grading container has started, the CPU time this process spent on them,
     the round trips made while it started (from the first step), and the calls' `route`."""
     from gymenvs.container.agent.env import AgentEnv
@@ -57,7 +63,7 @@ def round_trips(wire: str, stream: bool, calls: int) -> tuple[list[float], float
         f"wire-pinger-{wire}",
         command="exec python3 /run/gymenvs/wire_pinger.py",
         files=(str(PINGER),),
-        environment={"GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0", "GYMENVS_PINGS": str(_ENOUGH)},
+        environment={**pinger_environment(wire, stream, history_kb), "GYMENVS_PINGS": str(_ENOUGH)},
     )
     env = AgentEnv(family=SWEFamily, agent=pinger, max_turns=_ENOUGH)
     try:
@@ -89,7 +95,7 @@ def _grading_container_starting() -> bool:
     return any(thread.name == "gymenvs-grading-ahead" for thread in threading.enumerate())
 
 
-def channel_on_host(wire: str, stream: bool, calls: int) -> tuple[list[float], float]:
+def channel_on_host(wire: str, stream: bool, calls: int, history_kb: int = 0) -> tuple[list[float], float]:
     """The agent on the host calling a gymenvs channel on its unix socket; this thread answers each call, translated
     into the agent's format as the env does. Each call's round trip, and this process's CPU time on them all."""
     from gymenvs.container.agent.channel import AgentRequest, LLMChannel
@@ -98,7 +104,7 @@ def channel_on_host(wire: str, stream: bool, calls: int) -> tuple[list[float], f
     channel = LLMChannel(model_name="m")
     process = subprocess.Popen([sys.executable, str(PINGER)], env={
         **os.environ, "GYMENVS_SOCKET": str(channel.socket_path), "GYMENVS_API_KEY": channel.token,
-        "GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0", "GYMENVS_PINGS": str(calls + 1)})
+        **pinger_environment(wire, stream, history_kb), "GYMENVS_PINGS": str(calls + 1)})
 
     def next_call() -> Any:
         event = channel.next_event(30)
@@ -141,6 +147,7 @@ def reply_bytes(wire: str, raw: dict) -> tuple[bytes, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--history-kb", type=int, default=0, help="KB of earlier turns in each request (default 0)")
     args = parser.parse_args()
     import gymenvs
 
@@ -148,12 +155,12 @@ def main() -> None:
     for wire in ("chat", "responses", "anthropic"):
         for stream in (False, True):
             kind = f"{wire:<10} {'streamed' if stream else 'whole':<9}"
-            times, cpu, starting, way = round_trips(wire, stream, args.calls)
+            times, cpu, starting, way = round_trips(wire, stream, args.calls, args.history_kb)
             print(summary(f"{kind} gymenvs (container, {way})", times, cpu), flush=True)
             print(summary(f"{kind}   (the same, while its grading container started)", starting), flush=True)
-            print(summary(f"{kind} gymenvs channel on its unix socket (host)", *channel_on_host(wire, stream, args.calls)),
-                  flush=True)
-            baseline = aiohttp_on_loopback(args.calls, PINGER, {"GYMENVS_WIRE": wire, "GYMENVS_STREAM": "1" if stream else "0"},
+            on_host = channel_on_host(wire, stream, args.calls, args.history_kb)
+            print(summary(f"{kind} gymenvs channel on its unix socket (host)", *on_host), flush=True)
+            baseline = aiohttp_on_loopback(args.calls, PINGER, pinger_environment(wire, stream, args.history_kb),
                                            answer=lambda raw, wire=wire: reply_bytes(wire, raw))
             print(summary(f"{kind} aiohttp on TCP loopback (host)", baseline), flush=True)
     print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()))

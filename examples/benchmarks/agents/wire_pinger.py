@@ -1,6 +1,7 @@
 """An agent that only calls, in one wire format: GYMENVS_PINGS requests over one keep-alive connection
 (stdlib only). GYMENVS_WIRE = chat | responses | anthropic; GYMENVS_STREAM=1 asks for server-sent events.
-Each request carries a system prompt, the task and one tool, as a coding agent's first turn does.
+Each request carries a system prompt, the task and one tool, as a coding agent's first turn does; with
+GYMENVS_HISTORY_KB=N, also about N KB of earlier turns before the task, as a later turn does.
 It connects to GYMENVS_ORIGIN, or to the unix socket GYMENVS_SOCKET when that is set (an agent on the host
 calling its episode's channel)."""
 
@@ -44,7 +45,20 @@ if os.environ.get("GYMENVS_SOCKET"):
 else:
     url = urllib.parse.urlparse(os.environ["GYMENVS_ORIGIN"])
     connection = http.client.HTTPConnection(url.hostname, url.port)
+
+
+def with_history(body, kilobytes):
+    """`body` with about `kilobytes` KB of earlier user and assistant turns before its last message."""
+    turns = []
+    for number in range(max(0, kilobytes)):  # a turn pair of about 1 KB each
+        turns += [{"role": "user", "content": f"Output of step {number}:\n" + "x" * 500},
+                  {"role": "assistant", "content": f"Step {number + 1}: " + "y" * 480}]
+    key = "input" if WIRE == "responses" else "messages"
+    return {**body, key: [*body[key][:-1], *turns, body[key][-1]]}
+
+
 path, body = BODIES[WIRE]
+body = with_history(body, int(os.environ.get("GYMENVS_HISTORY_KB", "0")))
 data = json.dumps(body)
 headers = {"Authorization": "Bearer " + os.environ["GYMENVS_API_KEY"], "Content-Type": "application/json"}
 for _ in range(int(os.environ.get("GYMENVS_PINGS", "1000"))):

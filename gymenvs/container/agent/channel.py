@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from gymenvs.container.agent.connection import AgentConnection, Call, Transport
+from gymenvs.container.agent.messages import PromptPieces
 from gymenvs.container.agent.wire import SIDE_MODEL
 from gymenvs.container.reaper import owned_directory
 
@@ -82,6 +83,8 @@ class LLMChannel:
         self.side_model = side_model
         #: Each answered Responses call's conversation, by response id (`previous_response_id`).
         self.conversations: dict[str, list] = {}
+        #: The text pieces of the requests' messages, counted as each call is answered (`Reply.prompt_tokens`).
+        self.prompt_pieces = PromptPieces()
         self.max_request_bytes = max_request_bytes
         self.max_connections = max_connections
         self.read_timeout = read_timeout

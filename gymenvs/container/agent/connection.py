@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hmac
 import http
-import json
 import threading
 import time
 from collections import deque
@@ -27,6 +26,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 import httptools
+import orjson
 
 from gymenvs.container.agent.wire import WireError, route, side_call_kind
 from gymenvs.container.agent.wire import anthropic as anthropic_wire
@@ -287,8 +287,8 @@ class AgentConnection:
     def _call(self, where: Any, headers: dict[str, str], body: bytes) -> Call | str:
         """The request as a `Call` in the internal form, or why it cannot be read."""
         try:
-            raw = json.loads(body)
-        except (ValueError, RecursionError) as exc:
+            raw = orjson.loads(body)
+        except ValueError as exc:  # orjson's error is a JSONDecodeError, as json's; nesting past 1024 levels too
             return f"the body is not JSON ({exc})"
         try:
             request = where.wire.request(raw, self._channel.conversations)
@@ -324,7 +324,7 @@ class AgentConnection:
         self._channel.fail(f"malformed request: {message}")
 
     def _send(self, status: int, payload: dict[str, Any], *, close: bool = False) -> None:
-        self._respond(status, json.dumps(payload).encode(), _JSON, close=close)
+        self._respond(status, orjson.dumps(payload), _JSON, close=close)
 
     def _respond(self, status: int, data: bytes, content_type: str | None, *, close: bool = False) -> None:
         """One reply, in one write; then the connection ends (when asked, when the request asked, once the channel

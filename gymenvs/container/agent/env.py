@@ -234,7 +234,10 @@ class AgentEnv(ContainerEnv):
 
     def _respond(self, call: Call, reply: Reply) -> tuple[dict[str, Any], Message]:
         """`reply` in the format `call` came in, and as an assistant message of the internal form."""
-        return respond(call.wire, call.body, call.raw or {}, reply, self.config.model_name, self._episode_channel.conversations)
+        channel = self._episode_channel
+        if not reply.prompt_tokens:  # the usage the agent is told, where the policy gave none
+            reply.prompt_tokens = channel.prompt_pieces.count(call.body.get("messages") or [])
+        return respond(call.wire, call.body, call.raw or {}, reply, self.config.model_name, channel.conversations)
 
     def _record(self, call: Call, status: int, payload: dict[str, Any], started: float, replied: float) -> None:
         """Keep the call and its answer, with how long the agent took to send it (since its previous reply, or its

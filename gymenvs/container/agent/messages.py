@@ -46,6 +46,26 @@ def count_rendered_pieces(messages: Sequence[dict[str, Any]]) -> int:
     return sum(_block_pieces(_block(message)) for message in messages)
 
 
+class PromptPieces:
+    """`count_rendered_pieces` of one episode's successive requests. An agent resends its whole history at every
+    call: the messages up to where a request first differs from the one before are not counted again (comparing
+    them costs a small part of rendering them), and the rest go through the per-block memo."""
+
+    def __init__(self) -> None:
+        self._messages: list[dict[str, Any]] = []
+        self._counts: list[int] = []
+
+    def count(self, messages: Sequence[dict[str, Any]]) -> int:
+        same = 0
+        for before, now in zip(self._messages, messages):
+            if before != now:
+                break
+            same += 1
+        self._counts = self._counts[:same] + [_block_pieces(_block(message)) for message in messages[same:]]
+        self._messages = list(messages)
+        return sum(self._counts)
+
+
 _BLOCK_COUNTS: dict[bytes, int] = {}  # text pieces by a digest of the block: bounded, cleared when full
 _BLOCK_COUNTS_MAX = 1 << 16
 

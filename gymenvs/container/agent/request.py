@@ -78,8 +78,9 @@ def with_tool_names(messages: Sequence[Message]) -> list[Message]:
 
 
 def extends(history: Sequence[Message], messages: Sequence[Message]) -> bool:
-    """Whether `messages` starts with `history` (compared by what each message says)."""
-    return len(messages) >= len(history) and all(canonical(a) == canonical(b) for a, b in zip(history, messages))
+    """Whether `messages` starts with `history` (compared by what each message says; a message sent again as it was
+    needs no more than the comparison of the two)."""
+    return len(messages) >= len(history) and all(a == b or canonical(a) == canonical(b) for a, b in zip(history, messages))
 
 
 def canonical(message: Mapping[str, Any]) -> tuple:

@@ -14,7 +14,7 @@ import pytest
 from openai.types.chat import ChatCompletion
 
 from gymenvs.container.agent.channel import AgentRequest, ChannelError, LLMChannel
-from gymenvs.container.agent.messages import count_rendered_pieces, count_text_pieces, render
+from gymenvs.container.agent.messages import PromptPieces, count_rendered_pieces, count_text_pieces, render
 from gymenvs.container.agent.wire import Reply, ReplyCall, respond
 from gymenvs.container.agent.wire import chat as chat_wire
 from gymenvs.container.reaper import reap_directories
@@ -223,17 +223,21 @@ def test_a_reply_is_an_openai_chat_completion_with_usage_counted_in_text_pieces(
 
 
 def test_a_history_sent_again_is_counted_as_its_rendered_text_is():
-    """The prompt's count is remembered per message; it stays the count of the rendered history, as the history grows,
-    is sent again or changes (a message edited in place, names, tool calls, text parts, a lone surrogate)."""
+    """The prompt's count is remembered per message, and an episode's (`PromptPieces`) from where its request first
+    differs from the one before; it stays the count of the rendered history, as the history grows, is sent again or
+    changes (a message edited in place, names, tool calls, text parts, a lone surrogate)."""
     history = [{"role": "system", "content": "You fix bugs. " * 40},
                {"role": "user", "content": [{"type": "text", "text": "Fix it."}, {"type": "text", "text": "\ud800 now"}]},
                {"role": "assistant", "content": None,
                 "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
                {"role": "tool", "name": "bash", "tool_call_id": "c1", "content": "a.py\nb.py"}]
-    for length in (1, 2, 3, 4, 4, 2):
-        assert count_rendered_pieces(history[:length]) == count_text_pieces(render(history[:length]))
+    episode = PromptPieces()
+    for length in (1, 2, 3, 4, 4, 2, 4):
+        expected = count_text_pieces(render(history[:length]))
+        assert count_rendered_pieces(history[:length]) == episode.count(history[:length]) == expected
     history[0] = {"role": "system", "content": "You fix bugs! " * 40}
-    assert count_rendered_pieces(history) == count_text_pieces(render(history)) == 163 + 53  # 163 in the first
+    assert count_rendered_pieces(history) == episode.count(history) == count_text_pieces(render(history)) == 163 + 53
+    assert episode.count(history[1:]) == 53 and episode.count([]) == 0  # 163 in the first
 
 
 def test_usage_the_policy_counted_is_passed_on_unchanged():
