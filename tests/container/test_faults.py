@@ -331,7 +331,8 @@ def test_a_grpo_step_whose_grading_is_killed_trains_on_the_replay_never_on_a_fau
     assert own_containers(docker_client) == []
 
 
-def test_the_agent_rollout_replays_the_agent_episode_whose_grading_was_killed(swe_images, runtime, docker_client, tmp_path):
+def test_the_agent_rollout_replays_the_agent_episode_whose_grading_was_killed(swe_images, runtime, docker_client, tmp_path,
+                                                                              caplog):
     """SWEAgent-v0 through `make_rollout_func` (the agent rollout): the episode whose grading the engine killed
     ends `infra` and is replayed from the same seed; both reach TRL with the replay's verdict, no fault's 0."""
     from wrappers.trl import Sampling, TransformersGenerator, make_rollout_func
@@ -349,7 +350,9 @@ def test_the_agent_rollout_replays_the_agent_episode_whose_grading_was_killed(sw
     finally:
         rollout.close()
     assert len(killer.killed) == 1
-    assert rollout.outcome_counts == {"infra_failures": 1, "retries": 1, "dropped": 0}
+    assert rollout.outcome_counts == {"infra_failures": 1, "retries": 1, "dropped": 0}, caplog.text
+    # the replay's warning says why: the grading container the engine killed
+    assert "replaying 1 episode(s) that infrastructure or their task ended: infra (container_died)" in caplog.text
     assert sorted(episode.retries for episode in episodes) == [0, 1]
     assert all(episode.trainable and episode.outcome == "model" for episode in episodes)
     assert [episode.reward for episode in episodes] == [1.0, 1.0]  # the task always resolves: a 0 could only be the fault's

@@ -317,7 +317,8 @@ class EnvRollout:
             failed = [index for index, episode in enumerate(episodes) if not episode.trainable]
             if not failed:
                 break
-            logger.info("replaying %d episode(s) that infrastructure or their task ended", len(failed))
+            logger.warning("replaying %d episode(s) that infrastructure or their task ended: %s", len(failed),
+                           "; ".join(_why_ended(episodes[index]) for index in failed))
             replayed = self._play_once([starts[index] for index in failed], generator, renderers, max_length)
             _count_failures(replayed)
             for index, episode in zip(failed, replayed):
@@ -442,6 +443,12 @@ class EnvRollout:
         if self._writer is not None:
             self._writer.close()
         _close_all_quietly(self._vector_envs)
+
+
+def _why_ended(episode: Episode) -> str:
+    """Who ended `episode` and why, as its last `info` says (the detail shortened)."""
+    detail = str(episode.final_info.get(DETAIL_KEY) or "")
+    return f"{episode.outcome} ({episode.outcome_reason})" + (f": {detail[:300]}" if detail else "")
 
 
 def _count_failures(episodes: Sequence[Episode]) -> None:
