@@ -104,9 +104,9 @@ class PodmanRuntime(DockerRuntime):
     def _sidecar_hosts(self, network: str) -> dict[str, str]:
         """Each sidecar's names on `network` (its service, container name and aliases) -> its address there.
 
-        Podman's DNS server (aardvark-dns, up to 1.8) drops its sockets while it reloads, which it does each time a
-        container of any DNS network starts or stops: a lookup then fails with no answer at all. Pinned in the
-        sandbox's /etc/hosts, the sidecars' names need no DNS, as the egress allowlist's hosts need none."""
+        Podman's DNS server (aardvark-dns; Debian's 1.4 here) drops its sockets while it reloads, which it does each
+        time a container of any DNS network starts or stops: a lookup then fails with no answer at all. Pinned in
+        the sandbox's /etc/hosts, the sidecars' names need no DNS, as the egress allowlist's hosts need none."""
         hosts = {}
         for container in self.client.containers.list(filters={"network": network}):
             settings = (container.attrs["NetworkSettings"]["Networks"] or {}).get(network) or {}
