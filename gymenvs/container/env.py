@@ -381,7 +381,7 @@ class ContainerEnv(TextEnv):
 
     def _make_grading_ahead(self) -> GradingAhead | None:
         return self.family.grade_ahead(self.episode_task, self.runtime, image=self.episode_image, limits=self.limits,
-                                       episode_id=self._episode_id or "")
+                                       episode_id=self._episode_id or "", sandbox=self.episode_sandbox)
 
     def _take_grading_ahead(self) -> GradingAhead | None:
         """What `grade_ahead` made for this step, once it is done; None if nothing, or if it failed (grading then

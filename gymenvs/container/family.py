@@ -203,10 +203,10 @@ class TaskFamily(ABC, Generic[TaskT, OptionsT]):
         return (f"{self.instruction(task).strip()}\n\nYou work in a Linux container, in {workdir}. {tools} "
                 "The task's tests, which you do not see, then check the state you left in the container.")
 
-    def grade_ahead(self, task: TaskT, runtime: Runtime, *, image: TaskImage, limits: Limits,
-                    episode_id: str) -> GradingAhead | None:
-        """Make ready, while the agent works, what grading `task` needs and the agent's work cannot change (a fresh
-        grading container, say); None (the default) for nothing. The env calls it in the background from the
+    def grade_ahead(self, task: TaskT, runtime: Runtime, *, image: TaskImage, limits: Limits, episode_id: str,
+                    sandbox: Sandbox) -> GradingAhead | None:
+        """Make ready, while the agent works in `sandbox`, what grading `task` needs and the agent's work cannot change
+        (a fresh grading container, say); None (the default) for nothing. The env calls it in the background from the
         episode's first step and hands the result to `grade` as `run.ahead`, or discards it if the episode ends
         ungraded."""
         return None

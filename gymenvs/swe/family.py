@@ -17,7 +17,7 @@ from pydantic import PositiveFloat, field_validator
 from gymenvs.container.config import Size
 from gymenvs.container.family import FamilyOptions, Grade, GradingRun, TaskFamily, TaskImage
 from gymenvs.container.images import ensure_image
-from gymenvs.container.runtime import Limits, Runtime, parse_size
+from gymenvs.container.runtime import Limits, Runtime, Sandbox, parse_size
 from gymenvs.container.validation import TaskValidation
 from gymenvs.swe.grading import TEST_USER, FreshGradingContainer, GradeReport, grade, grade_sandbox, start_grading_container
 from gymenvs.swe.images import ENV_SETUP, WORKDIR, check_template, image_for
@@ -104,8 +104,8 @@ class SWEFamily(TaskFamily[Task, SWEOptions]):
         return _PROMPT.format(repo=task.repo, workdir=workdir, commit=task.base_commit[:12],
                               problem=task.problem_statement.strip(), tools=tools)
 
-    def grade_ahead(self, task: Task, runtime: Runtime, *, image: TaskImage, limits: Limits,
-                    episode_id: str) -> FreshGradingContainer:
+    def grade_ahead(self, task: Task, runtime: Runtime, *, image: TaskImage, limits: Limits, episode_id: str,
+                    sandbox: Sandbox) -> FreshGradingContainer:
         """The grading container, started while the agent works (about a third of grading's own time)."""
         return start_grading_container(runtime, image.name, limits=_no_network(limits),
                                        episode_id=episode_id or task.instance_id)

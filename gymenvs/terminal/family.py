@@ -112,12 +112,15 @@ class HarborFamily(TaskFamily[TerminalTask, HarborOptions]):
     def agent_timeout_s(self, task: TerminalTask) -> float | None:
         return task.config.agent.timeout_sec
 
-    def grade_ahead(self, task: TerminalTask, runtime: Runtime, *, image: TaskImage, limits: Limits,
-                    episode_id: str) -> GradingAhead | None:
+    def grade_ahead(self, task: TerminalTask, runtime: Runtime, *, image: TaskImage, limits: Limits, episode_id: str,
+                    sandbox: Sandbox) -> GradingAhead | None:
         """The verifier, a container of the task's image with the tests in place, started while the agent works
-        (`gymenvs.terminal.verifier.VerifierAhead`): grading copies the agent's changes into it. None for the steps
-        after a task's first, whose containers start from the step before's files, not from the task's image."""
-        if task.step is not None and task.steps.index(task.step) > 0:
+        (`gymenvs.terminal.verifier.VerifierAhead`): grading copies the agent's changes into it. None where grading
+        takes a snapshot of the agent's container instead: for the steps after a task's first, whose containers start
+        from the step before's files, not from the task's image; where the runtime cannot hand the changes over
+        (`Sandbox.reads_layer`: Podman, an engine on another host); and where the snapshot is kept."""
+        later_step = task.step is not None and task.steps.index(task.step) > 0
+        if later_step or self.options.keep_snapshots or not sandbox.reads_layer():
             return None
         return VerifierAhead.start(runtime, image.name, task, limits=limits, workdir=image.workdir)
 

@@ -240,6 +240,10 @@ class Sandbox(Protocol):
         layer so, or past `limit` bytes of files (a snapshot, `commit`, carries them instead)."""
         ...
 
+    def reads_layer(self) -> bool:
+        """Whether `changes_archive` can read the sandbox's writable layer (else it answers None)."""
+        ...
+
     def listens_on_tcp(self) -> bool | None:
         """Whether a process of the running sandbox listens on a TCP port, read without running anything in it; None
         where the runtime cannot read that so (its engine on another host, say): ask a process inside instead."""

@@ -34,6 +34,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,7 @@ from swe.swe_support import FIXTURE_IDS
 
 from gymenvs.container.images import BASE_IMAGE
 from gymenvs.container.runtime import Limits, LimitsNotEnforced, Runtime, SandboxError, shared_runtime
-from gymenvs.container.runtime.owners import LABEL, LABEL_PID
+from gymenvs.container.runtime.owners import LABEL, LABEL_PID, LABEL_ROLE
 
 from ..tools_support import SUBMIT, TASKS, bash, ending, write_and_apply
 from .runtime_support import rootless_engine
@@ -331,6 +332,13 @@ def test_a_harbor_task_scores_one_after_its_oracle_and_zero_after_nothing(target
         env.reset(options={"instance_id": HARBOR_TASK})
         if oracle:
             assert env.step(bash(task.solve_script.read_text()))[4]["exit_code"] == 0
+            # The verifier starts during the episode only where grading can copy the agent's changes into it (Docker,
+            # from the agent's overlay layer); on Podman grading tests a snapshot, and starts no verifier ahead.
+            while any(thread.name == "gymenvs-grading-ahead" for thread in threading.enumerate()):
+                time.sleep(0.05)
+            verifiers = {"label": [f"{LABEL_ROLE}=verifier", f"{LABEL_PID}={os.getpid()}"]}
+            started = target.runtime.client.containers.list(all=True, sparse=True, filters=verifiers)
+            assert len(started) == (1 if target.name == "docker" else 0)
         _, reward, terminated, truncated, info = env.step(SUBMIT)
     expected = (1.0, ("model", "solved")) if oracle else (0.0, ("model", "failed"))
     assert (reward, ending(info)) == expected and terminated and not truncated, info.get("outcome_detail")

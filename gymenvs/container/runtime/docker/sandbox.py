@@ -259,6 +259,9 @@ class DockerSandbox:
         except OSError:  # not readable after all: the engine's snapshot instead
             return None
 
+    def reads_layer(self) -> bool:
+        return self._readable_layers() is not None
+
     def _readable_layers(self) -> tuple[str, list[str]] | None:
         """The container's overlay directories if this process can read them (asked of the engine once)."""
         if self._overlay_layers and self._layers is None:
