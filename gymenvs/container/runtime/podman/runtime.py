@@ -108,11 +108,12 @@ class PodmanRuntime(DockerRuntime):
         time a container of any DNS network starts or stops: a lookup then fails with no answer at all. Pinned in
         the sandbox's /etc/hosts, the sidecars' names need no DNS, as the egress allowlist's hosts need none."""
         hosts = {}
-        for container in self.client.containers.list(filters={"network": network}):
+        # the compose project's containers only: not a sandbox that joined as "main" (an agent's, while a verifier starts)
+        for container in self.client.containers.list(filters={"network": network, "label": SERVICE_LABEL}):
             settings = (container.attrs["NetworkSettings"]["Networks"] or {}).get(network) or {}
             address = settings.get("IPAddress")
             if address:
-                names = [container.labels.get(SERVICE_LABEL), container.name, *(settings.get("Aliases") or [])]
+                names = [container.labels[SERVICE_LABEL], container.name, *(settings.get("Aliases") or [])]
                 hosts.update({name: address for name in names if name and name != container.id[:12]})
         return hosts
 
