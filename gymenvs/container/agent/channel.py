@@ -6,9 +6,10 @@ listens in the container's network namespace (`Sandbox.loopback_listener`, the c
 runtime cannot make that listener (its engine on another host), through the forwarder's exec stream
 (`gymenvs.container.agent.bridge`). Never through the container's files, so the engine need not share this host.
 Each of its connections, whichever way it came, is an `AgentConnection` (`gymenvs.container.agent.connection`:
-the requests, their wire formats, the token). The channel removes its directory at `close()`, or when it is forgotten (at
-interpreter exit too); a killed process's directory goes to the reaper (`gymenvs.container.reaper`). Its thread
-is a daemon thread, so a program that never closes its env still exits. The agent's container has no network,
+the requests, their wire formats, the token). The thread waiting for the channel's next event reads its sockets, a
+daemon thread while none waits (`gymenvs.container.agent.sockets`), so a program that never closes its env still
+exits. The channel removes its directory at `close()`, or when it is forgotten (at interpreter exit too); a killed
+process's directory goes to the reaper (`gymenvs.container.reaper`). The agent's container has no network,
 so this channel is the only host service it can reach, and it reaches only its own episode.
 
 The agent may have one call in flight. Everything the episode loop needs arrives as an event on
@@ -20,7 +21,6 @@ env's watcher of the agent process).
 from __future__ import annotations
 
 import queue
-import selectors
 import shutil
 import socket
 import threading
@@ -33,13 +33,12 @@ from typing import Any
 
 from gymenvs.container.agent.connection import AgentConnection, Call, Transport
 from gymenvs.container.agent.messages import PromptPieces
+from gymenvs.container.agent.sockets import ChannelSockets
 from gymenvs.container.agent.wire import SIDE_MODEL
 from gymenvs.container.reaper import owned_directory
 
 SOCKET_NAME = "llm.sock"
 _DIRECTORY_KIND = "agent"
-_CHUNK = 1 << 16
-_POLL_S = 0.1  # how often the socket's thread looks for a stalled request, or its stop
 
 
 @dataclass
@@ -72,8 +71,8 @@ def new_token() -> str:
 
 class LLMChannel:
     """An episode's endpoint: its unix socket, and `listener` (a listening TCP socket: the agent's container's
-    loopback), whose connections the channel's thread accepts from now on. `close()` answers a waiting call, ends
-    every connection, joins its thread, closes both sockets and removes the directory."""
+    loopback), whose connections are accepted from now on (`next_event`'s caller serves them while it waits). `close()`
+    answers a waiting call, ends every connection, joins the sockets' thread, closes them and removes the directory."""
 
     def __init__(self, *, model_name: str, max_request_bytes: int = 16 << 20, max_connections: int = 8,
                  read_timeout: float = 30.0, side_model: str = SIDE_MODEL, token: str | None = None,
@@ -95,7 +94,7 @@ class LLMChannel:
         self._pending: Call | None = None
         self._connections: set[AgentConnection] = set()
         self._closed = False
-        self._listener = _SocketListener(str(self.socket_path), self, listener)
+        self._sockets = ChannelSockets(str(self.socket_path), self.connect, read_timeout=read_timeout, also=listener)
         self._forget = weakref.finalize(self, shutil.rmtree, self.directory, ignore_errors=True)
 
     @property
@@ -103,13 +102,13 @@ class LLMChannel:
         return self._closed
 
     def next_event(self, timeout: float) -> AgentRequest | ChannelError | AgentExited | None:
-        try:
-            return self.events.get(timeout=max(0.0, timeout))
-        except queue.Empty:
-            return None
+        """The next event, or None after `timeout` seconds; the calling thread serves the channel's sockets
+        meanwhile (`gymenvs.container.agent.sockets`)."""
+        return self._sockets.wait(self.events, time.monotonic() + max(0.0, timeout))
 
     def post(self, event: Any) -> None:
         self.events.put(event)
+        self._sockets.nudge()
 
     def connect(self, transport: Transport) -> AgentConnection | None:
         """A new connection of the agent over `transport`, or None when it is refused (the channel is closed, or
@@ -135,7 +134,7 @@ class LLMChannel:
             pending.answer(503, pending.wire.error("the episode has ended", "episode_ended"))
         for connection in list(self._connections):
             connection.close()
-        self._listener.close()
+        self._sockets.close()
         self._forget()  # removes the directory
 
     # -- called by the connections ----------------------------------------------------------------
@@ -163,86 +162,3 @@ class LLMChannel:
     def fail(self, message: str, *, infra: bool = False) -> None:
         if not self._closed:
             self.post(ChannelError(message, infra))
-
-
-class _SocketTransport:
-    """A connection accepted on the channel's unix socket. Its timeout (`read_timeout`) bounds a reply's write to an
-    agent that has stopped reading."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock = sock
-        self.reading = True  # the listener's thread reads it (and closes it once the agent's end arrives)
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def close(self) -> None:
-        try:  # wakes the listener's thread, which closes the socket
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        if not self.reading:  # the agent's end came first: no thread will close it
-            self.sock.close()
-
-
-class _SocketListener:
-    """The channel's unix socket, for an agent on this host, and `also` (a TCP listener: the agent's in its container):
-    one thread accepts their connections and reads them all."""
-
-    def __init__(self, path: str, channel: LLMChannel, also: socket.socket | None):
-        self._channel = channel
-        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        unix.bind(path)
-        unix.listen(16)
-        self._selector = selectors.DefaultSelector()
-        for listener in (unix, also) if also is not None else (unix,):
-            self._selector.register(listener, selectors.EVENT_READ)
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="gymenvs-llm-channel", daemon=True)
-        self._thread.start()
-
-    def close(self) -> None:
-        self._stopped.set()
-        if self._thread is not threading.current_thread():
-            self._thread.join()
-
-    def _serve(self) -> None:
-        try:
-            while not self._stopped.is_set():
-                for key, _ in self._selector.select(_POLL_S):
-                    if key.data is None:
-                        self._accept(key.fileobj)  # type: ignore[arg-type]
-                    else:
-                        self._read(key.fileobj, key.data)  # type: ignore[arg-type]
-                now = time.monotonic()
-                for key in list(self._selector.get_map().values()):
-                    if key.data is not None:
-                        key.data.expire(now)
-        finally:
-            for key in list(self._selector.get_map().values()):
-                key.fileobj.close()  # type: ignore[union-attr]
-            self._selector.close()
-
-    def _accept(self, listener: socket.socket) -> None:
-        sock, _ = listener.accept()
-        if sock.family == socket.AF_INET:  # a request's last piece, or a reply, leaves at once
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.settimeout(self._channel.read_timeout)
-        connection = self._channel.connect(_SocketTransport(sock))
-        if connection is None:
-            sock.close()
-        else:
-            self._selector.register(sock, selectors.EVENT_READ, connection)
-
-    def _read(self, sock: socket.socket, connection: AgentConnection) -> None:
-        try:
-            data = sock.recv(_CHUNK)
-        except OSError:  # reset by the agent
-            data = b""
-        if not data:  # the agent's end (or ours): a reply still waiting may go out on a half-closed socket
-            self._selector.unregister(sock)
-            transport: _SocketTransport = connection.transport  # type: ignore[assignment]
-            transport.reading = False
-            if connection.closed:
-                sock.close()
-        connection.receive(data)

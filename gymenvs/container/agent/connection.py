@@ -310,6 +310,9 @@ class AgentConnection:
                 else:
                     self._send(status, payload)
                 self._serve()  # the requests the agent sent on meanwhile
+            except TimeoutError as exc:  # the agent stopped reading
+                self._channel.fail(f"the reply was not delivered: {exc}")
+                self._end()
             except OSError:
                 self._channel.fail("the agent closed its connection before its reply was delivered")
                 self._end()

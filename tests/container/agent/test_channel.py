@@ -9,11 +9,12 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from openai.types.chat import ChatCompletion
 
-from gymenvs.container.agent.channel import AgentRequest, ChannelError, LLMChannel
+from gymenvs.container.agent.channel import AgentExited, AgentRequest, ChannelError, LLMChannel
 from gymenvs.container.agent.messages import PromptPieces, count_rendered_pieces, count_text_pieces, render
 from gymenvs.container.agent.wire import Reply, ReplyCall, respond
 from gymenvs.container.agent.wire import chat as chat_wire
@@ -190,6 +191,55 @@ def test_close_releases_a_waiting_agent_and_leaves_nothing(channel):
     assert result == {"status": 503}
     assert not channel.directory.exists()
     assert threading.active_count() <= before
+
+
+def test_an_event_posted_by_another_thread_ends_a_wait_at_once(channel):
+    """The waiting thread reads the channel's sockets itself; an event from another thread (the agent's exit, a
+    request the forwarder's bridge read) wakes it, not its timeout."""
+    threading.Timer(0.2, channel.post, args=(AgentExited(0, ""),)).start()
+    started = time.monotonic()
+    assert isinstance(channel.next_event(60), AgentExited)
+    assert time.monotonic() - started < 30
+
+
+def raw_request(channel: LLMChannel) -> socket.socket:
+    """A connection that has sent one request (Chat Completions) and reads nothing yet."""
+    body = json.dumps(CHAT).encode()
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.settimeout(10)
+    raw.connect(str(channel.socket_path))
+    raw.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + channel.token.encode()
+                + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+    return raw
+
+
+def answer_in_thread(channel: LLMChannel, content: str) -> threading.Thread:
+    event = channel.next_event(10)
+    assert isinstance(event, AgentRequest)
+    payload, _ = respond(event.call.wire, event.call.body, {}, Reply(content=content), "m", {})
+    answering = threading.Thread(target=event.call.answer, args=(200, payload))
+    answering.start()
+    return answering
+
+
+def test_a_reply_larger_than_the_sockets_buffer_reaches_an_agent_that_reads_it_late(channel):
+    raw = raw_request(channel)
+    answering = answer_in_thread(channel, "x" * (8 << 20))
+    time.sleep(0.5)  # the reply fills the socket's buffer and waits for the agent
+    status, payload = read_response(raw)
+    answering.join(10)
+    assert status == 200 and json.loads(payload)["choices"][0]["message"]["content"] == "x" * (8 << 20)
+    raw.close()
+
+
+def test_a_reply_the_agent_never_reads_gives_up_after_the_read_timeout_and_ends_the_episode(channel):
+    raw = raw_request(channel)
+    answering = answer_in_thread(channel, "x" * (8 << 20))
+    answering.join(10)  # the fixture's read_timeout is 1 s
+    assert not answering.is_alive()
+    event = channel.next_event(5)
+    assert isinstance(event, ChannelError) and "read none of its reply for 1 s" in event.message
+    raw.close()
 
 
 def test_the_reaper_removes_channel_directories_of_dead_processes():
