@@ -172,7 +172,9 @@ def _run_steps(runtime: Runtime, task: TerminalTask, image: str, network_name: s
             more = index + 1 < len(views)
             limits = dataclasses.replace(task_limits(view), network_name=network_name)
             sandbox = runtime.start(image, role="validate", episode_id=task.name, limits=limits, workdir=workdir)
-            ahead, handed = _verifier_ahead(runtime, image, view, limits, workdir), False
+            # Started ahead only where grading takes it (elsewhere grading tests a snapshot in its own verifier).
+            ahead = _verifier_ahead(runtime, image, view, limits, workdir) if sandbox.reads_layer() else None
+            handed = False
             try:
                 steps.prepare_step(sandbox, view)
                 if oracle:
@@ -181,14 +183,14 @@ def _run_steps(runtime: Runtime, task: TerminalTask, image: str, network_name: s
                     image = sandbox.commit("gymenvs-step", f"validate-{uuid.uuid4().hex[:12]}")
                     checkpoints.append(image)
                 waited = time.monotonic()
-                verifier, handed = _taken(ahead), True
+                verifier, handed = _taken(ahead) if ahead is not None else None, True
                 waited = time.monotonic() - waited
                 result = grade_task(sandbox, view, timeout_s=timeout_s, ahead=verifier)
                 result.seconds += waited  # the oracle's run is shorter than an agent's: grading waited for its verifier
                 results.append(result)
             finally:
                 sandbox.remove()
-                if not handed:
+                if ahead is not None and not handed:
                     _discard(ahead)
             if more and not steps.goes_on(view, results[-1]):
                 break

@@ -344,6 +344,24 @@ def test_a_harbor_task_scores_one_after_its_oracle_and_zero_after_nothing(target
     assert (reward, ending(info)) == expected and terminated and not truncated, info.get("outcome_detail")
 
 
+def test_validating_a_harbor_task_starts_one_verifier_per_graded_run(target):
+    """`gymenvs tasks validate` starts the verifier ahead, as an episode does, only where grading takes it (Docker);
+    on Podman grading tests a snapshot in a verifier of its own."""
+    from gymenvs.terminal.family import HarborFamily
+    from gymenvs.terminal.tasks import load_terminal_tasks
+
+    if target.runtime.unenforced:
+        pytest.skip(f"runtime {target.id!r} cannot enforce the task's limits, which validation asks as its episodes do")
+    (task,) = [task for task in load_terminal_tasks() if task.name == HARBOR_TASK]
+    since = time.time() - 1
+    validation = HarborFamily().validate(task, target.runtime, runs=1)
+    created = target.runtime.client.events(since=int(since), until=int(time.time()) + 1, decode=True, filters={
+        "type": "container", "event": "create", "label": f"{LABEL_PID}={os.getpid()}"})
+    verifiers = [event for event in created if event["Actor"]["Attributes"].get(LABEL_ROLE) == "verifier"]
+    assert validation.status == "valid", validation
+    assert len(verifiers) == 2  # the empty run's and the oracle's
+
+
 #: A Harbor fixture whose "main" waits for its compose sidecar's healthcheck (`condition: service_healthy`).
 COMPOSE_TASK = "gymenvs/record-in-sidecar"
 
