@@ -10,7 +10,9 @@ Per agent:
   a second machine set-up pays), each followed by the image build (its derived image removed first,
   so that no build cache is used); and the size the derived image adds to the task image;
 - the time from `reset` to the first main-turn request (median of `--resets`; with `--warm-pool N`, from a
-  warm pool of N containers, 3 s between resets for it to refill; the episodes below take theirs from it too);
+  warm pool of N containers, 3 s between resets for it to refill; the episodes below take theirs from it too), and
+  how much of it was the agent's own (from its start, or from its task when the pool started it ahead: the first
+  call's `agent_seconds`) and the env's before it;
 - over `--episodes` scripted episodes of `--turns` shell calls each (then a text reply, which ends
   every one of these CLIs' runs): the share of main-turn requests that extend the previous one plus
   its reply (appended as tokens by the TRL bridge) against those that rewrote the history, the
@@ -74,7 +76,7 @@ def measure_install(runtime: Runtime, agent: str, image: str) -> None:
 
 def measure_first_request(agent: str, instance_id: str, resets: int, warm_pool: int) -> None:
     env = AgentEnv(family=SWEFamily, agent=agent, instance_ids=[instance_id], warm_pool=warm_pool)
-    times = []
+    times, own = [], []
     try:
         for seed in range(resets):
             if warm_pool:
@@ -82,11 +84,27 @@ def measure_first_request(agent: str, instance_id: str, resets: int, warm_pool: 
             started = time.perf_counter()
             env.reset(seed=seed)
             times.append(time.perf_counter() - started)
+            env.step(shell(agent, "true"))  # the first request is recorded as it is answered
+            own.append(agent_start_to_first_request(env.trajectory))
     finally:
         env.close()
     pool = f", warm pool of {warm_pool}" if warm_pool else ""
     print(f"{agent:<12} reset to first main-turn request: median {statistics.median(times):5.2f} s  "
           f"min {min(times):5.2f} s  max {max(times):5.2f} s  ({len(times)} resets{pool})")
+    print(f"{'':<12}   of which the agent's own, from its start (or its task, from the pool) to that request: median "
+          f"{statistics.median(own):5.2f} s; the env's before it (the container, the agent's files, its start): "
+          f"median {statistics.median(t - o for t, o in zip(times, own)):5.2f} s")
+
+
+def agent_start_to_first_request(trajectory: list[dict]) -> float:
+    """Seconds from the agent's start to its first main-turn request, its side calls before it included."""
+    seconds = 0.0
+    for record in trajectory:
+        seconds += record["agent_seconds"]
+        if record["side"] is None:
+            return seconds
+        seconds += record["policy_seconds"]
+    raise ValueError("no main-turn request was recorded")
 
 
 def measure_episodes(agent: str, instance_id: str, episodes: int, turns: int, warm_pool: int) -> None:
