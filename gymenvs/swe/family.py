@@ -111,7 +111,7 @@ class SWEFamily(TaskFamily[Task, SWEOptions]):
                                        episode_id=episode_id or task.instance_id)
 
     def grade(self, run: GradingRun[Task]) -> Grade:
-        """The agent's changes, read by the engine from its container, tested in a fresh container (no network)."""
+        """The agent's changes, read from outside its container, tested in a fresh container (no network)."""
         ahead = run.ahead if isinstance(run.ahead, FreshGradingContainer) else None
         report, diff = grade_sandbox(run.runtime, run.task, run.sandbox, image=run.image.name,
                                      timeout=self.options.grading_timeout_s, test_user=self.options.test_user,

@@ -17,6 +17,7 @@ from env_support import envs_made
 from episode_support import play_all
 from swe.swe_support import FIXTURE_IDS, FIXTURE_TASKS, own_containers
 
+from gymenvs.container.runtime.docker.sandbox import DockerSandbox
 from gymenvs.container.runtime.owners import LABEL_ROLE
 from gymenvs.core import is_trainable
 from gymenvs.swe.grading import grade
@@ -225,6 +226,39 @@ def test_the_grading_container_starts_during_the_episode_and_leaves_nothing(make
     env.reset(options={"instance_id": task.instance_id})
     env.close()
     assert own_containers(docker_client) == []
+
+
+def test_grading_reads_the_agents_files_from_its_layer_as_the_engine_would(make_env, monkeypatch):
+    """Grading reads what the agent wrote (and the tests' results) from the containers' layers on this host, with no
+    file read through the engine; the graded diff is the one the engine's reads give (a new file, a symbolic link, a
+    second name of a file included), and so is the reward."""
+    task = TASKS[FIXTURE_IDS[0]]
+    extras = "printf 'notes\\n' > NOTES.md && ln -s NOTES.md NOTES-link.md && ln NOTES.md NOTES-second.md"
+    engine_reads: list[str] = []
+    real_read_archive = DockerSandbox.read_archive
+
+    def read_archive(sandbox, path):
+        engine_reads.append(path)
+        return real_read_archive(sandbox, path)
+
+    def graded(through_engine: bool) -> tuple[float, dict]:
+        with monkeypatch.context() as patched:
+            patched.setattr(DockerSandbox, "read_archive", read_archive)
+            if through_engine:  # as where this process cannot read the layers (another host's engine, say)
+                patched.setattr(DockerSandbox, "changes_archive", lambda sandbox, paths, limit: None)
+            env = start(make_env, task.instance_id)
+            env.step(write_and_apply(task.patch, "gold.patch"))
+            env.step(bash(extras))
+            engine_reads.clear()
+            observation, reward, terminated, truncated, info = env.step(SUBMIT)
+            return reward, {**info, "engine_reads": list(engine_reads)}
+
+    from_layer, through_engine = graded(through_engine=False), graded(through_engine=True)
+    assert from_layer[0] == through_engine[0] == 1.0
+    assert from_layer[1]["engine_reads"] == [] and through_engine[1]["engine_reads"]
+    patch = from_layer[1]["patch"]
+    assert patch == through_engine[1]["patch"]
+    assert "+++ b/NOTES.md" in patch and "+++ b/NOTES-second.md" in patch and "new file mode 120000" in patch
 
 
 def test_a_grading_timeout_ends_as_infra_not_as_a_failure(make_env):

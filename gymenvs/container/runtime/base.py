@@ -235,9 +235,10 @@ class Sandbox(Protocol):
     def changed_paths(self, under: str) -> dict[str, ChangeKind]: ...
 
     def changes_archive(self, paths: Sequence[str], limit: int) -> bytes | None:
-        """A tar of `paths` (what `changed_paths` listed as added or changed) as the sandbox's writable layer holds them,
-        each entry alone, owners by number, for another sandbox's `put_archive`; None where the runtime cannot read its
-        layer so, or past `limit` bytes of files (a snapshot, `commit`, carries them instead)."""
+        """A tar of `paths` (what `changed_paths` listed as added or changed, or other files the sandbox wrote) as the
+        sandbox's writable layer holds them, each entry alone, owners by number, for another sandbox's `put_archive` or
+        to read; None where the runtime cannot read its layer so, a path is not in it, or past `limit` bytes of files
+        (a snapshot, `commit`, carries them instead, or the engine reads them)."""
         ...
 
     def reads_layer(self) -> bool:

@@ -2,8 +2,8 @@
 
 The agent is root in its container: it can replace `git`, rewrite `.git/`, or hide files from a
 diff tool. So grading never runs a program in the agent's container. It asks the engine which files
-of the container's writable layer changed (`Sandbox.changed_paths`), reads them through the engine
-(`Sandbox.fetch`), and writes them into the fresh grading container, whose tools come untouched from
+of the container's writable layer changed (`Sandbox.changed_paths`), reads them from that layer on this host or
+through the engine (`read_files`), and writes them into the fresh grading container, whose tools come untouched from
 the task image. There, after any change (copied files or an applied diff), the protected-file policy
 (`patches.protected_reason`) is applied to what actually changed on disk, again as the engine sees it.
 """
@@ -73,16 +73,13 @@ def copy_changes(source: Sandbox, target: Sandbox, workdir: str, *, changed: dic
     leaves = sorted(path for path in files if changes[path] != "deleted")
     if len(leaves) > MAX_CHANGED_FILES:
         raise SandboxError(f"the agent changed {len(leaves)} files, more than the {MAX_CHANGED_FILES} grading reads")
-    archive, total = io.BytesIO(), 0
+    fetched = read_files(source, [f"{workdir}/{path}" for path in leaves], MAX_CHANGED_BYTES)
+    archive = io.BytesIO()
     with tarfile.open(fileobj=archive, mode="w") as tar:
         for path in leaves:
-            fetched = source.fetch(f"{workdir}/{path}")
-            if fetched is None or not (fetched[0].isfile() or fetched[0].issym()):
+            if (found := fetched.get(f"{workdir}/{path}")) is None:
                 continue  # gone since, or a directory, device or fifo: nothing a diff holds
-            member, data = fetched
-            total += len(data)
-            if total > MAX_CHANGED_BYTES:
-                raise SandboxError(f"the agent's changed files exceed {MAX_CHANGED_BYTES >> 20} MiB")
+            member, data = found
             member.name, member.uid, member.gid, member.uname, member.gname = path, 0, 0, "root", "root"
             tar.addfile(member, io.BytesIO(data) if member.isfile() else None)
     # Make room first: a deleted path, and a path whose type changed (a file that became a directory...).
@@ -91,6 +88,48 @@ def copy_changes(source: Sandbox, target: Sandbox, workdir: str, *, changed: dic
     _run_with_paths(target, workdir, sorted(parents & set(changes)), not_a_directory)
     if leaves:
         target.put_archive(workdir, archive.getvalue())
+
+
+def read_files(sandbox: Sandbox, paths: list[str], limit: int) -> dict[str, tuple[tarfile.TarInfo, bytes]]:
+    """{path: (tar header, content)} of those of `paths` (absolute) that are files or symbolic links in `sandbox`,
+    each as `Sandbox.fetch` reads it; `SandboxError` past `limit` bytes of files. Files the sandbox wrote are read from
+    its writable layer in one go where the runtime can (`Sandbox.changes_archive`: no engine call), else each through
+    the engine (about 0.05 s a file with Docker)."""
+    found = _files_from_layer(sandbox, paths, limit)
+    if found is not None:
+        return found
+    found, total = {}, 0
+    for path in paths:
+        fetched = sandbox.fetch(path)
+        if fetched is None or not (fetched[0].isfile() or fetched[0].issym()):
+            continue
+        total += len(fetched[1])
+        if total > limit:
+            raise SandboxError(f"the files grading reads exceed {limit >> 20} MiB")
+        found[path] = fetched
+    return found
+
+
+def _files_from_layer(sandbox: Sandbox, paths: list[str], limit: int) -> dict[str, tuple[tarfile.TarInfo, bytes]] | None:
+    """`read_files` from the sandbox's writable layer; None where the runtime cannot read it, a path is not in it,
+    or the files exceed `limit` (the engine then reads them, and says so)."""
+    if not paths:
+        return {}
+    archive = sandbox.changes_archive(paths, limit)
+    if archive is None:
+        return None
+    found = {}
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        for member in tar:
+            if member.isfile() or member.islnk():  # a second name of a file: its content, as the engine reads it
+                content = tar.extractfile(member)
+                assert content is not None
+                data = content.read()
+                member.type, member.size, member.linkname = tarfile.REGTYPE, len(data), ""
+                found["/" + member.name] = (member, data)
+            elif member.issym():
+                found["/" + member.name] = (member, b"")
+    return found
 
 
 def ignored_paths(sandbox: Sandbox, workdir: str, paths: list[str]) -> set[str]:

@@ -45,7 +45,15 @@ from gymenvs.container.family import GradingAhead
 from gymenvs.container.output import decode_output
 from gymenvs.container.runtime import Limits, Runtime, Sandbox, SandboxError
 from gymenvs.container.shell import ShellSandbox
-from gymenvs.swe.grading.changes import STAGING, TRUSTED_GIT, copy_changes, disk_changes, enforce_policy
+from gymenvs.swe.grading.changes import (
+    MAX_CHANGED_BYTES,
+    STAGING,
+    TRUSTED_GIT,
+    copy_changes,
+    disk_changes,
+    enforce_policy,
+    read_files,
+)
 from gymenvs.swe.grading.logparsers import FAILED
 from gymenvs.swe.grading.patches import filter_diff
 from gymenvs.swe.grading.report import PASSING, RESOLVED_FULL, Verdict, invalid_log_reason
@@ -56,6 +64,9 @@ from gymenvs.swe.images import ENV_SETUP, WORKDIR
 from gymenvs.swe.tasks.tasks import Task
 
 _LOG_LIMIT = 8 << 20
+#: The report plugin's file, and how much of it is read: all of it, however long the run.
+_RESULTS = f"{STAGING}/results.jsonl"
+_CHANNEL_LIMIT = 1 << 40
 _DIFF_LIMIT = 16 << 20
 #: Who runs the tests: "uid:gid" of an unprivileged user (nobody), or None for root (as SWE-bench does).
 TEST_USER = "65534:65534"
@@ -197,7 +208,7 @@ def grade_sandbox(runtime: Runtime, task: Task, agent: Sandbox, *, image: str, t
                   limits: Limits = Limits(), episode_id: str = "", test_user: str | None = TEST_USER,
                   screen: ScreenMode = "zero", done_reading: Callable[[], None] = lambda: None,
                   ahead: FreshGradingContainer | None = None) -> tuple[GradeReport, str]:
-    """Grade what the agent changed in `agent`'s repository, read by the engine (no program of the
+    """Grade what the agent changed in `agent`'s repository, read from outside it (no program of the
     agent's container runs); return the report and the graded changes as a git diff. `screen` as in `grade`;
     `done_reading` is called once `agent` is no longer read (its changes are in the grading container).
     `ahead`: the grading container, started while the agent worked (else one starts now); removed here."""
@@ -217,7 +228,7 @@ def grade_sandbox(runtime: Runtime, task: Task, agent: Sandbox, *, image: str, t
 
 def extract_diff(sandbox: Sandbox, base_commit: str, timeout: float = 300) -> str:
     """What the agent changed in `sandbox`'s repository since `base_commit`, as a git diff taken by a
-    trusted git: the changed files, read by the engine, are copied into a fresh container from the
+    trusted git: the changed files, read from outside it, are copied into a fresh container from the
     same image (`grade_sandbox` does this in the grading container and saves a container start)."""
     fresh = sandbox.runtime.start(sandbox.image, role="diff", episode_id="extract-diff", workdir=WORKDIR,
                                   limits=dataclasses.replace(sandbox.limits, network=False))
@@ -372,9 +383,9 @@ done
 
 
 def _fetch_channel(sandbox: Sandbox) -> bytes:
-    """The report plugin's records, read by the engine from the root-only file."""
-    fetched = sandbox.fetch(f"{STAGING}/results.jsonl")
-    return fetched[1] if fetched else b""
+    """The report plugin's records, read from the root-only file by the engine, or from the container's layer."""
+    fetched = read_files(sandbox, [_RESULTS], _CHANNEL_LIMIT).get(_RESULTS)
+    return fetched[1] if fetched and fetched[0].isfile() else b""
 
 
 @dataclass
@@ -419,11 +430,8 @@ def _screen(sandbox: Sandbox, task: Task, changed: dict[str, str]) -> list[Any]:
     """The static screen over the changed files outside the tests, read from the grading container,
     each compared with its content at `base_commit`."""
     paths = screened_paths(changed, frozenset(task.test_files))[:_SCREEN_FILE_LIMIT]
-    new = {}
-    for path in paths:
-        fetched = sandbox.fetch(f"{WORKDIR}/{path}")
-        if fetched is not None and fetched[0].isfile():
-            new[path] = fetched[1]
+    fetched = read_files(sandbox, [f"{WORKDIR}/{path}" for path in paths], MAX_CHANGED_BYTES)
+    new = {path: found[1] for path in paths if (found := fetched.get(f"{WORKDIR}/{path}")) and found[0].isfile()}
     return screen_changes(new, _base_contents(sandbox, task.base_commit, [p for p in new if "\n" not in p]))
 
 

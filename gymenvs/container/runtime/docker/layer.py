@@ -20,7 +20,8 @@ import io
 import os
 import stat
 import tarfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from gymenvs.container.runtime.base import ChangeKind
@@ -69,24 +70,90 @@ def layer_archive(upper: str, paths: Sequence[str], limit: int) -> bytes | None:
     """A tar of `paths` (absolute inside the container; entries of the upper directory `upper`, as `layer_changes`
     lists what was added or changed) as the layer holds them: each entry alone (a directory without its content,
     which comes as entries of its own), a second name of a file as a hard link to the first, owners by number only;
-    None if their files hold more than `limit` bytes. A socket is left out: a tar holds none."""
+    None if their files hold more than `limit` bytes. A socket is left out: a tar holds none.
+
+    Each path is reached beneath `upper` without following a symbolic link, so a container still running (a
+    grading container after its tests) cannot swap a folder for a link to this host's files: `OSError` if a path is
+    absent, or a link or not a folder stands where one of its folders should be."""
     archive = io.BytesIO()
     total = 0
+    first_names: dict[tuple[int, int], str] = {}  # (device, inode) of a file with several names: its first name
     with tarfile.open(fileobj=archive, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for path in sorted(paths):
-            info = tar.gettarinfo(upper + path, arcname=path.lstrip("/"))
-            if info is None:
-                continue
-            info.uname = info.gname = ""  # this host's names for the ids mean nothing in the container
-            if not info.isreg():
-                tar.addfile(info)
-                continue
-            total += info.size
-            if total > limit:
-                return None
-            with open(upper + path, "rb") as content:
-                tar.addfile(info, content)
+            name = path.lstrip("/")
+            with _opened_parent(upper, path) as (parent, entry):
+                status = os.stat(entry, dir_fd=parent, follow_symlinks=False)
+                info = _tar_info(name, status, parent, entry)
+                if info is None:
+                    continue
+                if info.isreg() and status.st_nlink > 1:
+                    if (status.st_dev, status.st_ino) in first_names:
+                        info.type, info.size = tarfile.LNKTYPE, 0
+                        info.linkname = first_names[status.st_dev, status.st_ino]
+                        tar.addfile(info)
+                        continue
+                    first_names[status.st_dev, status.st_ino] = name
+                if not info.isreg():
+                    tar.addfile(info)
+                    continue
+                total += info.size
+                if total > limit:
+                    return None
+                tar.addfile(info, io.BytesIO(_read_regular(parent, entry, status)))
     return archive.getvalue()
+
+
+@contextmanager
+def _opened_parent(upper: str, path: str) -> Iterator[tuple[int, str]]:
+    """(a descriptor of the folder holding `path` in `upper`, the entry's name there), every folder on the way
+    opened without following a symbolic link."""
+    *folders, entry = path.strip("/").split("/")
+    if any(part in ("", ".", "..") for part in (*folders, entry)):
+        raise FileNotFoundError(f"{path!r} is not a plain absolute path")
+    descriptor = os.open(upper, os.O_PATH | os.O_DIRECTORY)
+    try:
+        for folder in folders:
+            inner = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=descriptor)
+            os.close(descriptor)
+            descriptor = inner
+        yield descriptor, entry
+    finally:
+        os.close(descriptor)
+
+
+def _tar_info(name: str, status: os.stat_result, parent: int, entry: str) -> tarfile.TarInfo | None:
+    """The tar header of an entry of this `status` (None for a socket), owners by number only."""
+    info = tarfile.TarInfo(name)
+    info.mode, info.uid, info.gid = stat.S_IMODE(status.st_mode), status.st_uid, status.st_gid
+    info.mtime = int(status.st_mtime)
+    kind = stat.S_IFMT(status.st_mode)
+    if kind == stat.S_IFREG:
+        info.type, info.size = tarfile.REGTYPE, status.st_size
+    elif kind == stat.S_IFDIR:
+        info.type = tarfile.DIRTYPE
+    elif kind == stat.S_IFLNK:
+        info.type, info.linkname = tarfile.SYMTYPE, os.readlink(entry, dir_fd=parent)
+    elif kind == stat.S_IFIFO:
+        info.type = tarfile.FIFOTYPE
+    elif kind in (stat.S_IFCHR, stat.S_IFBLK):
+        info.type = tarfile.CHRTYPE if kind == stat.S_IFCHR else tarfile.BLKTYPE
+        info.devmajor, info.devminor = os.major(status.st_rdev), os.minor(status.st_rdev)
+    else:
+        return None
+    return info
+
+
+def _read_regular(parent: int, entry: str, status: os.stat_result) -> bytes:
+    """The content of the regular file `entry`, checked to be the one `status` describes (not swapped since)."""
+    descriptor = os.open(entry, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
+    with os.fdopen(descriptor, "rb") as file:
+        opened = os.fstat(file.fileno())
+        if (opened.st_dev, opened.st_ino) != (status.st_dev, status.st_ino) or not stat.S_ISREG(opened.st_mode):
+            raise FileNotFoundError(f"{entry!r} changed while it was read")
+        data = file.read(status.st_size)
+    if len(data) != status.st_size:
+        raise FileNotFoundError(f"{entry!r} changed size while it was read")
+    return data
 
 
 def _entries(upper: str, directory: str, lowers: Sequence[str], below_exists: bool):

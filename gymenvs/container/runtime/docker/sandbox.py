@@ -249,8 +249,8 @@ class DockerSandbox:
 
     def changes_archive(self, paths: Sequence[str], limit: int) -> bytes | None:
         """A tar of `paths`, what `changed_paths` listed as added or changed, as the container's overlay layer holds
-        them, read on this host (`docker.layer.layer_archive`: each entry alone, owners by number); None where this
-        process cannot read the layer, or past `limit` bytes of files."""
+        them, read on this host (`docker.layer.layer_archive`: each entry alone, owners by number, no symbolic link
+        followed); None where this process cannot read the layer, a path is not in it, or past `limit` bytes of files."""
         layers = self._readable_layers()
         if layers is None:
             return None
