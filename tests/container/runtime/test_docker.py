@@ -4,9 +4,11 @@ tests/container/test_reaper.py.)"""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
+import tarfile
 import textwrap
 import time
 import uuid
@@ -210,6 +212,42 @@ def test_a_shell_sandbox_runs_and_writes_as_the_sandbox_does(sandbox):
         assert shell.workdir == sandbox.workdir  # the rest is the sandbox's own
     finally:
         shell.close()
+
+
+def test_a_shell_sandbox_unpacks_an_archive_as_the_engine_does(sandbox, monkeypatch):
+    """Grading copies the agent's files into its container through `ShellSandbox.put_archive`: what the image's tar
+    unpacks is what the engine's archive call writes (content, kind, mode, owner, time), with no engine call; an
+    archive past the shell's limit goes through the engine."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for name, mode, data in (("deep/er/script.sh", 0o750, b"#!/bin/sh\necho hi\n"), ("data.bin", 0o640, bytes(range(256)))):
+            member = tarfile.TarInfo(name)
+            member.mode, member.size, member.mtime, member.uid, member.gid = mode, len(data), 1_600_000_000, 0, 0
+            tar.addfile(member, io.BytesIO(data))
+        link = tarfile.TarInfo("deep/link")
+        link.type, link.linkname, link.mtime = tarfile.SYMTYPE, "er/script.sh", 1_600_000_000
+        tar.addfile(link)
+    engine_calls: list[str] = []
+    real_put_archive = sandbox.put_archive
+    monkeypatch.setattr(sandbox, "put_archive", lambda directory, data: (engine_calls.append(directory),
+                                                                          real_put_archive(directory, data))[1])
+    sandbox.run("mkdir -p /tmp/through-shell /tmp/through-engine /tmp/past-limit", timeout=TIMEOUT)
+    shell = ShellSandbox(sandbox)
+    try:
+        shell.put_archive("/tmp/through-shell", archive.getvalue())
+        assert engine_calls == []
+        monkeypatch.setattr("gymenvs.container.shell._SHELL_ARCHIVE_LIMIT", 100)
+        shell.put_archive("/tmp/past-limit", archive.getvalue())
+        assert engine_calls == ["/tmp/past-limit"]
+    finally:
+        shell.close()
+    real_put_archive("/tmp/through-engine", archive.getvalue())
+    listing = ("cd {} && (find . -mindepth 1 -type d -printf '%P %y %m %U %G\\n'; "  # a folder's time: when it was made
+               "find . ! -type d -printf '%P %y %m %U %G %s %l %T@\\n') | sort && md5sum data.bin deep/er/script.sh")
+    written = [sandbox.run(listing.format(where), timeout=TIMEOUT).output.text()
+               for where in ("/tmp/through-shell", "/tmp/past-limit", "/tmp/through-engine")]
+    assert "deep/link l 777 0 0" in written[0] and "data.bin f 640 0 0 256" in written[0]
+    assert written[0] == written[1] == written[2]
 
 
 def test_containers_are_labelled_limited_and_offline(docker_client, sandbox):
