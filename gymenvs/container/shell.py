@@ -18,7 +18,6 @@ container's writable layer is checked against its disk limit (`Sandbox.check_dis
 from __future__ import annotations
 
 import base64
-import posixpath
 import shlex
 import time
 import uuid
@@ -27,7 +26,7 @@ from typing import Any
 
 from gymenvs.container.output import OutputCapture
 from gymenvs.container.runtime.base import ExecProcess, ExecResult, Sandbox, SandboxError
-from gymenvs.container.runtime.commands import DISK_CHECK_INTERVAL
+from gymenvs.container.runtime.commands import DISK_CHECK_INTERVAL, tar_archive
 
 #: Seconds a dying container may take to be seen stopped by the engine after its processes' streams ended.
 _SETTLE_S = 2.0
@@ -197,24 +196,24 @@ class ShellSandbox:
 
     def put_files(self, directory: str, files: dict[str, bytes], mode: int = 0o644) -> None:
         """As `Sandbox.put_files`: each {relative path: content} written under `directory`, parents created."""
-        for name, data in files.items():
-            path = shlex.quote(posixpath.join(directory, name))
-            encoded = base64.b64encode(data).decode()
-            command = (f"mkdir -p -- \"$(dirname -- {path})\" && rm -rf -- {path} && "
-                       f"printf %s {encoded} | base64 -d > {path} && chmod {mode:o} -- {path}")
-            result = self._shell.run(command, 300)
-            if result.exit_code != 0:
-                raise SandboxError(f"could not write {path} in container {self._sandbox.name}: {result.output[-500:]}")
+        self._unpack(directory, tar_archive(files, mode), make_directory=True)
 
     def put_archive(self, directory: str, archive: bytes) -> None:
-        """As `Sandbox.put_archive`: unpacked by the image's tar on the shell (a line on an open stream against about
-        0.05 s for the engine's call with Docker); an archive past `_SHELL_ARCHIVE_LIMIT` bytes, or one that tar
-        does not unpack (no tar in the image), goes through the engine."""
+        """As `Sandbox.put_archive`."""
+        self._unpack(directory, archive, make_directory=False)
+
+    def _unpack(self, directory: str, archive: bytes, *, make_directory: bool) -> None:
+        """`archive` unpacked under `directory` by the image's tar on the shell (a line on an open stream against about
+        0.05 s for the engine's call with Docker); past `_SHELL_ARCHIVE_LIMIT` bytes, or where tar does not unpack it
+        (no tar in the image, an entry tar will not replace), by the engine."""
+        where = shlex.quote(directory)
         if len(archive) <= _SHELL_ARCHIVE_LIMIT:
             encoded = base64.b64encode(archive).decode()
-            unpack = f"printf %s {encoded} | base64 -d | tar -x --same-owner --same-permissions -C {shlex.quote(directory)}"
-            if self._shell.run(unpack, 300).exit_code == 0:
+            unpack = f"printf %s {encoded} | base64 -d | tar -x --same-owner --same-permissions -C {where}"
+            if self._shell.run(f"mkdir -p -- {where} && {unpack}" if make_directory else unpack, 300).exit_code == 0:
                 return
+        if make_directory:
+            self._shell.run(f"mkdir -p -- {where}", 300)
         self._sandbox.put_archive(directory, archive)
 
     def close(self) -> None:
