@@ -5,10 +5,10 @@ the task.
 In each pooled container `StartAhead` opens the agent's endpoint with its files (`Endpoint`: bound to no channel
 yet), makes the container's token (in the agent's environment and config) and starts the agent under a small
 wrapper: the agent reads its standard input from a FIFO whose write end the wrapper holds, and the wrapper reads the
-task, as one base64 line, from its own exec stream. `reset` opens the episode's `LLMChannel` with that token and the
-endpoint's listener, binds the endpoint to it, then sends the task (`StartedAhead.give_task`): the wrapper writes it
-to the FIFO and closes it, so the agent sees its end. A token is made for one container, which serves one episode
-and is removed after it.
+episode's task file and the task, each as one base64 line, from its own exec stream. `reset` opens the episode's
+`LLMChannel` with that token and the endpoint's listener, binds the endpoint to it, then sends both
+(`StartedAhead.give_task`): the wrapper writes the task file, then the task to the FIFO, and closes it, so the agent
+sees its end. A token is made for one container, which serves one episode and is removed after it.
 
 `Endpoint` is where an agent in its container reaches its episode's channel, whether started ahead or not: on the
 container's own loopback, where this process listens in the container's network namespace
@@ -38,6 +38,7 @@ _WRAPPER = f"""mkfifo -m 600 {_FIFO}
 exec 4<>{_FIFO}
 bash -c {{command}} <{_FIFO} 4>&- &
 agent=$!
+IFS= read -r file && printf '%s' "$file" | base64 -d > {MOUNT}/task.md
 IFS= read -r task && printf '%s' "$task" | base64 -d >&4
 exec 4>&-
 wait "$agent"
@@ -125,9 +126,10 @@ class StartedAhead:
     def alive(self) -> bool:
         return not self.stream.closed()
 
-    def give_task(self, task: bytes) -> None:
-        """Send the agent its task (its whole standard input)."""
-        self.stream.send(base64.b64encode(task) + b"\n")
+    def give_task(self, task: bytes, *, file: bytes) -> None:
+        """Write `file`, the task as the episode's task file (MOUNT/task.md), then send the agent `task` (its whole
+        standard input): both through the wrapper's stream, with no call to the engine."""
+        self.stream.send(base64.b64encode(file) + b"\n" + base64.b64encode(task) + b"\n")
 
     def close(self) -> None:
         self.stream.close()

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import PositiveInt
 
-from gymenvs.container.agent.ahead import Endpoint, StartAhead, StartedAhead, put_files
+from gymenvs.container.agent.ahead import Endpoint, StartAhead, StartedAhead
 from gymenvs.container.agent.channel import AgentExited, AgentRequest, ChannelError, LLMChannel
 from gymenvs.container.agent.connection import Call
 from gymenvs.container.agent.messages import render
@@ -174,11 +174,10 @@ class AgentEnv(ContainerEnv):
         endpoint = self._endpoint = started.endpoint
         channel = self._channel = LLMChannel(model_name=self.config.model_name, side_model=self.config.side_model_name,
                                              token=started.token, listener=endpoint.listener)
-        put_files(self.episode_sandbox, {"task.md": self._task_bytes()})
         endpoint.bind(channel)
         agent = self._agent = AgentProcess(started.stream, channel)  # released with the episode from here on
         self._agent_turn_began = time.monotonic()
-        started.give_task(self.agent.task_input(self.family.instruction(self.episode_task)))
+        started.give_task(self.agent.task_input(self.family.instruction(self.episode_task)), file=self._task_bytes())
         return channel, agent
 
     def _task_bytes(self) -> bytes:

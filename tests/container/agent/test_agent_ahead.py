@@ -10,6 +10,9 @@ import time
 
 import pytest
 
+from gymenvs.container.agent.specs import MOUNT
+from gymenvs.container.runtime.docker.sandbox import DockerSandbox
+
 from .agent_support import TASKS, own_containers
 from .cli_support import CLIS, gold_patch_call
 
@@ -97,12 +100,21 @@ def request_from(docker_client, container_id: str, base_url: str, token: str) ->
 
 
 @pytest.mark.parametrize("agent", sorted(BINARIES))
-def test_a_pooled_agent_runs_before_reset_and_its_episode_grades_one(make_agent_env, agent_images, docker_client, agent):
+def test_a_pooled_agent_runs_before_reset_and_its_episode_grades_one(make_agent_env, agent_images, docker_client, agent,
+                                                                    monkeypatch):
     pooled_env = env_with_pool(make_agent_env, agent)
     agents = pooled_agents(docker_client, agent)
+    engine_writes: list[str] = []
+    real_put_archive = DockerSandbox.put_archive
+    monkeypatch.setattr(DockerSandbox, "put_archive", lambda sandbox, directory, archive: (
+        engine_writes.append(directory), real_put_archive(sandbox, directory, archive))[1])
     before_reset = time.time()
     observation, info = pooled_env.reset(options={"instance_id": INSTANCE_ID})
+    monkeypatch.undo()
+    assert engine_writes == []  # the task file came with the task, over the agent's wrapper's stream
     container = pooled_env.unwrapped.state()["container"]
+    task_file = docker_client.containers.get(container).exec_run(["cat", f"{MOUNT}/task.md"]).output.decode()
+    assert task_file == TASKS[INSTANCE_ID].problem_statement
     started_ahead = agents[docker_client.containers.get(container).id]
     assert started_ahead["started"] < before_reset  # the agent of the episode was started ahead, by the pool
     serving = agent_in(docker_client.containers.get(container), agent)
