@@ -104,15 +104,15 @@ def test_a_pooled_agent_runs_before_reset_and_its_episode_grades_one(make_agent_
                                                                     monkeypatch):
     pooled_env = env_with_pool(make_agent_env, agent)
     agents = pooled_agents(docker_client, agent)
-    engine_writes: list[str] = []
+    written: list[str] = []  # the containers the engine wrote into (the pool's refill, started by reset, too)
     real_put_archive = DockerSandbox.put_archive
     monkeypatch.setattr(DockerSandbox, "put_archive", lambda sandbox, directory, archive: (
-        engine_writes.append(directory), real_put_archive(sandbox, directory, archive))[1])
+        written.append(sandbox.id), real_put_archive(sandbox, directory, archive))[1])
     before_reset = time.time()
     observation, info = pooled_env.reset(options={"instance_id": INSTANCE_ID})
     monkeypatch.undo()
-    assert engine_writes == []  # the task file came with the task, over the agent's wrapper's stream
     container = pooled_env.unwrapped.state()["container"]
+    assert docker_client.containers.get(container).id not in written  # the task file came with the task
     task_file = docker_client.containers.get(container).exec_run(["cat", f"{MOUNT}/task.md"]).output.decode()
     assert task_file == TASKS[INSTANCE_ID].problem_statement
     started_ahead = agents[docker_client.containers.get(container).id]
