@@ -15,7 +15,12 @@ request came; OpenCode reads the config gymenvs renders for it. Variants, each `
   seconds since OpenCode was started.
 
 Each line also gives the container's CPU time to the first request (its cgroup's, read by the stand-in; what a
-busy host inflates least) and how long its one-CPU limit held it back (throttled).
+busy host inflates least) and how long its one-CPU limit held it back (throttled). Nothing else runs in the container
+while OpenCode starts: the stand-in exits once it has answered, and the script waits for that.
+
+Last, the floor of a reset without a pool: the engine's start of a container of the image (create and start, the
+same limits; median of `--runs`) plus OpenCode's own start-up with SWEAgent-v0's settings (`+ no watcher`): what an
+env that took no time of its own would still take to OpenCode's first request.
 
 Needs a Docker engine and the image (`gymenvs swe install-agent opencode`). Prints figures; nothing is asserted.
 """
@@ -25,6 +30,7 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+import time
 from datetime import datetime
 from importlib import resources
 
@@ -33,13 +39,15 @@ import docker
 from gymenvs.container.agent.specs import AGENTS_ROOT, OPENCODE
 
 IMAGE = "gymenvs/swe-fixture.textkit-1:latest-opencode-1.18.33"
+LIMITS = {"network_mode": "none", "nano_cpus": 10**9}  # an SWE episode's: one CPU, no network
 ENGINE = {key: value for key, value in OPENCODE.environment.items() if key.startswith("BUN_JSC_")}
 WATCHER_OFF = {"OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": OPENCODE.environment["OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER"]}
 BASE = {key: value for key, value in OPENCODE.environment.items()
         if key.startswith("OPENCODE_") and key != "OPENCODE_MODELS_PATH" and key not in WATCHER_OFF}
 # The container's CPU time and the time its CPU limit held it back, in seconds (cgroup v1 or v2).
 STAND_IN = """
-import http.server, os, sys, time
+import http.server, os, signal, sys, time
+signal.alarm(60)  # no request by then: it exits, and the script says so
 def cpu():
     if os.path.exists("/sys/fs/cgroup/cpu.stat"):
         stat = dict(line.split() for line in open("/sys/fs/cgroup/cpu.stat"))
@@ -49,14 +57,14 @@ def cpu():
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         sys.stderr.write("REQUEST %.3f %.3f %.3f\\n" % (time.time(), *cpu())); sys.stderr.flush()
-        self.send_response(500); self.end_headers()
+        self.send_response(500); self.end_headers(); self.wfile.flush(); os._exit(0)
     def log_message(self, *args): pass
 sys.stderr.write("BEFORE %.3f %.3f\\n" % cpu()); sys.stderr.flush()
 http.server.HTTPServer(("127.0.0.1", 9999), Handler).serve_forever()
 """
 SCRIPT = """
 set -e
-python3 -c "$STAND_IN" 2>/tmp/requests &
+python3 -c "$STAND_IN" 2>/tmp/requests & stand_in=$!
 mkdir -p /tmp/gymenvs-opencode "$HOME/.config/opencode"
 printf %s "$CONFIG" | sed -e "s|@OPENAI_BASE_URL@|http://127.0.0.1:9999/v1|g" -e "s|@OPENAI_MODEL@|policy|g" \\
   -e "s|@GYMENVS_SIDE_MODEL@|side|g" > /tmp/gymenvs-opencode/opencode.json
@@ -68,7 +76,7 @@ fi
 sleep 0.5
 started=$(date +%s.%N)
 echo "say hi" | timeout 60 env $ENGINE $WATCHER BINARY run --auto --format json $LOG_FLAGS > /tmp/log 2>&1 &
-for _ in $(seq 3000); do grep -q REQUEST /tmp/requests && break; sleep 0.02; done
+wait $stand_in || true
 grep -q REQUEST /tmp/requests || { echo NO_REQUEST; tail -c 2000 /tmp/log; exit 0; }
 set -- $(grep -m1 REQUEST /tmp/requests) $(grep -m1 BEFORE /tmp/requests)
 echo "FIRST_REQUEST $(python3 -c "print(round($2 - $started, 3), round($3 - $6, 3), round($4 - $7, 3))")"
@@ -88,8 +96,8 @@ def run_once(client, image: str, catalogue: bool, lock: bool, engine: bool, watc
                    "ENGINE": " ".join(f"{key}={value}" for key, value in ENGINE.items()) if engine else "",
                    "WATCHER": " ".join(f"{key}={value}" for key, value in WATCHER_OFF.items()) if watcher_off else "",
                    "LOG_FLAGS": "--print-logs --log-level DEBUG" if log else ""}
-    output = client.containers.run(image, ["bash", "-c", SCRIPT], environment=environment, network_mode="none",
-                                   nano_cpus=10**9, remove=True, stderr=True).decode()
+    output = client.containers.run(image, ["bash", "-c", SCRIPT], environment=environment, **LIMITS, remove=True,
+                                   stderr=True).decode()
     if "FIRST_REQUEST" not in output:
         raise RuntimeError(f"OpenCode made no request within 60 s:\n{output}")
     return [float(figure) for figure in output.split("FIRST_REQUEST ")[1].split()[:3]], output
@@ -115,6 +123,19 @@ def main() -> None:
               f"({' '.join(f'{t:.2f}' for t in times)}); CPU median {statistics.median(cpu):.2f} s, "
               f"throttled {statistics.median(throttled):.2f} s", flush=True)
     print_timeline(runs["+ no watcher, debug log"][-1][1])
+    own = statistics.median(figures[0] for figures, _ in runs["+ no watcher"])
+    start = statistics.median(container_start(client, args.image) for _ in range(args.runs))
+    print(f"floor without a pool: the engine's container start (median) {start:.2f} s + OpenCode's own start-up "
+          f"(+ no watcher, median) {own:.2f} s = {start + own:.2f} s")
+
+
+def container_start(client, image: str) -> float:
+    """Seconds the engine takes to create and start a container of `image` with an episode's limits."""
+    started = time.perf_counter()
+    container = client.containers.run(image, ["sleep", "60"], detach=True, **LIMITS)
+    seconds = time.perf_counter() - started
+    container.remove(force=True)
+    return seconds
 
 
 def print_timeline(output: str) -> None:
