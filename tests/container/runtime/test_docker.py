@@ -19,7 +19,7 @@ from episode_support import play_all
 from swe.swe_support import own_containers
 
 from gymenvs.container.runtime import ContainerGone, Limits, Runtime, Sandbox, SandboxError
-from gymenvs.container.runtime.docker.sandbox import KEPT_CAPABILITIES, SECURITY_OPTIONS
+from gymenvs.container.runtime.docker.sandbox import HOSTS_PATH, KEPT_CAPABILITIES, SECURITY_OPTIONS
 from gymenvs.container.runtime.owners import LABEL_EPISODE, LABEL_HOST, LABEL_PID, owner_labels
 from gymenvs.container.shell import PersistentShell, ShellSandbox
 from gymenvs.swe.images import WORKDIR
@@ -361,6 +361,22 @@ def test_a_snapshot_starts_a_sandbox_where_the_first_stood(runtime, docker_clien
             second.remove()
     finally:
         docker_client.images.remove(image, force=True)
+
+
+def test_a_container_without_a_network_starts_without_the_engines_network_sandbox(runtime, docker_client, sandbox):
+    """No network: the engine's networking disabled (no sandbox or hook of its own at the start), yet localhost
+    resolves to the loopback as under the engine's own /etc/hosts, in the container and in one that joins it;
+    the file gymenvs wrote is not one of the container's changes."""
+    assert docker_client.api.inspect_container(sandbox.id)["Config"]["NetworkDisabled"] is True
+    joined = runtime.start(sandbox.image, role="test", episode_id="joined", workdir=WORKDIR, network_of=sandbox)
+    try:
+        for box in (sandbox, joined):
+            listening = box.run("python3 -c 'import socket; s = socket.create_server((\"localhost\", 0)); "
+                                "print(s.getsockname()[0], socket.gethostbyname(\"localhost\"))'", timeout=10)
+            assert listening.output.text().split() == ["127.0.0.1", "127.0.0.1"], listening.output.text()
+    finally:
+        joined.remove()
+    assert HOSTS_PATH not in sandbox.changed_paths("/")
 
 
 def test_the_changed_paths_are_the_containers_not_what_the_engine_mounts(runtime, swe_images):

@@ -110,11 +110,12 @@ class DockerRuntime:
               network_of: Sandbox | None = None) -> DockerSandbox:
         limits = enforceable(limits, self.unenforced, self.name)
         options = container_options(role, episode_id, limits, workdir, labels=labels, volumes=volumes)
-        egress = None
+        egress, joins_hostless = None, False
         if network_of is not None:  # its network is the other's, rules included
-            options.pop("network", None)
-            options.pop("networking_config", None)
+            for key in ("network", "networking_config", "network_disabled"):
+                options.pop(key, None)
             options["network_mode"] = f"container:{network_of.id}"
+            joins_hostless = isinstance(network_of, DockerSandbox) and network_of.writes_hosts
         elif limits.network and limits.allowed_hosts is not None:
             egress = self._egress(limits)
             options["extra_hosts"] = egress.pinned
@@ -123,7 +124,7 @@ class DockerRuntime:
         with self._starting_one():
             sandbox = DockerSandbox(self, self.client, image, options, limits=limits, workdir=workdir,
                                     freezes=self.can_freeze, disk_watch=self.disk_watch,
-                                    overlay_layers=self.overlay_layers)
+                                    overlay_layers=self.overlay_layers, writes_hosts=joins_hostless)
         if egress is not None:
             try:
                 egress.apply(self.client.api.inspect_container(sandbox.id)["State"]["Pid"])
