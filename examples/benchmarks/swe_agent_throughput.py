@@ -17,6 +17,10 @@ and the share of the slots' time in:
   the env records them (`info["trajectory"][i]["agent_seconds"]`);
 - the policy: building each action.
 
+It also prints the host's CPU time per episode: every process's on this machine (the engine's, the containers',
+gymenvs's), busy time from /proc/stat over the run, divided by the episodes; what bounds the episodes per minute once
+the slots keep every core busy.
+
 Needs a Docker engine and the fixture images. Prints figures; nothing is asserted.
 """
 
@@ -104,8 +108,15 @@ class Slot(threading.Thread):
             self.failed.append(f"{info.get('outcome')}/{info.get('outcome_reason')}: {info.get('error')}")
 
 
+def host_busy_seconds() -> float:
+    """CPU seconds this host's cores have spent busy since boot (/proc/stat: all but idle and I/O wait)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(field) for field in stat.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(slots: int, tasks: list, seconds: float, turns: int, warm_pool: int, policy_seconds: float) -> None:
-    load_before = os.getloadavg()[0]
+    load_before, busy_before = os.getloadavg()[0], host_busy_seconds()
     started = time.monotonic()
     players = [Slot(i, tasks, turns, started + seconds, warm_pool, policy_seconds) for i in range(slots)]
     for player in players:
@@ -125,6 +136,8 @@ def measure(slots: int, tasks: list, seconds: float, turns: int, warm_pool: int,
           + ", ".join(f"{part} {total[part] / spent:.0%}" for part in PARTS[:4]) + "); "
           + ", ".join(f"{part} {total[part] / spent:.0%}" for part in PARTS[4:]))
     print("  seconds per episode: " + ", ".join(f"{part} {total[part] / max(episodes, 1):.3f}" for part in PARTS))
+    print(f"  the host's CPU time per episode (every process, {os.cpu_count()} cores): "
+          f"{(host_busy_seconds() - busy_before) / max(episodes, 1):.3f} s")
     for player in players:
         for failure in player.failed:
             print(f"  {player.name} did not score 1: {failure}")
