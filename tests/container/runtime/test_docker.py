@@ -19,7 +19,7 @@ from episode_support import play_all
 from swe.swe_support import own_containers
 
 from gymenvs.container.runtime import ContainerGone, Limits, Runtime, Sandbox, SandboxError
-from gymenvs.container.runtime.docker.sandbox import HOSTS_PATH, KEPT_CAPABILITIES, SECURITY_OPTIONS
+from gymenvs.container.runtime.docker.sandbox import HOSTS_PATH, KEPT_CAPABILITIES, SECURITY_OPTIONS, DockerSandbox
 from gymenvs.container.runtime.owners import LABEL_EPISODE, LABEL_HOST, LABEL_PID, owner_labels
 from gymenvs.container.shell import PersistentShell, ShellSandbox
 from gymenvs.swe.images import WORKDIR
@@ -377,6 +377,21 @@ def test_a_container_without_a_network_starts_without_the_engines_network_sandbo
     finally:
         joined.remove()
     assert HOSTS_PATH not in sandbox.changed_paths("/")
+
+
+def test_the_hosts_file_is_written_into_the_layer_without_the_engine(runtime, swe_images, monkeypatch):
+    """On this host the file goes straight into the created container's writable layer: no archive call at the
+    start, and the file is the one the engine's call would have made (root's, mode 0644, in /etc as the image has it)."""
+    engine_writes = []
+    monkeypatch.setattr(DockerSandbox, "put_archive", lambda box, *args: engine_writes.append(args))
+    box = runtime.start(swe_images, role="test", episode_id="hosts", workdir=WORKDIR)
+    try:
+        listed = box.run("stat -c '%U %a' /etc/hosts /etc && "
+                         "python3 -c 'import socket; print(socket.gethostbyname(\"localhost\"))'", timeout=10).output.text()
+    finally:
+        box.remove()
+    assert engine_writes == []
+    assert listed.split() == ["root", "644", "root", "755", "127.0.0.1"], listed
 
 
 def test_the_changed_paths_are_the_containers_not_what_the_engine_mounts(runtime, swe_images):

@@ -41,6 +41,31 @@ def readable_layers(graph_driver: Mapping[str, Any]) -> tuple[str, list[str]] | 
     return upper, lowers
 
 
+def write_before_start(upper: str, lowers: Sequence[str], path: str, data: bytes, mode: int = 0o644) -> None:
+    """Write the file `path` into the writable layer `upper` of a container not started yet (its files are not
+    mounted, nothing runs in it), as the engine's archive call would: each missing parent folder with the image's
+    owner and mode, the file owned by the layer's own owner (the container's root). OSError where the image has no
+    folder at a parent, or the layer holds the file already."""
+    parent = os.path.dirname(path)
+    for depth in range(1, parent.count("/") + 1 if parent != "/" else 0):
+        folder = "/".join(parent.split("/")[: depth + 1])
+        below = _stat_below(lowers, folder)
+        if below is None or not stat.S_ISDIR(below.st_mode):
+            raise NotADirectoryError(f"the image has no folder {folder}")
+        if _lstat(upper + folder) is None:
+            os.mkdir(upper + folder)
+            os.chown(upper + folder, below.st_uid, below.st_gid, follow_symlinks=False)
+            os.chmod(upper + folder, stat.S_IMODE(below.st_mode))
+    owner = os.stat(upper)
+    descriptor = os.open(upper + path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.fchown(descriptor, owner.st_uid, owner.st_gid)
+        os.fchmod(descriptor, mode)
+        os.write(descriptor, data)
+    finally:
+        os.close(descriptor)
+
+
 def layer_changes(upper: str, lowers: Sequence[str]) -> dict[str, ChangeKind]:
     """{absolute path: kind} of what the overlay upper directory `upper` holds over `lowers` (top first), a parent
     before what is under it. A directory the image has too is listed, as changed, when something under it is or its

@@ -35,7 +35,7 @@ from gymenvs.container.runtime.base import (
 )
 from gymenvs.container.runtime.docker.disk import DiskWatch
 from gymenvs.container.runtime.docker.exec import ExecStream
-from gymenvs.container.runtime.docker.layer import layer_archive, layer_changes, readable_layers
+from gymenvs.container.runtime.docker.layer import layer_archive, layer_changes, readable_layers, write_before_start
 from gymenvs.container.runtime.docker.procfs import loopback_listener, tcp_listening
 from gymenvs.container.runtime.owners import LABEL_EPISODE, labels_for
 
@@ -421,6 +421,15 @@ class DockerSandbox:
         return containers.create(image, **options)
 
     def _write_hosts(self) -> None:
+        """Into the writable layer on this host where this process may write it (no engine call), else through the
+        engine."""
+        layers = self._readable_layers()
+        if layers is not None:
+            try:
+                write_before_start(*layers, HOSTS_PATH, _HOSTS)
+                return
+            except OSError:
+                pass
         try:
             self.put_files("/", {HOSTS_PATH.lstrip("/"): _HOSTS})  # /etc made where the image has none
         except SandboxError:
