@@ -46,9 +46,9 @@ def write_before_start(upper: str, lowers: Sequence[str], path: str, data: bytes
     mounted, nothing runs in it), as the engine's archive call would: each missing parent folder with the image's
     owner and mode, the file owned by the layer's own owner (the container's root). OSError where the image has no
     folder at a parent, or the layer holds the file already."""
-    parent = os.path.dirname(path)
-    for depth in range(1, parent.count("/") + 1 if parent != "/" else 0):
-        folder = "/".join(parent.split("/")[: depth + 1])
+    folders = path.strip("/").split("/")[:-1]
+    for depth in range(1, len(folders) + 1):
+        folder = "/" + "/".join(folders[:depth])
         below = _stat_below(lowers, folder)
         if below is None or not stat.S_ISDIR(below.st_mode):
             raise NotADirectoryError(f"the image has no folder {folder}")
