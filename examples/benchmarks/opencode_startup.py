@@ -18,9 +18,9 @@ Each line also gives the container's CPU time to the first request (its cgroup's
 busy host inflates least) and how long its one-CPU limit held it back (throttled). Nothing else runs in the container
 while OpenCode starts: the stand-in exits once it has answered, and the script waits for that.
 
-Last, the floor of a reset without a pool: the engine's start of a container of the image (create and start, the
-same limits; median of `--runs`) plus OpenCode's own start-up with SWEAgent-v0's settings (`+ no watcher`): what an
-env that took no time of its own would still take to OpenCode's first request.
+Last, the floor of a reset without a pool: the start of a container of the image as gymenvs starts an episode's
+(`Runtime.start`, one CPU, no network; median of `--runs`) plus OpenCode's own start-up with SWEAgent-v0's settings
+(`+ no watcher`): what an env that did nothing else would still take to OpenCode's first request.
 
 Needs a Docker engine and the image (`gymenvs swe install-agent opencode`). Prints figures; nothing is asserted.
 """
@@ -37,6 +37,7 @@ from importlib import resources
 import docker
 
 from gymenvs.container.agent.specs import AGENTS_ROOT, OPENCODE
+from gymenvs.container.runtime import Limits, shared_runtime
 
 IMAGE = "gymenvs/swe-fixture.textkit-1:latest-opencode-1.18.33"
 LIMITS = {"network_mode": "none", "nano_cpus": 10**9}  # an SWE episode's: one CPU, no network
@@ -124,17 +125,17 @@ def main() -> None:
               f"throttled {statistics.median(throttled):.2f} s", flush=True)
     print_timeline(runs["+ no watcher, debug log"][-1][1])
     own = statistics.median(figures[0] for figures, _ in runs["+ no watcher"])
-    start = statistics.median(container_start(client, args.image) for _ in range(args.runs))
-    print(f"floor without a pool: the engine's container start (median) {start:.2f} s + OpenCode's own start-up "
+    start = statistics.median(container_start(args.image) for _ in range(args.runs))
+    print(f"floor without a pool: gymenvs's container start (median) {start:.2f} s + OpenCode's own start-up "
           f"(+ no watcher, median) {own:.2f} s = {start + own:.2f} s")
 
 
-def container_start(client, image: str) -> float:
-    """Seconds the engine takes to create and start a container of `image` with an episode's limits."""
+def container_start(image: str) -> float:
+    """Seconds gymenvs's runtime takes to start a container of `image` as an episode's (one CPU, no network)."""
     started = time.perf_counter()
-    container = client.containers.run(image, ["sleep", "60"], detach=True, **LIMITS)
+    sandbox = shared_runtime().start(image, role="benchmark", episode_id="opencode-startup", limits=Limits(cpus=1.0))
     seconds = time.perf_counter() - started
-    container.remove(force=True)
+    sandbox.remove()
     return seconds
 
 
