@@ -159,6 +159,21 @@ def test_a_patch_that_forges_the_test_log_grades_zero(target):
     assert "the log claims 2 test(s) passed that the test runner saw fail" in report.error
 
 
+def test_localhost_resolves_in_a_container_without_a_network_and_its_start_writes_no_archive(target, monkeypatch):
+    """Docker's /etc/hosts goes into the layer before the start (its networking disabled); Podman mounts its own
+    whatever the network: on neither does the start call the engine's archive API."""
+    from gymenvs.container.runtime.docker.sandbox import DockerSandbox
+
+    archives = []
+    monkeypatch.setattr(DockerSandbox, "put_archive", lambda box, *args: archives.append(args))
+    sandbox = target.runtime.start(BASE_IMAGE, role="test", episode_id="hosts", limits=target.limits(network=False))
+    try:
+        resolved = sandbox.run("python3 -c 'import socket; print(socket.gethostbyname(\"localhost\"))'", timeout=10)
+    finally:
+        sandbox.remove()
+    assert (resolved.output.text().strip(), archives) == ("127.0.0.1", []), resolved.output.text()
+
+
 #: Two rows of Terminal-v0's tamper table (tests/terminal/test_tamper.py) on each runtime.
 TAMPER_ROWS = ["pre-written reward.txt", "background process rewriting the reward"]
 

@@ -60,6 +60,8 @@ class DockerRuntime:
     start_hint = "start one (e.g. `dockerd`) or set DOCKER_HOST"
     #: What runs a task's compose sidecars (`start_sidecars`).
     sidecars_class: ClassVar[type[DockerSidecars]] = DockerSidecars
+    #: Whether a container without a network is created with the engine's networking disabled (`HOSTS_PATH`).
+    disables_networking = True
 
     def __init__(self, engine: str | None = None, *, timeout: int = 600):
         try:
@@ -109,7 +111,8 @@ class DockerRuntime:
               labels: Mapping[str, str] | None = None, volumes: Mapping[str, str] | None = None,
               network_of: Sandbox | None = None) -> DockerSandbox:
         limits = enforceable(limits, self.unenforced, self.name)
-        options = container_options(role, episode_id, limits, workdir, labels=labels, volumes=volumes)
+        options = container_options(role, episode_id, limits, workdir, labels=labels, volumes=volumes,
+                                    disable_networking=self.disables_networking)
         egress, joins_hostless = None, False
         if network_of is not None:  # its network is the other's, rules included
             for key in ("network", "networking_config", "network_disabled"):

@@ -67,12 +67,14 @@ _ALIASES_API = "1.22"  # the engine API version that added network aliases (the 
 
 
 def container_options(role: str, episode_id: str, limits: Limits, workdir: str, *,
-                      labels: Mapping[str, str] | None = None, volumes: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The `containers.create` keywords of a sandbox: its limits, labels and volumes."""
+                      labels: Mapping[str, str] | None = None, volumes: Mapping[str, str] | None = None,
+                      disable_networking: bool = True) -> dict[str, Any]:
+    """The `containers.create` keywords of a sandbox: its limits, labels and volumes; without a network, the engine's
+    networking disabled where `disable_networking` (`HOSTS_PATH`)."""
     # a fresh volume stays empty: nothing of the image at its mount point is copied in
     binds = {volume: {"bind": inside, "mode": "rw,nocopy"} for volume, inside in (volumes or {}).items()}
     return dict(
-        **_network_options(limits),
+        **_network_options(limits, disable_networking),
         command=["sleep", str(limits.lifetime_seconds)],
         name=f"gymenvs-{role}-{uuid.uuid4().hex[:12]}",
         labels=labels_for(role, **{**(labels or {}), LABEL_EPISODE: episode_id}),
@@ -96,11 +98,13 @@ def mount_points(options: Mapping[str, Any], *, writes_hosts: bool = False) -> f
     return frozenset(mounted | set(_INIT_PATHS if options.get("init") else ()) | ({HOSTS_PATH} if writes_hosts else set()))
 
 
-def _network_options(limits: Limits) -> dict[str, Any]:
-    """Join the sidecars' network as "main" (`Limits.network_name`), else the default bridge, or none (the
-    engine's networking disabled: `HOSTS_PATH`)."""
+def _network_options(limits: Limits, disable_networking: bool) -> dict[str, Any]:
+    """Join the sidecars' network as "main" (`Limits.network_name`), else the default bridge, or none (with the
+    engine's networking disabled where `disable_networking`: `HOSTS_PATH`)."""
     if limits.network_name is None:
-        return {"network_mode": None} if limits.network else {"network_mode": "none", "network_disabled": True}
+        if limits.network:
+            return {"network_mode": None}
+        return {"network_mode": "none", **({"network_disabled": True} if disable_networking else {})}
     from docker.types import EndpointConfig
 
     return {"network": limits.network_name,

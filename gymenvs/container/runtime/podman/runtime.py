@@ -9,6 +9,8 @@ Podman serves the Docker engine API (`podman system service`), and the docker SD
   systemd timers), so gymenvs runs them itself while the project starts (`PodmanSidecars`);
 - its DNS server drops lookups while it reloads, on any container's start or stop: a sandbox that joins the
   sidecars' network gets their names in its /etc/hosts (`_sidecar_hosts`);
+- it ignores a container's `NetworkDisabled` and mounts its own /etc/hosts whatever the network: a container
+  without a network is created with network "none" only (`disables_networking`);
 - a rootless engine sets a resource limit only through a cgroup controller delegated to its user, and on cgroup v1
   none is: Podman then drops the limit, and its Docker API still claims it (`/info`, `HostConfig`). So the engine's
   own API (libpod's info) is asked, once it answers, which limits it can set: the others are `unenforced`, and a
@@ -56,6 +58,7 @@ class PodmanRuntime(DockerRuntime):
 
     name = "podman"
     sidecars_class = PodmanSidecars
+    disables_networking = False
     start_hint = ("start its API service (`podman system service --time=0 unix:///run/podman/podman.sock` as root, or "
                   "as yourself on unix://$XDG_RUNTIME_DIR/podman/podman.sock) or set CONTAINER_HOST")
 
